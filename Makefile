@@ -1,0 +1,34 @@
+# The two commands of the README. Both install what is missing (scripts/install-deps), configure
+# and build, then run. PRESET=cpu builds without CUDA.
+PRESET ?= default
+BUILD_DIR ?= $(if $(filter default,$(PRESET)),build,build-$(PRESET))
+JOBS ?= 2
+
+.PHONY: all deps build test test-gpu demo bench clean format
+
+all: build
+
+deps:
+	@scripts/install-deps
+
+build: deps
+	@test -f $(BUILD_DIR)/CMakeCache.txt || cmake --preset $(PRESET)
+	cmake --build $(BUILD_DIR) -j$(JOBS)
+
+test: build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)
+
+test-gpu: build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -L gpu
+
+demo: build
+	scripts/demo $(BUILD_DIR)/apps/ctforge
+
+bench: build
+	$(BUILD_DIR)/bench/bench_backproject
+
+format:
+	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.cuh' '*.cu')
+
+clean:
+	rm -rf $(BUILD_DIR) demo-out

@@ -1,0 +1,106 @@
+// Acquisition geometry.
+//
+// Convention (see README, "Geometry"):
+//  * World frame in mm, right-handed, rotation axis = +z. Volumes are indexed [z][y][x].
+//  * Every geometry reduces to per-view vectors: source (cone) or ray direction (parallel),
+//    detector centre, and the steps u (between adjacent columns) and v (between adjacent rows),
+//    pixel size included. Pixel (col, row) centre =
+//        detector_center + (col - (cols-1)/2) * u + (row - (rows-1)/2) * v.
+//  * Circular "cone" at view angle t (radians internally, degrees in files):
+//        source          = ( SID sin t, -SID cos t, 0)
+//        detector_center = (-(SDD-SID) sin t, (SDD-SID) cos t, 0) + off_u * u_hat + off_v * v_hat
+//        u = (cos t, sin t, 0) * du,   v = (0, 0, 1) * dv
+//    (the convention of ASTRA's cone -> cone_vec conversion).
+//  * Circular "parallel": ray direction (-sin t, cos t, 0), detector centre at the origin
+//    (plus offsets), same u and v.
+//  * A fan-beam / 2D scan is a geometry with rows = 1.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ctforge/vec3.hpp"
+
+namespace ctforge {
+
+enum class beam_kind { cone, parallel };
+
+/// One view of a vector geometry. All positions in mm, world frame.
+struct view_vectors {
+  vec3 source;           ///< cone: source position (mm); parallel: ray direction (non-zero)
+  vec3 detector_center;  ///< detector centre (mm), see pixel-centre formula above
+  vec3 u;                ///< step between adjacent columns (mm), pixel width included
+  vec3 v;                ///< step between adjacent rows (mm), pixel height included
+};
+
+/// Parameters of a circular orbit; present for the types "cone" and "parallel".
+/// FDK and parallel FBP need them (cosine and Parker weights, angular spacing).
+struct circular_orbit {
+  double source_to_isocenter_mm = 0;  ///< SID, cone only (> 0)
+  double source_to_detector_mm = 0;   ///< SDD, cone only (> SID)
+  std::vector<double> angles_rad;     ///< view angles (radians), one per view
+  std::vector<double> offset_u_mm;    ///< detector offset along u_hat per view (mm)
+  std::vector<double> offset_v_mm;    ///< detector offset along v_hat per view (mm)
+};
+
+struct geometry {
+  beam_kind beam = beam_kind::cone;
+  std::int64_t cols = 0;        ///< detector columns (>= 1)
+  std::int64_t rows = 0;        ///< detector rows (>= 1); 1 = fan beam / 2D
+  double pixel_u_mm = 1;        ///< nominal pixel pitch along u (circular types; |u| for vectors)
+  double pixel_v_mm = 1;        ///< nominal pixel pitch along v
+  std::vector<view_vectors> views;
+  std::optional<circular_orbit> orbit;  ///< set for "cone" and "parallel"
+
+  std::int64_t view_count() const { return static_cast<std::int64_t>(views.size()); }
+  /// "cone", "parallel", "cone_vec" or "parallel_vec".
+  std::string type_name() const;
+  /// Throws usage_error naming the offending field when the geometry is invalid.
+  void validate() const;
+};
+
+/// Circular cone beam. Angles in radians; offsets (mm) either empty, one value, or one per view.
+geometry make_cone_geometry(std::int64_t cols, std::int64_t rows, double pixel_u_mm,
+                            double pixel_v_mm, double sid_mm, double sdd_mm,
+                            std::vector<double> angles_rad, std::vector<double> offset_u_mm = {},
+                            std::vector<double> offset_v_mm = {});
+/// Circular parallel beam. Angles in radians.
+geometry make_parallel_geometry(std::int64_t cols, std::int64_t rows, double pixel_u_mm,
+                                double pixel_v_mm, std::vector<double> angles_rad,
+                                std::vector<double> offset_u_mm = {},
+                                std::vector<double> offset_v_mm = {});
+/// Vector geometries: explicit per-view vectors.
+geometry make_vec_geometry(beam_kind beam, std::int64_t cols, std::int64_t rows,
+                           std::vector<view_vectors> views);
+
+/// `count` angles from `start` in steps of `step` (radians).
+std::vector<double> angle_range(double start, double step, std::int64_t count);
+inline constexpr double deg_to_rad(double d) { return d * 3.14159265358979323846 / 180.0; }
+inline constexpr double rad_to_deg(double r) { return r * 180.0 / 3.14159265358979323846; }
+
+/// Parses the JSON form (README, "Geometry JSON"). `origin` names the source (a file name)
+/// in error messages. Throws usage_error naming the field on invalid input.
+geometry geometry_from_json(std::string_view text, std::string_view origin = "geometry");
+/// Reads a geometry JSON file. Throws error when the file cannot be read.
+geometry load_geometry(const std::string& path);
+/// JSON text that geometry_from_json reads back into an identical geometry.
+std::string geometry_to_json(const geometry& g);
+
+/// Projection matrix of one view, computed in double precision.
+/// For a world point x (mm): [p0, p1, p2] = M * [x, y, z, 1]; then
+///   col = p0 / p2, row = p1 / p2   (0-based pixel indices, pixel centres at integers)
+/// and p2 is the depth of x along the detector normal as a fraction of the depth of the
+/// detector plane (cone: 1 on the detector, 0 at the source; parallel: p2 == 1).
+/// Row-major 3x4.
+using projection_matrix = std::array<double, 12>;
+projection_matrix compute_projection_matrix(const geometry& g, std::int64_t view);
+std::vector<projection_matrix> compute_projection_matrices(const geometry& g);
+
+/// World position (mm) of the centre of pixel (col, row) of a view.
+vec3 pixel_center(const geometry& g, std::int64_t view, double col, double row);
+
+}  // namespace ctforge

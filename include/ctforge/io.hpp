@@ -1,0 +1,48 @@
+// Native HDF5 files and PNG previews. No HDF5 types are exposed.
+//
+// Projection file: /projections float32 [views][rows][cols] (line integrals),
+//                  /geometry scalar string dataset holding the geometry JSON.
+// Volume file:     /volume float32 [z][y][x] with attributes spacing_mm and origin_mm
+//                  (3 doubles each, x, y, z order; origin = centre of voxel (0,0,0)).
+// Every writer writes to "<path>.part" (same directory) and renames it over `path` only when
+// the file is complete, so an interrupted run never leaves a file that looks complete.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "ctforge/geometry.hpp"
+#include "ctforge/volume.hpp"
+
+namespace ctforge::io {
+
+struct projection_file {
+  projection_stack projections;
+  std::optional<geometry> geom;  ///< absent when the file has no /geometry dataset
+  std::string geometry_json;      ///< raw JSON text (empty when absent)
+};
+
+/// Reads /projections (and /geometry when present). Throws error naming the file and dataset
+/// when the file is missing, not HDF5, lacks the dataset, has the wrong rank or type, or holds
+/// non-finite values.
+projection_file read_projections(const std::string& path);
+void write_projections(const std::string& path, const projection_stack& p, const geometry& g);
+
+volume read_volume(const std::string& path);
+void write_volume(const std::string& path, const volume& v);
+
+/// Short human-readable description of any ctforge HDF5 file (datasets, shapes, value range,
+/// geometry summary, volume spacing/origin).
+std::string describe_file(const std::string& path);
+
+/// Writes the three central orthogonal slices (axial z, coronal y, sagittal x) side by side as
+/// an 8-bit grey PNG, windowed to [lo, hi] (lo == hi: the volume's 0.5 / 99.5 percentiles).
+void write_preview_png(const std::string& path, const volume& v, float lo = 0, float hi = 0);
+
+/// Writes `path` atomically: calls write(tmp) then renames tmp over path; removes tmp on error.
+template <class F>
+void write_atomically(const std::string& path, F&& write);
+
+}  // namespace ctforge::io
+
+#include "ctforge/detail/atomic_write.hpp"

@@ -1,0 +1,67 @@
+// Voxel volumes and projection stacks held in host memory.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "ctforge/vec3.hpp"
+
+namespace ctforge {
+
+/// Sampling grid of a volume. Storage order [z][y][x] (x fastest).
+/// spacing_mm and origin_mm are in x, y, z order; origin = centre of voxel (0, 0, 0) in mm.
+struct volume_geometry {
+  std::int64_t nx = 0, ny = 0, nz = 0;
+  std::array<double, 3> spacing_mm{1, 1, 1};
+  std::array<double, 3> origin_mm{0, 0, 0};
+
+  std::int64_t voxel_count() const { return nx * ny * nz; }
+  /// Centre of voxel (i, j, k) = (x, y, z index) in mm.
+  vec3 voxel_center(double i, double j, double k) const {
+    return {origin_mm[0] + i * spacing_mm[0], origin_mm[1] + j * spacing_mm[1],
+            origin_mm[2] + k * spacing_mm[2]};
+  }
+  /// Grid of nx*ny*nz voxels of the given spacing centred on the isocentre (0, 0, 0).
+  static volume_geometry centered(std::int64_t nx, std::int64_t ny, std::int64_t nz,
+                                  std::array<double, 3> spacing_mm);
+  /// Throws usage_error when sizes are < 1 or spacing is not positive and finite.
+  void validate() const;
+};
+
+struct volume {
+  volume_geometry geom;
+  std::vector<float> data;  ///< [z][y][x], size geom.voxel_count()
+
+  volume() = default;
+  explicit volume(const volume_geometry& g)
+      : geom(g), data(static_cast<std::size_t>(g.voxel_count()), 0.0f) {}
+  float& at(std::int64_t k, std::int64_t j, std::int64_t i) {
+    return data[static_cast<std::size_t>((k * geom.ny + j) * geom.nx + i)];
+  }
+  float at(std::int64_t k, std::int64_t j, std::int64_t i) const {
+    return data[static_cast<std::size_t>((k * geom.ny + j) * geom.nx + i)];
+  }
+};
+
+/// Projections (line integrals unless stated otherwise), storage [view][row][col].
+struct projection_stack {
+  std::int64_t views = 0, rows = 0, cols = 0;
+  std::vector<float> data;
+
+  projection_stack() = default;
+  projection_stack(std::int64_t n_views, std::int64_t n_rows, std::int64_t n_cols)
+      : views(n_views), rows(n_rows), cols(n_cols),
+        data(static_cast<std::size_t>(n_views * n_rows * n_cols), 0.0f) {}
+  std::int64_t size() const { return views * rows * cols; }
+  float* view(std::int64_t i) { return data.data() + i * rows * cols; }
+  const float* view(std::int64_t i) const { return data.data() + i * rows * cols; }
+  float& at(std::int64_t v, std::int64_t r, std::int64_t c) {
+    return data[static_cast<std::size_t>((v * rows + r) * cols + c)];
+  }
+  float at(std::int64_t v, std::int64_t r, std::int64_t c) const {
+    return data[static_cast<std::size_t>((v * rows + r) * cols + c)];
+  }
+};
+
+}  // namespace ctforge

@@ -1,0 +1,395 @@
+#include "ctforge/geometry.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "ctforge/error.hpp"
+
+namespace ctforge {
+namespace {
+
+using json = nlohmann::json;
+
+bool finite(vec3 a) { return std::isfinite(a.x) && std::isfinite(a.y) && std::isfinite(a.z); }
+
+// Expands an offset list (empty, one value, or one per view) to one value per view.
+std::vector<double> per_view(std::vector<double> values, std::size_t n, const char* field) {
+  if (values.empty()) return std::vector<double>(n, 0.0);
+  if (values.size() == 1) return std::vector<double>(n, values[0]);
+  CTFORGE_EXPECTS(values.size() == n,
+                  fmt::format("{}: {} values given for {} views (give one value or one per view)",
+                              field, values.size(), n));
+  return values;
+}
+
+// Reports JSON problems with the field path.
+struct reader {
+  std::string origin;
+
+  [[noreturn]] void fail(const std::string& field, const std::string& what) const {
+    throw usage_error(fmt::format("{}: field '{}': {}", origin, field, what));
+  }
+  const json& member(const json& obj, const std::string& path, const char* key) const {
+    if (!obj.is_object()) fail(path, "expected an object");
+    auto it = obj.find(key);
+    if (it == obj.end()) fail(path.empty() ? key : path + "." + key, "missing");
+    return *it;
+  }
+  double number(const json& j, const std::string& field) const {
+    if (!j.is_number()) fail(field, "expected a number");
+    double v = j.get<double>();
+    if (!std::isfinite(v)) fail(field, "not a finite number");
+    return v;
+  }
+  std::int64_t integer(const json& j, const std::string& field) const {
+    if (!j.is_number_integer() && !j.is_number_unsigned()) fail(field, "expected an integer");
+    return j.get<std::int64_t>();
+  }
+  std::vector<double> numbers(const json& j, const std::string& field) const {
+    if (!j.is_array()) fail(field, "expected an array of numbers");
+    std::vector<double> out;
+    for (std::size_t i = 0; i < j.size(); ++i) out.push_back(number(j[i], fmt::format("{}[{}]", field, i)));
+    return out;
+  }
+  vec3 vector3(const json& j, const std::string& field) const {
+    auto v = numbers(j, field);
+    if (v.size() != 3) fail(field, "expected 3 numbers [x, y, z]");
+    return {v[0], v[1], v[2]};
+  }
+};
+
+std::vector<double> parse_angles(const reader& r, const json& j) {
+  const std::string field = "angles_deg";
+  std::vector<double> deg;
+  if (j.is_array()) {
+    deg = r.numbers(j, field);
+  } else if (j.is_object()) {
+    double start = j.contains("start") ? r.number(j["start"], field + ".start") : 0.0;
+    double step = r.number(r.member(j, field, "step"), field + ".step");
+    std::int64_t count = r.integer(r.member(j, field, "count"), field + ".count");
+    if (count < 1) r.fail(field + ".count", "must be >= 1");
+    for (std::int64_t i = 0; i < count; ++i) deg.push_back(start + step * static_cast<double>(i));
+  } else {
+    r.fail(field, "expected a list of angles or {\"start\", \"step\", \"count\"}");
+  }
+  if (deg.empty()) r.fail(field, "at least one view is required");
+  std::vector<double> rad;
+  rad.reserve(deg.size());
+  for (double d : deg) rad.push_back(deg_to_rad(d));
+  return rad;
+}
+
+// Offsets: "offset_mm": [u, v] for all views, or [[u, v], ...] per view.
+void parse_offsets(const reader& r, const json& det, std::vector<double>& ou,
+                   std::vector<double>& ov) {
+  auto it = det.find("offset_mm");
+  if (it == det.end()) return;
+  const std::string field = "detector.offset_mm";
+  const json& j = *it;
+  if (!j.is_array() || j.empty()) r.fail(field, "expected [u, v] or a list of [u, v] per view");
+  if (j[0].is_array()) {
+    for (std::size_t i = 0; i < j.size(); ++i) {
+      auto p = r.numbers(j[i], fmt::format("{}[{}]", field, i));
+      if (p.size() != 2) r.fail(fmt::format("{}[{}]", field, i), "expected [u, v]");
+      ou.push_back(p[0]);
+      ov.push_back(p[1]);
+    }
+  } else {
+    auto p = r.numbers(j, field);
+    if (p.size() != 2) r.fail(field, "expected [u, v]");
+    ou.push_back(p[0]);
+    ov.push_back(p[1]);
+  }
+}
+
+json vec_json(vec3 a) { return json::array({a.x, a.y, a.z}); }
+
+}  // namespace
+
+std::string geometry::type_name() const {
+  if (orbit) return beam == beam_kind::cone ? "cone" : "parallel";
+  return beam == beam_kind::cone ? "cone_vec" : "parallel_vec";
+}
+
+void geometry::validate() const {
+  const std::string t = type_name();
+  CTFORGE_EXPECTS(cols >= 1, fmt::format("{} geometry: field 'detector.cols' must be >= 1 (got {})", t, cols));
+  CTFORGE_EXPECTS(rows >= 1, fmt::format("{} geometry: field 'detector.rows' must be >= 1 (got {})", t, rows));
+  CTFORGE_EXPECTS(!views.empty(), fmt::format("{} geometry: at least one view is required", t));
+  CTFORGE_EXPECTS(std::isfinite(pixel_u_mm) && std::isfinite(pixel_v_mm) && pixel_u_mm > 0 && pixel_v_mm > 0,
+                  fmt::format("{} geometry: field 'detector.pixel_mm' must be positive and finite", t));
+  if (orbit) {
+    const auto& o = *orbit;
+    CTFORGE_EXPECTS(o.angles_rad.size() == views.size(), "geometry: angle count differs from view count");
+    for (double a : o.angles_rad)
+      CTFORGE_EXPECTS(std::isfinite(a), fmt::format("{} geometry: field 'angles_deg' holds a non-finite angle", t));
+    if (beam == beam_kind::cone) {
+      CTFORGE_EXPECTS(std::isfinite(o.source_to_isocenter_mm) && o.source_to_isocenter_mm > 0,
+                      fmt::format("cone geometry: field 'source_to_isocenter_mm' must be > 0 (got {})",
+                                  o.source_to_isocenter_mm));
+      CTFORGE_EXPECTS(std::isfinite(o.source_to_detector_mm) &&
+                          o.source_to_detector_mm > o.source_to_isocenter_mm,
+                      fmt::format("cone geometry: field 'source_to_detector_mm' ({}) must be greater than "
+                                  "'source_to_isocenter_mm' ({})",
+                                  o.source_to_detector_mm, o.source_to_isocenter_mm));
+    }
+  }
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    const auto& w = views[i];
+    auto field = [&](const char* f) { return fmt::format("{} geometry: field 'views[{}].{}'", t, i, f); };
+    const char* src = beam == beam_kind::cone ? "source" : "ray";
+    CTFORGE_EXPECTS(finite(w.source), field(src) + " is not finite");
+    CTFORGE_EXPECTS(finite(w.detector_center), field("detector_center") + " is not finite");
+    CTFORGE_EXPECTS(finite(w.u) && norm(w.u) > 0, field("u") + " must be a finite non-zero vector");
+    CTFORGE_EXPECTS(finite(w.v) && norm(w.v) > 0, field("v") + " must be a finite non-zero vector");
+    const vec3 n = cross(w.u, w.v);
+    CTFORGE_EXPECTS(norm(n) > 1e-9 * norm(w.u) * norm(w.v),
+                    field("u") + " and 'v' are parallel (degenerate detector)");
+    if (beam == beam_kind::cone) {
+      const double depth = dot(w.detector_center - w.source, n) / norm(n);
+      CTFORGE_EXPECTS(std::abs(depth) > 1e-9,
+                      field("source") + " lies in the detector plane");
+    } else {
+      CTFORGE_EXPECTS(norm(w.source) > 0, field("ray") + " must be non-zero");
+      CTFORGE_EXPECTS(std::abs(dot(w.source, n)) > 1e-9 * norm(w.source) * norm(n),
+                      field("ray") + " is parallel to the detector plane");
+    }
+  }
+}
+
+std::vector<double> angle_range(double start, double step, std::int64_t count) {
+  std::vector<double> a;
+  a.reserve(static_cast<std::size_t>(std::max<std::int64_t>(count, 0)));
+  for (std::int64_t i = 0; i < count; ++i) a.push_back(start + step * static_cast<double>(i));
+  return a;
+}
+
+static geometry make_circular(beam_kind beam, std::int64_t cols, std::int64_t rows, double du,
+                              double dv, double sid, double sdd, std::vector<double> angles,
+                              std::vector<double> ou, std::vector<double> ov) {
+  geometry g;
+  g.beam = beam;
+  g.cols = cols;
+  g.rows = rows;
+  g.pixel_u_mm = du;
+  g.pixel_v_mm = dv;
+  circular_orbit o;
+  o.source_to_isocenter_mm = sid;
+  o.source_to_detector_mm = sdd;
+  const std::size_t n = angles.size();
+  o.offset_u_mm = per_view(std::move(ou), n, "detector.offset_mm (u)");
+  o.offset_v_mm = per_view(std::move(ov), n, "detector.offset_mm (v)");
+  o.angles_rad = std::move(angles);
+  g.views.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double t = o.angles_rad[i], c = std::cos(t), s = std::sin(t);
+    const vec3 uh{c, s, 0}, vh{0, 0, 1};
+    view_vectors& w = g.views[i];
+    if (beam == beam_kind::cone) {
+      w.source = {sid * s, -sid * c, 0};
+      w.detector_center = vec3{-(sdd - sid) * s, (sdd - sid) * c, 0};
+    } else {
+      w.source = {-s, c, 0};
+      w.detector_center = {0, 0, 0};
+    }
+    w.detector_center = w.detector_center + o.offset_u_mm[i] * uh + o.offset_v_mm[i] * vh;
+    w.u = du * uh;
+    w.v = dv * vh;
+  }
+  g.orbit = std::move(o);
+  g.validate();
+  return g;
+}
+
+geometry make_cone_geometry(std::int64_t cols, std::int64_t rows, double du, double dv, double sid,
+                            double sdd, std::vector<double> angles, std::vector<double> ou,
+                            std::vector<double> ov) {
+  CTFORGE_EXPECTS(sid > 0 && sdd > sid,
+                  fmt::format("cone geometry: need source_to_detector_mm ({}) > source_to_isocenter_mm ({}) > 0",
+                              sdd, sid));
+  return make_circular(beam_kind::cone, cols, rows, du, dv, sid, sdd, std::move(angles),
+                       std::move(ou), std::move(ov));
+}
+
+geometry make_parallel_geometry(std::int64_t cols, std::int64_t rows, double du, double dv,
+                                std::vector<double> angles, std::vector<double> ou,
+                                std::vector<double> ov) {
+  return make_circular(beam_kind::parallel, cols, rows, du, dv, 0, 0, std::move(angles),
+                       std::move(ou), std::move(ov));
+}
+
+geometry make_vec_geometry(beam_kind beam, std::int64_t cols, std::int64_t rows,
+                           std::vector<view_vectors> views) {
+  geometry g;
+  g.beam = beam;
+  g.cols = cols;
+  g.rows = rows;
+  g.views = std::move(views);
+  if (!g.views.empty()) {
+    g.pixel_u_mm = norm(g.views[0].u);
+    g.pixel_v_mm = norm(g.views[0].v);
+  }
+  g.validate();
+  return g;
+}
+
+geometry geometry_from_json(std::string_view text, std::string_view origin) {
+  reader r{std::string(origin)};
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw usage_error(fmt::format("{}: invalid JSON: {}", origin, e.what()));
+  }
+  if (!j.is_object()) r.fail("", "expected a JSON object");
+  const json& type_j = r.member(j, "", "type");
+  if (!type_j.is_string()) r.fail("type", "expected a string");
+  const std::string type = type_j.get<std::string>();
+  const json& det = r.member(j, "", "detector");
+  const std::int64_t cols = r.integer(r.member(det, "detector", "cols"), "detector.cols");
+  const std::int64_t rows = r.integer(r.member(det, "detector", "rows"), "detector.rows");
+  if (cols < 1) r.fail("detector.cols", fmt::format("must be >= 1 (got {})", cols));
+  if (rows < 1) r.fail("detector.rows", fmt::format("must be >= 1 (got {})", rows));
+
+  if (type == "cone" || type == "parallel") {
+    auto px = r.numbers(r.member(det, "detector", "pixel_mm"), "detector.pixel_mm");
+    if (px.size() != 2) r.fail("detector.pixel_mm", "expected [u, v]");
+    if (!(px[0] > 0 && px[1] > 0)) r.fail("detector.pixel_mm", "pixel sizes must be > 0");
+    auto angles = parse_angles(r, r.member(j, "", "angles_deg"));
+    std::vector<double> ou, ov;
+    parse_offsets(r, det, ou, ov);
+    if (!ou.empty() && ou.size() != 1 && ou.size() != angles.size())
+      r.fail("detector.offset_mm", fmt::format("{} offsets given for {} views", ou.size(), angles.size()));
+    if (type == "cone") {
+      double sid = r.number(r.member(j, "", "source_to_isocenter_mm"), "source_to_isocenter_mm");
+      double sdd = r.number(r.member(j, "", "source_to_detector_mm"), "source_to_detector_mm");
+      if (!(sid > 0)) r.fail("source_to_isocenter_mm", fmt::format("must be > 0 (got {})", sid));
+      if (!(sdd > sid))
+        r.fail("source_to_detector_mm",
+               fmt::format("must be greater than source_to_isocenter_mm ({} <= {})", sdd, sid));
+      return make_cone_geometry(cols, rows, px[0], px[1], sid, sdd, std::move(angles), ou, ov);
+    }
+    return make_parallel_geometry(cols, rows, px[0], px[1], std::move(angles), ou, ov);
+  }
+  if (type == "cone_vec" || type == "parallel_vec") {
+    const bool cone = type == "cone_vec";
+    const json& vj = r.member(j, "", "views");
+    if (!vj.is_array() || vj.empty()) r.fail("views", "expected a non-empty list of views");
+    std::vector<view_vectors> views;
+    for (std::size_t i = 0; i < vj.size(); ++i) {
+      const std::string p = fmt::format("views[{}]", i);
+      view_vectors w;
+      const char* src = cone ? "source" : "ray";
+      w.source = r.vector3(r.member(vj[i], p, src), p + "." + src);
+      w.detector_center = r.vector3(r.member(vj[i], p, "detector_center"), p + ".detector_center");
+      w.u = r.vector3(r.member(vj[i], p, "u"), p + ".u");
+      w.v = r.vector3(r.member(vj[i], p, "v"), p + ".v");
+      views.push_back(w);
+    }
+    try {
+      return make_vec_geometry(cone ? beam_kind::cone : beam_kind::parallel, cols, rows, std::move(views));
+    } catch (const usage_error& e) {
+      throw usage_error(fmt::format("{}: {}", origin, e.what()));
+    }
+  }
+  r.fail("type", fmt::format("unknown geometry type '{}' (expected cone, parallel, cone_vec or parallel_vec)", type));
+}
+
+geometry load_geometry(const std::string& path) {
+  std::ifstream in(path);
+  CTFORGE_CHECK(in.good(), fmt::format("{}: cannot open geometry file", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return geometry_from_json(ss.str(), path);
+}
+
+std::string geometry_to_json(const geometry& g) {
+  json j;
+  j["type"] = g.type_name();
+  j["detector"] = {{"cols", g.cols}, {"rows", g.rows}};
+  if (g.orbit) {
+    const auto& o = *g.orbit;
+    j["detector"]["pixel_mm"] = {g.pixel_u_mm, g.pixel_v_mm};
+    if (g.beam == beam_kind::cone) {
+      j["source_to_isocenter_mm"] = o.source_to_isocenter_mm;
+      j["source_to_detector_mm"] = o.source_to_detector_mm;
+    }
+    json angles = json::array();
+    for (double a : o.angles_rad) angles.push_back(rad_to_deg(a));
+    j["angles_deg"] = angles;
+    bool any_offset = false;
+    for (std::size_t i = 0; i < o.angles_rad.size(); ++i)
+      any_offset = any_offset || o.offset_u_mm[i] != 0 || o.offset_v_mm[i] != 0;
+    if (any_offset) {
+      json off = json::array();
+      for (std::size_t i = 0; i < o.angles_rad.size(); ++i)
+        off.push_back({o.offset_u_mm[i], o.offset_v_mm[i]});
+      j["detector"]["offset_mm"] = off;
+    }
+  } else {
+    json views = json::array();
+    const char* src = g.beam == beam_kind::cone ? "source" : "ray";
+    for (const auto& w : g.views)
+      views.push_back({{src, vec_json(w.source)},
+                       {"detector_center", vec_json(w.detector_center)},
+                       {"u", vec_json(w.u)},
+                       {"v", vec_json(w.v)}});
+    j["views"] = views;
+  }
+  return j.dump();
+}
+
+projection_matrix compute_projection_matrix(const geometry& g, std::int64_t view) {
+  CTFORGE_EXPECTS(view >= 0 && view < g.view_count(), fmt::format("view {} out of range", view));
+  const view_vectors& w = g.views[static_cast<std::size_t>(view)];
+  const double c0 = 0.5 * static_cast<double>(g.cols - 1);
+  const double r0 = 0.5 * static_cast<double>(g.rows - 1);
+  const vec3 s = w.source, d = w.detector_center, u = w.u, v = w.v;
+  const vec3 uv = cross(u, v);
+  vec3 na, nb, nw;
+  double ta, tb, tw;  // translations
+  if (g.beam == beam_kind::cone) {
+    // Ray from s through x meets the detector at d + a u + b v. With r = x - s:
+    //   a = r.((s-d) x v) / r.(u x v),  b = r.(u x (s-d)) / r.(u x v).
+    // Normalise by D0 = (d-s).(u x v) so that p2 = depth fraction (1 on the detector).
+    const double d0 = dot(d - s, uv);
+    na = (1.0 / d0) * cross(s - d, v);
+    nb = (1.0 / d0) * cross(u, s - d);
+    nw = (1.0 / d0) * uv;
+    ta = -dot(na, s);
+    tb = -dot(nb, s);
+    tw = -dot(nw, s);
+  } else {
+    // x + t r = d + a u + b v  =>  a = (x-d).(v x r) / r.(u x v),  b = (x-d).(r x u) / r.(u x v)
+    const vec3 r = w.source;
+    const double den = dot(r, uv);
+    na = (1.0 / den) * cross(v, r);
+    nb = (1.0 / den) * cross(r, u);
+    nw = {0, 0, 0};
+    ta = -dot(na, d);
+    tb = -dot(nb, d);
+    tw = 1.0;
+  }
+  return {na.x + c0 * nw.x, na.y + c0 * nw.y, na.z + c0 * nw.z, ta + c0 * tw,
+          nb.x + r0 * nw.x, nb.y + r0 * nw.y, nb.z + r0 * nw.z, tb + r0 * tw,
+          nw.x,             nw.y,             nw.z,             tw};
+}
+
+std::vector<projection_matrix> compute_projection_matrices(const geometry& g) {
+  std::vector<projection_matrix> m;
+  m.reserve(g.views.size());
+  for (std::int64_t i = 0; i < g.view_count(); ++i) m.push_back(compute_projection_matrix(g, i));
+  return m;
+}
+
+vec3 pixel_center(const geometry& g, std::int64_t view, double col, double row) {
+  const view_vectors& w = g.views[static_cast<std::size_t>(view)];
+  return w.detector_center + (col - 0.5 * static_cast<double>(g.cols - 1)) * w.u +
+         (row - 0.5 * static_cast<double>(g.rows - 1)) * w.v;
+}
+
+}  // namespace ctforge

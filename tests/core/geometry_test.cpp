@@ -1,0 +1,5 @@
+#include <gtest/gtest.h>
+
+#include "ctforge/geometry.hpp"
+
+TEST(Geometry, Placeholder) { EXPECT_TRUE(true); }
