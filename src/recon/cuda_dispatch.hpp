@@ -1,0 +1,40 @@
+// Entry points of the CUDA backend, callable from host code compiled by g++.
+// Defined in src/kernels/*.cu and only present when the library is built with CUDA
+// (CTFORGE_WITH_CUDA). Callers guard every use with `#if defined(CTFORGE_WITH_CUDA)`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ctforge/geometry.hpp"
+#include "ctforge/recon.hpp"
+#include "ctforge/volume.hpp"
+
+namespace ctforge::detail {
+
+/// True when a usable CUDA device exists; otherwise false and *why (if given) says why
+/// (no driver, no device, ...). Never throws.
+bool cuda_device_available(std::string* why);
+
+/// GPU options that have no meaning on the CPU.
+struct cuda_options {
+  int device = 0;
+  /// Upper bound on device memory the reconstruction may use (bytes); 0 = free memory less a
+  /// safety margin. A small value forces the volume to be split into z-slabs.
+  std::int64_t memory_limit_bytes = 0;
+  int views_per_batch = 0;  ///< 0 = automatic
+};
+
+/// FDK / FBP on the GPU. Same inputs, outputs and validation as ctforge::reconstruct on the
+/// CPU (the caller has validated the inputs). Synchronises before returning.
+volume cuda_reconstruct(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+                        const recon_options& opt, const cuda_options& copt);
+
+/// Ray-driven (Joseph) forward projection on the GPU; matches ctforge::forward_project.
+projection_stack cuda_forward_project(const volume& vol, const geometry& g, const cuda_options& copt);
+
+/// Unweighted voxel-driven back-projection on the GPU; matches ctforge::back_project.
+volume cuda_back_project(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+                         const cuda_options& copt);
+
+}  // namespace ctforge::detail
