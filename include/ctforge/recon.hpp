@@ -27,6 +27,9 @@ struct recon_options {
   backend where = backend::automatic;
   int threads = 0;      ///< CPU threads, 0 = all
   int device = 0;       ///< CUDA device ordinal
+  /// Upper bound on GPU memory the CUDA backend may use (bytes); 0 = automatic (free memory
+  /// less a safety margin). Forwarded into detail::cuda_options::memory_limit_bytes.
+  std::int64_t gpu_memory_limit_bytes = 0;
   /// Reference CPU path (simple loops, double accumulation); slow, for tests.
   bool reference = false;
   /// Called with the fraction done in [0, 1]; may be empty. Called from the calling thread.

@@ -1,0 +1,194 @@
+#include "recon/fdk_setup.hpp"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "ctforge/error.hpp"
+
+namespace ctforge::detail {
+namespace {
+
+constexpr double k_pi = std::numbers::pi;
+
+const char* algo_name(algorithm a) { return a == algorithm::fdk ? "fdk" : "fbp"; }
+
+void check_geometry_for(const geometry& g, algorithm algo) {
+  const std::string name = algo_name(algo);
+  if (algo == algorithm::fdk) {
+    CTFORGE_EXPECTS(g.beam == beam_kind::cone && g.orbit.has_value(),
+                    fmt::format("{}: needs a circular 'cone' geometry (rows = 1 for fan beam), got "
+                                "'{}'{}",
+                                name, g.type_name(),
+                                g.beam == beam_kind::parallel ? " (use --algorithm fbp)" : ""));
+  } else {
+    CTFORGE_EXPECTS(g.beam == beam_kind::parallel && g.orbit.has_value(),
+                    fmt::format("{}: needs a circular 'parallel' geometry, got '{}'{}", name,
+                                g.type_name(),
+                                g.beam == beam_kind::cone ? " (use --algorithm fdk)" : ""));
+  }
+}
+
+void check_finite(const projection_stack& p) {
+  const float* d = p.data.data();
+  const std::int64_t n = p.size();
+  // Fast scan first (vectorisable); locate the first bad element only when there is one.
+  bool ok = true;
+  for (std::int64_t i = 0; i < n; ++i) ok &= std::isfinite(d[i]);
+  if (ok) return;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(d[i])) {
+      const std::int64_t view = i / (p.rows * p.cols), rem = i % (p.rows * p.cols);
+      throw usage_error(fmt::format(
+          "projections: non-finite value ({}) at view {}, row {}, col {}; reconstruction needs "
+          "finite line integrals",
+          d[i], view, rem / p.cols, rem % p.cols));
+    }
+  }
+}
+
+}  // namespace
+
+fdk_setup make_fdk_setup(const projection_stack& proj, const geometry& g, const recon_options& opt) {
+  const std::string name = algo_name(opt.algo);
+  check_geometry_for(g, opt.algo);
+  g.validate();
+  CTFORGE_EXPECTS(proj.views == g.view_count() && proj.rows == g.rows && proj.cols == g.cols,
+                  fmt::format("{}: projections are {}x{}x{} (views x rows x cols) but the geometry "
+                              "describes {}x{}x{}",
+                              name, proj.views, proj.rows, proj.cols, g.view_count(), g.rows, g.cols));
+  CTFORGE_EXPECTS(static_cast<std::int64_t>(proj.data.size()) == proj.size(),
+                  fmt::format("{}: projection data holds {} values, expected {}", name,
+                              proj.data.size(), proj.size()));
+  CTFORGE_EXPECTS(std::isfinite(opt.cutoff) && opt.cutoff > 0 && opt.cutoff <= 1,
+                  fmt::format("{}: filter cut-off must be in (0, 1] (fraction of Nyquist), got {}",
+                              name, opt.cutoff));
+  CTFORGE_EXPECTS(g.cols < (std::int64_t{1} << 30) && g.rows < (std::int64_t{1} << 30),
+                  fmt::format("{}: detector of {}x{} pixels is too large", name, g.cols, g.rows));
+  check_finite(proj);
+
+  const circular_orbit& o = *g.orbit;
+  const bool cone = g.beam == beam_kind::cone;
+  const std::int64_t n = g.view_count();
+  const double sid = o.source_to_isocenter_mm, sdd = o.source_to_detector_mm;
+
+  fdk_setup s;
+  s.distance_weighting = cone;
+  s.filter_pixel_mm = cone ? g.pixel_u_mm * sid / sdd : g.pixel_u_mm;
+
+  // --- angles: direction, covered arc, per-view angular weights -------------------------------
+  const std::vector<double>& a = o.angles_rad;
+  std::vector<double> beta(static_cast<std::size_t>(n), 0.0), dbeta(static_cast<std::size_t>(n), 0.0);
+  double sign = 1;
+  if (n == 1) {
+    s.scan_range_rad = 2 * k_pi;
+    dbeta[0] = 2 * k_pi;
+  } else {
+    sign = a[static_cast<std::size_t>(n - 1)] >= a[0] ? 1.0 : -1.0;
+    for (std::int64_t i = 0; i + 1 < n; ++i) {
+      const double step = sign * (a[static_cast<std::size_t>(i + 1)] - a[static_cast<std::size_t>(i)]);
+      CTFORGE_EXPECTS(step > 0,
+                      fmt::format("{}: geometry field 'angles_deg' must be strictly increasing or "
+                                  "strictly decreasing (views {} and {}: {} deg, {} deg)",
+                                  name, i, i + 1, rad_to_deg(a[static_cast<std::size_t>(i)]),
+                                  rad_to_deg(a[static_cast<std::size_t>(i + 1)])));
+    }
+    const double span = sign * (a[static_cast<std::size_t>(n - 1)] - a[0]);
+    const double mean_step = span / static_cast<double>(n - 1);
+    s.scan_range_rad = span + mean_step;
+    for (std::int64_t i = 0; i < n; ++i)
+      beta[static_cast<std::size_t>(i)] = sign * (a[static_cast<std::size_t>(i)] - a[0]) + 0.5 * mean_step;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto k = static_cast<std::size_t>(i);
+      const double lo = i > 0 ? beta[k] - beta[k - 1] : mean_step;
+      const double hi = i + 1 < n ? beta[k + 1] - beta[k] : mean_step;
+      dbeta[k] = 0.5 * (lo + hi);
+    }
+  }
+
+  // --- fan angle (pixel centres of the outer columns, offsets included) -----------------------
+  double fan = 0;
+  if (cone) {
+    const double c0 = 0.5 * static_cast<double>(g.cols - 1);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double off = o.offset_u_mm[static_cast<std::size_t>(i)];
+      const double a_lo = -c0 * g.pixel_u_mm + off, a_hi = c0 * g.pixel_u_mm + off;
+      fan = std::max({fan, std::abs(std::atan(a_lo / sdd)), std::abs(std::atan(a_hi / sdd))});
+    }
+  }
+  s.fan_half_angle_rad = fan;
+
+  s.full_scan = s.scan_range_rad >= 2 * k_pi * (1 - 1e-3);
+  double delta = -1;
+  if (!s.full_scan) {
+    delta = 0.5 * (s.scan_range_rad - k_pi);
+    // Angles come from files in degrees with a few decimals: allow 1e-4 rad (0.006 deg) slack.
+    constexpr double tol = 1e-4;
+    if (cone) {
+      CTFORGE_EXPECTS(delta >= fan - tol,
+                      fmt::format("{}: the scan covers {:.3f} deg, less than the 180 deg + fan angle "
+                                  "({:.3f} deg, from the detector width and offsets) = {:.3f} deg a "
+                                  "short scan needs; acquire a longer arc",
+                                  name, rad_to_deg(s.scan_range_rad), rad_to_deg(2 * fan),
+                                  rad_to_deg(k_pi + 2 * fan)));
+    } else {
+      CTFORGE_EXPECTS(delta >= -tol,
+                      fmt::format("{}: the scan covers {:.3f} deg; parallel-beam FBP needs at least "
+                                  "180 deg",
+                                  name, rad_to_deg(s.scan_range_rad)));
+    }
+    delta = std::max(delta, fan);
+  }
+
+  // --- constants --------------------------------------------------------------------------------
+  kernels::preweight_params& p = s.params;
+  p.cols = static_cast<int>(g.cols);
+  p.rows = static_cast<int>(g.rows);
+  p.du = static_cast<float>(g.pixel_u_mm);
+  p.dv = static_cast<float>(g.pixel_v_mm);
+  p.sdd = cone ? static_cast<float>(sdd) : 0.0f;
+  p.c0 = static_cast<float>(0.5 * static_cast<double>(g.cols - 1));
+  p.r0 = static_cast<float>(0.5 * static_cast<double>(g.rows - 1));
+  p.parker_delta = static_cast<float>(delta);
+  p.gamma_sign = static_cast<float>(sign);
+
+  const double redundancy = s.full_scan ? 0.5 : 1.0;
+  const double mag2 = cone ? (sid / sdd) * (sid / sdd) : 1.0;
+  s.views.resize(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    kernels::preweight_view& v = s.views[k];
+    v.beta = static_cast<float>(beta[k]);
+    v.offset_u = static_cast<float>(o.offset_u_mm[k]);
+    v.offset_v = static_cast<float>(o.offset_v_mm[k]);
+    v.scale = static_cast<float>(dbeta[k] * redundancy * mag2);
+  }
+  return s;
+}
+
+void validate_recon_input(const projection_stack& proj, const geometry& g,
+                          const volume_geometry& vg, const recon_options& opt) {
+  vg.validate();
+  (void)make_fdk_setup(proj, g, opt);
+}
+
+void apply_preweights(const fdk_setup& s, projection_stack& proj, int threads) {
+  CTFORGE_EXPECTS(proj.cols == s.params.cols && proj.rows == s.params.rows &&
+                      proj.views == static_cast<std::int64_t>(s.views.size()),
+                  "apply_preweights: projection shape differs from the setup");
+  const int nt = threads > 0 ? threads : omp_get_max_threads();
+  const std::int64_t rows = proj.rows, cols = proj.cols;
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (std::int64_t v = 0; v < proj.views; ++v) {
+    const kernels::preweight_view pv = s.views[static_cast<std::size_t>(v)];
+    float* img = proj.view(v);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c)
+        img[r * cols + c] *= kernels::preweight(s.params, pv, static_cast<int>(c), static_cast<int>(r));
+  }
+}
+
+}  // namespace ctforge::detail
