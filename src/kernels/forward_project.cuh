@@ -1,0 +1,124 @@
+// Per-ray Joseph forward projection, shared by the CUDA kernel and the CPU path.
+//
+// Coordinates are voxel indices: voxel (i, j, k) has its centre at (x, y, z) = (i, j, k) and
+// the volume holds nx * ny * nz voxels; values outside are zero. The sampler is any functor
+// `float operator()(float x, float y, float z)` returning the trilinear interpolation with zero
+// outside the volume: on the GPU a 3D texture in border mode read at (x+0.5, y+0.5, z+0.5), on
+// the CPU trilinear_border_sampler below.
+//
+// Joseph's method: along the dominant axis of the ray direction (in index space), one sample
+// per voxel plane at an integer coordinate of that axis; a trilinear fetch there is exactly
+// bilinear in the other two axes. The sum is scaled by the ray length (mm) per unit step
+// along the dominant axis, so the result is in mm * density.
+#pragma once
+
+#include "kernels/hd.cuh"
+
+namespace ctforge::kernels {
+
+/// Trilinear interpolation of a [nz][ny][nx] volume at index coordinates (x, y, z), zero
+/// outside (each tap outside the volume reads zero, as a border-mode texture does).
+CTFORGE_HD float sample_trilinear_border(const float* vol, int nx, int ny, int nz, float x,
+                                         float y, float z) {
+  if (!(x > -1.0f && x < static_cast<float>(nx) && y > -1.0f && y < static_cast<float>(ny) &&
+        z > -1.0f && z < static_cast<float>(nz)))
+    return 0.0f;
+  const float fx = floor_f(x), fy = floor_f(y), fz = floor_f(z);
+  const int i0 = static_cast<int>(fx), j0 = static_cast<int>(fy), k0 = static_cast<int>(fz);
+  const float ax = x - fx, ay = y - fy, az = z - fz;
+  float acc = 0.0f;
+  for (int dk = 0; dk < 2; ++dk) {
+    const int k = k0 + dk;
+    const float wz = dk ? az : 1.0f - az;
+    if (k < 0 || k >= nz || wz == 0.0f) continue;
+    for (int dj = 0; dj < 2; ++dj) {
+      const int j = j0 + dj;
+      const float wy = dj ? ay : 1.0f - ay;
+      if (j < 0 || j >= ny || wy == 0.0f) continue;
+      const float* line = vol + (static_cast<std::int64_t>(k) * ny + j) * nx;
+      const float a = (i0 >= 0) ? line[i0] : 0.0f;
+      const float b = (i0 + 1 < nx) ? line[i0 + 1] : 0.0f;
+      acc += wz * wy * ((1.0f - ax) * a + ax * b);
+    }
+  }
+  return acc;
+}
+
+/// CPU sampler functor over a host volume (see sample_trilinear_border).
+struct trilinear_border_sampler {
+  const float* vol;
+  int nx, ny, nz;
+  CTFORGE_HD float operator()(float x, float y, float z) const {
+    return sample_trilinear_border(vol, nx, ny, nz, x, y, z);
+  }
+};
+
+/// Parameter interval [t0, t1] (intersected with the one given) where p + t d lies within
+/// [lo, hi] along one axis. Returns false when it is empty.
+CTFORGE_HD bool clip_axis(float p, float d, float lo, float hi, float& t0, float& t1) {
+  if (fabsf(d) < 1e-12f) return p >= lo && p <= hi;
+  float a = (lo - p) / d, b = (hi - p) / d;
+  if (a > b) {
+    const float s = a;
+    a = b;
+    b = s;
+  }
+  t0 = max_f(t0, a);
+  t1 = min_f(t1, b);
+  return t0 <= t1;
+}
+
+/// Joseph line integral of the ray p + t d (index coordinates) through a volume of
+/// nx * ny * nz voxels, in mm * density. `dir_mm` is the length in mm of the direction vector
+/// d (i.e. of d converted back to world units), so that a unit step in t covers dir_mm mm.
+/// d must be non-zero. Samples the planes of the dominant axis whose ray point lies within the
+/// volume box extended by one voxel, [-1, n] in each axis (beyond it every tap reads zero).
+template <class Sampler>
+CTFORGE_HD float joseph_ray(const Sampler& sample, f3 p, f3 d, int nx, int ny, int nz,
+                            float dir_mm) {
+  const float ax = fabsf(d.x), ay = fabsf(d.y), az = fabsf(d.z);
+  // Dominant axis: 0 = x, 1 = y, 2 = z (ties resolved towards x, then y).
+  const int axis = (ax >= ay && ax >= az) ? 0 : (ay >= az ? 1 : 2);
+  float t0 = -3.0e38f, t1 = 3.0e38f;
+  if (!clip_axis(p.x, d.x, -1.0f, static_cast<float>(nx), t0, t1)) return 0.0f;
+  if (!clip_axis(p.y, d.y, -1.0f, static_cast<float>(ny), t0, t1)) return 0.0f;
+  if (!clip_axis(p.z, d.z, -1.0f, static_cast<float>(nz), t0, t1)) return 0.0f;
+
+  // Main-axis quantities, and the step per unit of the main coordinate.
+  const float pm = axis == 0 ? p.x : (axis == 1 ? p.y : p.z);
+  const float dm = axis == 0 ? d.x : (axis == 1 ? d.y : d.z);
+  const int nm = axis == 0 ? nx : (axis == 1 ? ny : nz);
+  const float inv = 1.0f / dm;
+  const f3 s{d.x * inv, d.y * inv, d.z * inv};  // s[axis] == 1
+
+  // Main-coordinate range covered by [t0, t1], restricted to the voxel planes [0, nm - 1]
+  // (samples at other integer main coordinates read zero).
+  float m0 = pm + t0 * dm, m1 = pm + t1 * dm;
+  if (m0 > m1) {
+    const float tmp = m0;
+    m0 = m1;
+    m1 = tmp;
+  }
+  // Slightly widen: a plane just outside the clipped range contributes (near) zero anyway,
+  // and this guards against rounding dropping a plane that matters.
+  m0 = clamp_f(m0, -1.0f, static_cast<float>(nm));
+  m1 = clamp_f(m1, -1.0f, static_cast<float>(nm));
+  int k0 = static_cast<int>(floor_f(m0)), k1 = static_cast<int>(floor_f(m1)) + 1;
+  k0 = k0 < 0 ? 0 : k0;
+  k1 = k1 > nm - 1 ? nm - 1 : k1;
+  if (k0 > k1) return 0.0f;
+
+  float acc = 0.0f;
+  for (int k = k0; k <= k1; ++k) {
+    const float dk = static_cast<float>(k) - pm;
+    float x = p.x + dk * s.x, y = p.y + dk * s.y, z = p.z + dk * s.z;
+    // Exactly on the plane: the trilinear fetch reduces to a bilinear one.
+    if (axis == 0) x = static_cast<float>(k);
+    else if (axis == 1) y = static_cast<float>(k);
+    else z = static_cast<float>(k);
+    acc += sample(x, y, z);
+  }
+  return acc * dir_mm / fabsf(dm);
+}
+
+}  // namespace ctforge::kernels

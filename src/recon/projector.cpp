@@ -1,0 +1,117 @@
+#include "ctforge/projector.hpp"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <cmath>
+
+#include "ctforge/error.hpp"
+#include "kernels/backproject.cuh"
+#include "kernels/forward_project.cuh"
+#include "kernels/geometry.cuh"
+#include "recon/backproject_cpu.hpp"
+
+namespace ctforge {
+namespace {
+
+int thread_count(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
+
+void check_int_sizes(const volume_geometry& vg) {
+  constexpr std::int64_t lim = std::int64_t{1} << 30;
+  CTFORGE_EXPECTS(vg.nx < lim && vg.ny < lim && vg.nz < lim,
+                  fmt::format("volume size {}x{}x{} too large", vg.nx, vg.ny, vg.nz));
+}
+
+}  // namespace
+
+projection_stack forward_project(const volume& vol, const geometry& g, int threads) {
+  g.validate();
+  vol.geom.validate();
+  check_int_sizes(vol.geom);
+  CTFORGE_EXPECTS(static_cast<std::int64_t>(vol.data.size()) == vol.geom.voxel_count(),
+                  fmt::format("forward projection: volume holds {} values for {} voxels",
+                              vol.data.size(), vol.geom.voxel_count()));
+  const volume_geometry& vg = vol.geom;
+  const kernels::trilinear_border_sampler sampler{vol.data.data(), static_cast<int>(vg.nx),
+                                                  static_cast<int>(vg.ny), static_cast<int>(vg.nz)};
+  const vec3 org{vg.origin_mm[0], vg.origin_mm[1], vg.origin_mm[2]};
+  const vec3 inv_sp{1.0 / vg.spacing_mm[0], 1.0 / vg.spacing_mm[1], 1.0 / vg.spacing_mm[2]};
+  // Volume centre (mm): rays are re-anchored at their point nearest to it, so that the float
+  // index coordinates handed to the kernel body are small.
+  const vec3 centre = vg.voxel_center(0.5 * static_cast<double>(vg.nx - 1),
+                                      0.5 * static_cast<double>(vg.ny - 1),
+                                      0.5 * static_cast<double>(vg.nz - 1));
+  projection_stack out(g.view_count(), g.rows, g.cols);
+  const bool cone = g.beam == beam_kind::cone;
+  const std::int64_t n_lines = g.view_count() * g.rows;
+#pragma omp parallel for schedule(dynamic, 2) num_threads(thread_count(threads))
+  for (std::int64_t line = 0; line < n_lines; ++line) {
+    const std::int64_t v = line / g.rows, r = line % g.rows;
+    const vec3 s = g.views[static_cast<std::size_t>(v)].source;
+    for (std::int64_t c = 0; c < g.cols; ++c) {
+      const vec3 px = pixel_center(g, v, static_cast<double>(c), static_cast<double>(r));
+      const vec3 dir = cone ? px - s : s;
+      const double len2 = dot(dir, dir);
+      const vec3 anchor = px + (dot(centre - px, dir) / len2) * dir;
+      const vec3 p{(anchor.x - org.x) * inv_sp.x, (anchor.y - org.y) * inv_sp.y,
+                   (anchor.z - org.z) * inv_sp.z};
+      const vec3 d{dir.x * inv_sp.x, dir.y * inv_sp.y, dir.z * inv_sp.z};
+      out.at(v, r, c) = kernels::joseph_ray(
+          sampler,
+          kernels::f3{static_cast<float>(p.x), static_cast<float>(p.y), static_cast<float>(p.z)},
+          kernels::f3{static_cast<float>(d.x), static_cast<float>(d.y), static_cast<float>(d.z)},
+          sampler.nx, sampler.ny, sampler.nz, static_cast<float>(std::sqrt(len2)));
+    }
+  }
+  return out;
+}
+
+volume back_project(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+                    int threads, bool reference) {
+  g.validate();
+  vg.validate();
+  check_int_sizes(vg);
+  CTFORGE_EXPECTS(proj.views == g.view_count() && proj.rows == g.rows && proj.cols == g.cols,
+                  fmt::format("back-projection: projections are {} views x {} rows x {} cols but "
+                              "the geometry has {} x {} x {}",
+                              proj.views, proj.rows, proj.cols, g.view_count(), g.rows, g.cols));
+  CTFORGE_EXPECTS(static_cast<std::int64_t>(proj.data.size()) == proj.size(),
+                  "back-projection: projection data size does not match its dimensions");
+  CTFORGE_EXPECTS(g.cols < (1 << 30) && g.rows < (1 << 30), "back-projection: detector too large");
+  volume out(vg);
+  const int nt = thread_count(threads);
+  if (!reference) {
+    const auto padded = detail::make_padded_projections(proj);
+    const auto mats = kernels::float_matrices(g);
+    detail::backproject_cpu<kernels::bp_weighting::none>(padded, mats.data(), vg, out.data.data(),
+                                                         0, vg.nz, nt);
+    return out;
+  }
+  // Reference: double matrices and accumulation, bounds-checked bilinear sampler.
+  const auto mats = compute_projection_matrices(g);
+  const int cols = static_cast<int>(g.cols), rows = static_cast<int>(g.rows);
+  const std::int64_t ny = vg.ny, nx = vg.nx;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+  for (std::int64_t row = 0; row < vg.nz * ny; ++row) {
+    const std::int64_t k = row / ny, j = row % ny;
+    for (std::int64_t i = 0; i < nx; ++i) {
+      const vec3 x = vg.voxel_center(static_cast<double>(i), static_cast<double>(j),
+                                     static_cast<double>(k));
+      double acc = 0;
+      for (std::int64_t v = 0; v < g.view_count(); ++v) {
+        const auto& m = mats[static_cast<std::size_t>(v)];
+        const double p0 = m[0] * x.x + m[1] * x.y + m[2] * x.z + m[3];
+        const double p1 = m[4] * x.x + m[5] * x.y + m[6] * x.z + m[7];
+        const double p2 = m[8] * x.x + m[9] * x.y + m[10] * x.z + m[11];
+        if (!(p2 > 1e-6)) continue;  // at or behind the source (cone beam)
+        acc += kernels::sample_bilinear_border(proj.view(v), cols, rows,
+                                               static_cast<float>(p0 / p2),
+                                               static_cast<float>(p1 / p2));
+      }
+      out.data[static_cast<std::size_t>(row * nx + i)] = static_cast<float>(acc);
+    }
+  }
+  return out;
+}
+
+}  // namespace ctforge
