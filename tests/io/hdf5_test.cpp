@@ -1,0 +1,463 @@
+// Native HDF5 files (io::read/write_projections, read/write_volume, describe_file), the h5.hpp
+// wrapper and PNG previews.
+#include <gtest/gtest.h>
+#include <png.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ctforge/error.hpp"
+#include "ctforge/geometry.hpp"
+#include "ctforge/io.hpp"
+#include "io/h5.hpp"
+
+namespace fs = std::filesystem;
+namespace h5 = ctforge::detail::h5;
+using namespace ctforge;
+
+namespace {
+
+/// Fresh directory per test, removed afterwards.
+class Hdf5Files : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = std::string(info->test_suite_name()) + "_" + info->name();
+    for (char& c : name)
+      if (c == '/') c = '_';
+    dir_ = fs::temp_directory_path() / ("ctforge_io_" + std::to_string(::getpid()) + "_" + name);
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  /// Names of all entries in the test directory (to check that no .part is left behind).
+  std::vector<std::string> entries() const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir_)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  fs::path dir_;
+};
+
+std::vector<float> random_values(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 3.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+geometry small_cone(std::int64_t views, std::int64_t rows, std::int64_t cols) {
+  return make_cone_geometry(cols, rows, 1.25, 0.75, 400, 700,
+                            angle_range(0.1, deg_to_rad(360.0 / static_cast<double>(views)), views),
+                            {2.5}, {-1.0});
+}
+
+/// Expects `f` to throw ctforge::error whose message contains every string in `parts`.
+template <class F>
+void expect_error(F&& f, std::initializer_list<std::string> parts, bool usage = false) {
+  try {
+    f();
+    ADD_FAILURE() << "no exception";
+  } catch (const usage_error& e) {
+    EXPECT_TRUE(usage) << "usage_error where a runtime error was expected: " << e.what();
+    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\n  lacks: " << p;
+  } catch (const error& e) {
+    EXPECT_FALSE(usage) << "runtime error where usage_error was expected: " << e.what();
+    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\n  lacks: " << p;
+  }
+}
+
+}  // namespace
+
+// ---- round trips --------------------------------------------------------------------------
+
+class ProjectionRoundTrip : public Hdf5Files,
+                            public ::testing::WithParamInterface<std::tuple<int, int, int>> {};
+
+// float32 with shuffle + deflate is lossless: values and geometry must come back bit-identical.
+TEST_P(ProjectionRoundTrip, ValuesAndGeometryIdentical) {
+  const auto [views, rows, cols] = GetParam();
+  projection_stack p(views, rows, cols);
+  p.data = random_values(static_cast<std::size_t>(p.size()), 7);
+  const geometry g = small_cone(views, rows, cols);
+  const std::string file = path("proj.h5");
+  io::write_projections(file, p, g);
+  EXPECT_EQ(entries(), std::vector<std::string>{"proj.h5"}) << "no .part left behind";
+
+  const io::projection_file back = io::read_projections(file);
+  EXPECT_EQ(back.projections.views, views);
+  EXPECT_EQ(back.projections.rows, rows);
+  EXPECT_EQ(back.projections.cols, cols);
+  EXPECT_EQ(back.projections.data, p.data);
+  ASSERT_TRUE(back.geom.has_value());
+  // The stored JSON text is what was written. (The parsed geometry is compared numerically:
+  // degrees in the file -> radians can move an angle by one ulp, so re-serialising is not
+  // guaranteed to give the same text.)
+  EXPECT_EQ(back.geometry_json, geometry_to_json(g));
+  EXPECT_EQ(back.geom->type_name(), "cone");
+  // The projection matrices are what the reconstruction uses: they must match too.
+  for (std::int64_t v = 0; v < views; ++v) {
+    const auto a = compute_projection_matrix(g, v), b = compute_projection_matrix(*back.geom, v);
+    for (int i = 0; i < 12; ++i) EXPECT_NEAR(a[i], b[i], 1e-12 * (1 + std::abs(a[i])));
+  }
+}
+
+// Odd sizes, a single row (fan beam), a single view, a single pixel.
+INSTANTIATE_TEST_SUITE_P(Shapes, ProjectionRoundTrip,
+                         ::testing::Values(std::make_tuple(7, 5, 9), std::make_tuple(3, 1, 11),
+                                           std::make_tuple(1, 4, 6), std::make_tuple(1, 1, 1),
+                                           std::make_tuple(40, 16, 33)));
+
+TEST_F(Hdf5Files, VectorGeometryRoundTrip) {
+  std::vector<view_vectors> vv;
+  for (int i = 0; i < 3; ++i)
+    vv.push_back({{0.1 * i, -500, 1}, {3, 500, -2}, {1, 0.01 * i, 0}, {0, 0, 1.5}});
+  const geometry g = make_vec_geometry(beam_kind::cone, 6, 2, vv);
+  projection_stack p(3, 2, 6);
+  p.data = random_values(static_cast<std::size_t>(p.size()), 3);
+  io::write_projections(path("v.h5"), p, g);
+  const auto back = io::read_projections(path("v.h5"));
+  ASSERT_TRUE(back.geom);
+  EXPECT_EQ(back.geom->type_name(), "cone_vec");
+  EXPECT_EQ(geometry_to_json(*back.geom), geometry_to_json(g));
+  EXPECT_EQ(back.projections.data, p.data);
+}
+
+class VolumeRoundTrip : public Hdf5Files,
+                        public ::testing::WithParamInterface<std::tuple<int, int, int>> {};
+
+TEST_P(VolumeRoundTrip, ValuesSpacingOriginIdentical) {
+  const auto [nx, ny, nz] = GetParam();
+  volume_geometry g;
+  g.nx = nx;
+  g.ny = ny;
+  g.nz = nz;
+  g.spacing_mm = {0.5, 0.75, 2.0};
+  g.origin_mm = {-10.25, 3.5, 0.125};
+  volume v(g);
+  v.data = random_values(v.data.size(), 11);
+  io::write_volume(path("vol.h5"), v);
+  EXPECT_EQ(entries(), std::vector<std::string>{"vol.h5"});
+  const volume back = io::read_volume(path("vol.h5"));
+  EXPECT_EQ(back.geom.nx, nx);
+  EXPECT_EQ(back.geom.ny, ny);
+  EXPECT_EQ(back.geom.nz, nz);
+  EXPECT_EQ(back.geom.spacing_mm, g.spacing_mm);  // doubles stored as float64: exact
+  EXPECT_EQ(back.geom.origin_mm, g.origin_mm);
+  EXPECT_EQ(back.data, v.data);
+}
+
+// nz = 1 (a 2D slice), odd sizes, one voxel, more z slices than one chunk holds.
+INSTANTIATE_TEST_SUITE_P(Shapes, VolumeRoundTrip,
+                         ::testing::Values(std::make_tuple(9, 7, 5), std::make_tuple(16, 12, 1),
+                                           std::make_tuple(1, 1, 1), std::make_tuple(3, 1, 2),
+                                           std::make_tuple(33, 31, 21)));
+
+TEST_F(Hdf5Files, VolumeWithoutAttributesIsCentredWithUnitSpacing) {
+  {
+    h5::file f = h5::file::create(path("plain.h5"));
+    std::vector<float> d(4 * 3 * 2, 1.5f);
+    f.write_dataset<float>("volume", {2, 3, 4}, std::span<const float>(d));
+  }
+  const volume v = io::read_volume(path("plain.h5"));
+  EXPECT_EQ(v.geom.spacing_mm, (std::array<double, 3>{1, 1, 1}));
+  // Centred: origin = -(n-1)/2 * spacing.
+  EXPECT_EQ(v.geom.origin_mm, (std::array<double, 3>{-1.5, -1.0, -0.5}));
+}
+
+TEST_F(Hdf5Files, OtherNumericTypesConvertToFloat) {
+  {
+    h5::file f = h5::file::create(path("u16.h5"));
+    std::vector<std::uint16_t> d(2 * 2 * 3);
+    for (std::size_t i = 0; i < d.size(); ++i) d[i] = static_cast<std::uint16_t>(1000 * i + 7);
+    f.write_dataset<std::uint16_t>("volume", {3, 2, 2}, std::span<const std::uint16_t>(d));
+    std::vector<double> p(2 * 1 * 3);
+    for (std::size_t i = 0; i < p.size(); ++i) p[i] = 0.1 * static_cast<double>(i);
+    f.write_dataset<double>("projections", {2, 1, 3}, std::span<const double>(p));
+  }
+  const volume v = io::read_volume(path("u16.h5"));
+  for (std::size_t i = 0; i < v.data.size(); ++i) EXPECT_EQ(v.data[i], static_cast<float>(1000 * i + 7));
+  const auto p = io::read_projections(path("u16.h5"));
+  EXPECT_FALSE(p.geom.has_value());
+  EXPECT_TRUE(p.geometry_json.empty());
+  // float64 -> float32 rounds to nearest: identical to the C++ conversion.
+  for (std::size_t i = 0; i < p.projections.data.size(); ++i)
+    EXPECT_EQ(p.projections.data[i], static_cast<float>(0.1 * static_cast<double>(i)));
+}
+
+// The real HTC2022 file (written by another tool, variable-length string geometry) reads.
+TEST_F(Hdf5Files, ReadsSharedHtc2022Projections) {
+  const std::string file = std::string(CTFORGE_SHARED_DATA_DIR) + "/htc2022/htc2022_ta.h5";
+  if (!fs::exists(file)) GTEST_SKIP() << file << " not present";
+  const auto p = io::read_projections(file);
+  EXPECT_EQ(p.projections.views, 720);
+  EXPECT_EQ(p.projections.rows, 1);
+  EXPECT_EQ(p.projections.cols, 560);
+  ASSERT_TRUE(p.geom);
+  EXPECT_EQ(p.geom->type_name(), "cone");
+  EXPECT_NEAR(p.geom->orbit->source_to_isocenter_mm, 410.66, 1e-6);
+  const std::string text = io::describe_file(file);
+  EXPECT_NE(text.find("/projections: float32 [720][1][560]"), std::string::npos) << text;
+  EXPECT_NE(text.find("cone, 720 views"), std::string::npos) << text;
+}
+
+// ---- bad input ----------------------------------------------------------------------------
+
+TEST_F(Hdf5Files, MissingFile) {
+  const std::string file = path("absent.h5");
+  expect_error([&] { io::read_projections(file); }, {file + ": no such file"});
+  expect_error([&] { io::read_volume(file); }, {file + ": no such file"});
+  expect_error([&] { io::describe_file(file); }, {file + ": no such file"});
+}
+
+TEST_F(Hdf5Files, NotHdf5) {
+  const std::string file = path("text.h5");
+  std::ofstream(file) << "{\"this\": \"is JSON, not HDF5\"}\n";
+  expect_error([&] { io::read_projections(file); }, {file + ": not an HDF5 file"});
+  expect_error([&] { io::read_volume(file); }, {file + ": not an HDF5 file"});
+}
+
+TEST_F(Hdf5Files, MissingDatasetListsWhatIsPresent) {
+  volume v(volume_geometry::centered(2, 2, 2, {1, 1, 1}));
+  io::write_volume(path("vol.h5"), v);
+  expect_error([&] { io::read_projections(path("vol.h5")); },
+               {path("vol.h5") + ": dataset /projections not found (datasets present: /volume)"});
+  {
+    h5::file f = h5::file::create(path("empty.h5"));
+  }
+  expect_error([&] { io::read_volume(path("empty.h5")); },
+               {"dataset /volume not found (datasets present: none)"});
+}
+
+TEST_F(Hdf5Files, WrongRank) {
+  {
+    h5::file f = h5::file::create(path("r2.h5"));
+    std::vector<float> d(12, 0.0f);
+    f.write_dataset<float>("projections", {3, 4}, std::span<const float>(d));
+    f.write_dataset<float>("volume", {1, 1, 3, 4}, std::span<const float>(d));
+  }
+  expect_error([&] { io::read_projections(path("r2.h5")); },
+               {path("r2.h5"), "/projections", "rank 2", "[3][4]"});
+  expect_error([&] { io::read_volume(path("r2.h5")); }, {path("r2.h5"), "/volume", "rank 4"});
+}
+
+TEST_F(Hdf5Files, NonNumericDataset) {
+  {
+    h5::file f = h5::file::create(path("s.h5"));
+    f.write_string_dataset("volume", "not voxels");
+  }
+  expect_error([&] { io::read_volume(path("s.h5")); }, {path("s.h5"), "/volume"});
+}
+
+TEST_F(Hdf5Files, GeometryShapeMismatchNamesBoth) {
+  const geometry g = small_cone(4, 3, 6);
+  {
+    h5::file f = h5::file::create(path("mm.h5"));
+    std::vector<float> d(4 * 3 * 5, 0.0f);
+    f.write_dataset<float>("projections", {4, 3, 5}, std::span<const float>(d));
+    f.write_string_dataset("geometry", geometry_to_json(g));
+  }
+  expect_error([&] { io::read_projections(path("mm.h5")); },
+               {path("mm.h5") + ":/geometry", "6 cols", "[4][3][5]"});
+  // The writer refuses the same mismatch (a caller error) and leaves no file.
+  projection_stack p(4, 3, 5);
+  expect_error([&] { io::write_projections(path("w.h5"), p, g); }, {"6 cols", "[4][3][5]"}, true);
+  EXPECT_FALSE(fs::exists(path("w.h5")));
+}
+
+TEST_F(Hdf5Files, InvalidGeometryJsonInFile) {
+  {
+    h5::file f = h5::file::create(path("badgeom.h5"));
+    std::vector<float> d(2, 0.0f);
+    f.write_dataset<float>("projections", {1, 1, 2}, std::span<const float>(d));
+    f.write_string_dataset("geometry", R"({"type": "cone", "detector": {"cols": 2}})");
+  }
+  // A defect of the file, so a runtime error (exit 1), naming <file>:/geometry and the field.
+  expect_error([&] { io::read_projections(path("badgeom.h5")); },
+               {path("badgeom.h5") + ":/geometry", "detector.rows"});
+}
+
+TEST_F(Hdf5Files, NonFiniteValuesNamedWithIndex) {
+  projection_stack p(3, 2, 5);
+  p.at(2, 1, 3) = std::numeric_limits<float>::quiet_NaN();
+  p.at(2, 1, 4) = std::numeric_limits<float>::infinity();
+  {
+    // Written through the wrapper: write_projections itself does not check values.
+    h5::file f = h5::file::create(path("nan.h5"));
+    f.write_dataset<float>("projections", {3, 2, 5}, std::span<const float>(p.data));
+  }
+  expect_error([&] { io::read_projections(path("nan.h5")); },
+               {path("nan.h5"), "/projections", "nan", "[2][1][3]"});
+
+  volume v(volume_geometry::centered(4, 3, 2, {1, 1, 1}));
+  v.at(1, 0, 2) = -std::numeric_limits<float>::infinity();
+  io::write_volume(path("inf.h5"), v);
+  expect_error([&] { io::read_volume(path("inf.h5")); },
+               {path("inf.h5"), "/volume", "-inf", "[1][0][2]"});
+}
+
+TEST_F(Hdf5Files, FailedWritesLeaveNothing) {
+  volume v(volume_geometry::centered(3, 3, 3, {1, 1, 1}));
+  // Directory does not exist: HDF5 cannot create the .part file.
+  const std::string nowhere = path("no/such/dir/vol.h5");
+  expect_error([&] { io::write_volume(nowhere, v); }, {nowhere + ".part", "H5Fcreate"});
+  // Invalid volume (size/data mismatch): refused before anything is written.
+  volume bad = v;
+  bad.data.pop_back();
+  expect_error([&] { io::write_volume(path("bad.h5"), bad); }, {path("bad.h5")}, true);
+  // A writer that fails after creating the temporary file: tmp removed, old file untouched.
+  io::write_volume(path("keep.h5"), v);
+  EXPECT_THROW(io::write_atomically(path("keep.h5"),
+                                    [](const std::string& tmp) {
+                                      std::ofstream(tmp) << "partial";
+                                      throw error("simulated failure");
+                                    }),
+               error);
+  EXPECT_EQ(entries(), std::vector<std::string>{"keep.h5"});
+  EXPECT_EQ(io::read_volume(path("keep.h5")).data, v.data);
+}
+
+// ---- h5.hpp helpers that the native schema does not use (kept general for other readers) ----
+
+TEST_F(Hdf5Files, WrapperStringsAttributesSlabs) {
+  {
+    h5::file f = h5::file::create(path("w.h5"));
+    std::vector<std::int32_t> d(4 * 5);
+    for (int i = 0; i < 20; ++i) d[static_cast<std::size_t>(i)] = i;
+    auto ds = f.write_dataset<std::int32_t>("/exchange/data", {4, 5}, std::span<const std::int32_t>(d));
+    const double theta[] = {0.0, 45.5, 90.0};
+    ds.write_double_attribute("theta", theta);
+    ds.write_string_attribute("units", "counts");
+    ds.write_string_attribute("units", "counts (replaced)");
+    // A fixed-length, space-padded string attribute, as some writers produce.
+    h5::datatype_id t(H5Tcopy(H5T_C_S1));
+    H5Tset_size(t.get(), 8);
+    H5Tset_strpad(t.get(), H5T_STR_SPACEPAD);
+    h5::dataspace_id s(H5Screate(H5S_SCALAR));
+    h5::attribute_id a(H5Acreate2(ds.id(), "axes", t.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT));
+    ASSERT_GE(H5Awrite(a.get(), t.get(), "x:y     "), 0);
+  }
+  const h5::file f = h5::file::open(path("w.h5"));
+  EXPECT_TRUE(f.has("exchange/data"));
+  EXPECT_FALSE(f.has("/exchange/missing/deeper"));
+  EXPECT_EQ(f.dataset_names(), std::vector<std::string>{"/exchange/data"});
+  const h5::dataset ds = f.open_dataset("exchange/data");
+  EXPECT_EQ(ds.shape(), (h5::dims_t{4, 5}));
+  EXPECT_EQ(ds.type_name(), "int32");
+  EXPECT_EQ(ds.read_double_attribute("theta"), (std::vector<double>{0.0, 45.5, 90.0}));
+  EXPECT_EQ(ds.read_string_attribute("units"), "counts (replaced)");
+  EXPECT_EQ(ds.read_string_attribute("axes"), "x:y");
+  // Rows 1..2, columns 2..4 as float.
+  std::vector<float> slab(2 * 3);
+  ds.read_slab<float>({1, 2}, {2, 3}, std::span<float>(slab));
+  EXPECT_EQ(slab, (std::vector<float>{7, 8, 9, 12, 13, 14}));
+  std::vector<float> too_small(5);
+  expect_error([&] { ds.read_slab<float>({1, 2}, {2, 3}, std::span<float>(too_small)); },
+               {path("w.h5"), "/exchange/data"});
+  expect_error([&] { ds.read_slab<float>({3, 0}, {2, 5}, std::span<float>(slab)); },
+               {"exceeds dimension 0"});
+  expect_error([&] { ds.read_string_attribute("nope"); }, {"attribute nope: not found"});
+  expect_error([&] { ds.read_string(); }, {"expected a string, found int32"});
+}
+
+TEST_F(Hdf5Files, DescribeFile) {
+  volume v(volume_geometry::centered(6, 5, 4, {0.5, 0.5, 2}));
+  for (std::size_t i = 0; i < v.data.size(); ++i) v.data[i] = static_cast<float>(i);
+  io::write_volume(path("vol.h5"), v);
+  const std::string text = io::describe_file(path("vol.h5"));
+  EXPECT_NE(text.find("/volume: float32 [4][5][6] (z, y, x)"), std::string::npos) << text;
+  EXPECT_NE(text.find("min 0, max 119"), std::string::npos) << text;
+  EXPECT_NE(text.find("@spacing_mm = [0.5, 0.5, 2]"), std::string::npos) << text;
+  EXPECT_NE(text.find("extent: 3 x 2.5 x 8 mm"), std::string::npos) << text;
+
+  projection_stack p(5, 2, 3);
+  io::write_projections(path("p.h5"), p, small_cone(5, 2, 3));
+  const std::string pt = io::describe_file(path("p.h5"));
+  EXPECT_NE(pt.find("/projections: float32 [5][2][3] (views, rows, cols)"), std::string::npos) << pt;
+  EXPECT_NE(pt.find("geometry: cone, 5 views, detector 3 cols x 2 rows"), std::string::npos) << pt;
+  EXPECT_NE(pt.find("SID 400 mm, SDD 700 mm"), std::string::npos) << pt;
+}
+
+// ---- PNG preview --------------------------------------------------------------------------
+
+namespace {
+struct grey_image {
+  std::uint32_t width = 0, height = 0;
+  std::vector<std::uint8_t> pixels;
+  int at(std::uint32_t col, std::uint32_t row) const { return pixels[row * width + col]; }
+};
+grey_image read_png(const std::string& file) {
+  png_image img{};
+  img.version = PNG_IMAGE_VERSION;
+  EXPECT_NE(png_image_begin_read_from_file(&img, file.c_str()), 0) << img.message;
+  img.format = PNG_FORMAT_GRAY;
+  grey_image out;
+  out.width = img.width;
+  out.height = img.height;
+  out.pixels.resize(static_cast<std::size_t>(img.width) * img.height);
+  EXPECT_NE(png_image_finish_read(&img, nullptr, out.pixels.data(), 0, nullptr), 0) << img.message;
+  return out;
+}
+}  // namespace
+
+TEST_F(Hdf5Files, PreviewLayoutOrientationAndWindow) {
+  const std::int64_t nx = 7, ny = 5, nz = 3;  // odd, all different
+  volume v(volume_geometry::centered(nx, ny, nz, {1, 1, 1}));
+  // Marker voxels (value 1, background 0) in the central slices:
+  v.at(nz / 2, ny - 1, 0) = 1.0f;  // axial: largest y, smallest x -> top-left of panel 1
+  v.at(nz - 1, ny / 2, nx - 1) = 1.0f;  // coronal: largest z, largest x -> top-right of panel 2
+  v.at(0, ny - 1, nx / 2) = 1.0f;  // sagittal: smallest z, largest y -> bottom-right of panel 3
+  v.at(nz / 2, 0, 1) = 0.5f;  // axial: smallest y -> bottom row, column 1
+  io::write_preview_png(path("p.png"), v, 0.0f, 1.0f);
+  EXPECT_EQ(entries(), std::vector<std::string>{"p.png"});
+  const grey_image im = read_png(path("p.png"));
+  const std::uint32_t gap = 3;
+  ASSERT_EQ(im.width, nx + gap + nx + gap + ny);
+  ASSERT_EQ(im.height, std::max(ny, nz));
+  EXPECT_EQ(im.at(0, 0), 255);
+  EXPECT_EQ(im.at(1, ny - 1), 128);  // 0.5 in [0, 1] -> round(127.5) = 128
+  EXPECT_EQ(im.at(nx + gap + nx - 1, 0), 255);
+  EXPECT_EQ(im.at(2 * (nx + gap) + ny - 1, nz - 1), 255);
+  int lit = 0;
+  for (auto p : im.pixels) lit += p > 0;
+  EXPECT_EQ(lit, 4) << "only the markers are non-zero (gaps and padding black)";
+}
+
+TEST_F(Hdf5Files, PreviewAutoWindowFromPercentiles) {
+  // Values 0..999 in the central axial slice, 500 in the 2000 other voxels. Sorted, the 3000
+  // values put the 0.5 percentile (index round(0.005 * 2999) = 15) at 15 and the 99.5 percentile
+  // (index 2984) at 984; so 0 clips to black, 999 to white and 480 maps to
+  // (480 - 15) / 969 * 255 = 122.4 -> 122.
+  volume v(volume_geometry::centered(40, 25, 3, {1, 1, 1}));
+  std::fill(v.data.begin(), v.data.end(), 500.0f);
+  for (std::int64_t j = 0; j < 25; ++j)
+    for (std::int64_t i = 0; i < 40; ++i) v.at(1, j, i) = static_cast<float>(j * 40 + i);
+  io::write_preview_png(path("a.png"), v);
+  const grey_image im = read_png(path("a.png"));
+  EXPECT_EQ(im.width, 40u + 3 + 40 + 3 + 25);
+  EXPECT_EQ(im.height, 25u);
+  EXPECT_EQ(im.at(0, 24), 0);      // value 0 (y = 0 is the bottom row)
+  EXPECT_EQ(im.at(39, 0), 255);    // value 999
+  EXPECT_EQ(im.at(0, 12), 122);    // value 480 (row 12 from the top is y = 12)
+  // A constant volume is mid grey rather than a division by zero.
+  std::fill(v.data.begin(), v.data.end(), 3.0f);
+  io::write_preview_png(path("c.png"), v);
+  EXPECT_EQ(read_png(path("c.png")).at(0, 0), 128);
+  // lo > hi is a caller error.
+  expect_error([&] { io::write_preview_png(path("x.png"), v, 2.0f, 1.0f); }, {path("x.png")}, true);
+  EXPECT_FALSE(fs::exists(path("x.png")));
+}
