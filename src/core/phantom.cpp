@@ -150,7 +150,7 @@ phantom phantom_from_json(std::string_view text, std::string_view origin) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range (e.g. 1e999)
     throw usage_error(fmt::format("{}: invalid JSON: {}", origin, e.what()));
   }
   if (!j.is_object()) r.fail("", "expected a JSON object");
