@@ -1,0 +1,281 @@
+// Foreign data formats: real projections in (DataExchange, NeXus NXtomo, TIFF stacks), volumes in
+// and out (MetaImage, NRRD, NIfTI, DICOM series), geometry interchange with RTK and ASTRA, and
+// rotation-centre estimation. No ITK, GDCM, HDF5 or TIFF types appear here.
+//
+// Projection pipeline (read_projections_any):
+//   1. the format reader reads only the selected views / rows / columns (HDF5 hyperslabs, TIFF
+//      scan lines) as raw frames, plus flat (white) and dark fields on the same pixels;
+//   2. raw counts become line integrals:  p = -log(max((I - dark) / (flat - dark), floor));
+//      pixels whose ratio is not positive (or not finite) are clamped to `floor` and counted;
+//   3. bin_rows x bin_cols blocks are averaged (transmission before the log for raw counts);
+//   4. the geometry (from the file, from a JSON override, or built from the angles) is cropped
+//      and binned consistently: the detector centre moves to the centre of the kept pixels.
+//
+// Volume formats are chosen by extension: .h5/.hdf5 (native), .mha/.mhd (MetaImage), .nrrd/.nhdr,
+// .nii/.nii.gz (NIfTI), and a directory or .dcm file (DICOM). Spacing and origin are kept
+// (origin = centre of voxel (0,0,0), in mm). Volume coordinates are the file's physical
+// coordinates unchanged (for DICOM: patient coordinates, LPS). Axis-aligned direction matrices
+// with flipped axes are undone by flipping the voxel order; oblique directions are rejected.
+//
+// DICOM values: CT images store Hounsfield units, HU = 1000 (mu - mu_water) / mu_water, with
+// mu the linear attenuation coefficient in 1/mm. Default mu_water = 0.0192 /mm: NIST XCOM gives
+// mu/rho = 0.1929 cm^2/g for water at 70 keV (about the mean energy of a 120 kVp spectrum), i.e.
+// 0.01929 /mm. Reading gives HU unless a mu_water is given; writing converts mu to HU unless the
+// values are HU already.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ctforge/geometry.hpp"
+#include "ctforge/io.hpp"
+#include "ctforge/volume.hpp"
+
+namespace ctforge::io {
+
+// ---- projections -----------------------------------------------------------------------------
+
+/// Indices [first, first + count) along one axis of the stored data; count < 0: to the end.
+struct index_range {
+  std::int64_t first = 0;
+  std::int64_t count = -1;
+};
+
+/// Part of a projection data set: views, detector rows and columns, in the file's indexing.
+struct detector_selection {
+  index_range views, rows, cols;
+};
+
+/// How stored frames are interpreted.
+enum class intensity_mode {
+  automatic,       ///< raw counts when a flat field is available, line integrals otherwise
+  raw,             ///< raw counts: normalised by flat/dark and -log (a flat field is required)
+  line_integrals,  ///< already -log(I / I0): only cropped and binned
+};
+
+struct projection_read_options {
+  /// Flat (white) / dark field images replacing those stored in the file: a TIFF file, a
+  /// directory of TIFF files or a glob pattern; several images are averaged. Empty: use the
+  /// file's own (DataExchange data_white/data_dark, NXtomo image_key 1/2) when present.
+  std::string flat_path, dark_path;
+  /// Geometry JSON describing the file's whole detector and every stored view. Required for TIFF
+  /// stacks; overrides the geometry recorded in or derived from the file otherwise.
+  std::string geometry_path;
+  detector_selection select;     ///< what to read (before binning)
+  std::int64_t bin_rows = 1;     ///< detector rows averaged into one (>= 1); a remainder is dropped
+  std::int64_t bin_cols = 1;     ///< detector columns averaged into one (>= 1)
+  /// Detector pixel pitch (mm) when the file does not record it (DataExchange; NXtomo without
+  /// x_pixel_size); used for both directions.
+  double pixel_size_mm = 1;
+  intensity_mode mode = intensity_mode::automatic;
+  /// Floor for the normalised transmission (I - dark) / (flat - dark), in (0, 1): smaller or
+  /// non-finite values are clamped to it (line integral -log(floor)) and counted.
+  double min_transmission = 1e-4;
+};
+
+/// Projections read from any supported file; converts to projection_file by slicing.
+struct loaded_projections : projection_file {
+  std::string format;         ///< "ctforge", "dxchange", "nxtomo" or "tiff"
+  std::string warnings;       ///< human-readable notes (clamped pixels, ...); empty when none
+  std::int64_t clamped = 0;   ///< pixels clamped to min_transmission
+};
+
+/// Reads projections from a native ctforge HDF5 file, a DataExchange HDF5 file (/exchange/data,
+/// data_white, data_dark, theta in degrees: parallel beam), a NeXus NXtomo file (/entry*/ with
+/// image_key 0 = projection, 1 = flat, 2 = dark and rotation_angle: parallel beam), or a TIFF
+/// stack (a directory, a glob pattern or a multi-page TIFF file; images sorted by name with
+/// numbers compared numerically; 8/16/32-bit integer or 32-bit float, one image per view).
+/// The result always carries a geometry. Throws error naming the file on unreadable, truncated
+/// or inconsistent input, usage_error on invalid options.
+loaded_projections read_projections_any(const std::string& path,
+                                        const projection_read_options& opt = {});
+
+/// "ctforge", "dxchange", "nxtomo" or "tiff" for a projection file, from its content (HDF5) or
+/// its name (directory, glob, .tif/.tiff). Throws error when the file is none of those.
+std::string projection_format(const std::string& path);
+
+/// First index and count of `r` on an axis of `size` elements (count < 0: to the end). Throws
+/// usage_error naming `what` (e.g. "views") and `path` when the range does not fit.
+std::pair<std::int64_t, std::int64_t> resolve_range(const index_range& r, std::int64_t size,
+                                                    std::string_view what, std::string_view path);
+
+/// Raw frames of one acquisition restricted to a selection, as stored (no normalisation).
+struct raw_scan {
+  projection_stack frames;          ///< selected views x rows x cols
+  projection_stack flats, darks;    ///< flat / dark frames on the same rows x cols (views = count, 0 if none)
+  std::vector<double> angles_rad;   ///< angle of every stored view (full_views; empty when not recorded)
+  std::int64_t full_views = 0, full_rows = 0, full_cols = 0;  ///< size of the whole stored data set
+  double pixel_u_mm = 0, pixel_v_mm = 0;  ///< recorded pixel pitch (0: not recorded)
+  bool integer_data = false;        ///< frames were stored as integers (counts)
+};
+
+/// Readers behind read_projections_any. Ranges are checked against the stored sizes
+/// (usage_error naming the option and the file). Only the selected pixels are read.
+raw_scan read_dxchange(const std::string& path, const detector_selection& sel = {});
+raw_scan read_nxtomo(const std::string& path, const detector_selection& sel = {});
+/// `source`: directory, glob pattern, or one (possibly multi-page) TIFF file.
+raw_scan read_tiff_stack(const std::string& source, const detector_selection& sel = {});
+/// TIFF file names a source expands to, in reading order (natural sort). Throws when empty.
+std::vector<std::string> list_tiff_files(const std::string& source);
+
+/// Writes one float32 TIFF per view into directory `dir` (created when missing), named
+/// <prefix>_00000.tif, ...; existing files of that name are replaced.
+void write_tiff_stack(const std::string& dir, const projection_stack& p,
+                      const std::string& prefix = "proj");
+
+/// Result of normalize().
+struct normalize_report {
+  std::int64_t clamped = 0;  ///< pixels whose transmission was clamped
+  std::string warnings;
+};
+/// Turns a raw scan into line integrals (mode raw) or keeps its values (line_integrals), then
+/// bins. `context` names the file in messages. Output: views x rows/bin_rows x cols/bin_cols.
+projection_stack normalize(const raw_scan& scan, intensity_mode mode, std::int64_t bin_rows,
+                           std::int64_t bin_cols, double min_transmission,
+                           const std::string& context, normalize_report* report = nullptr);
+
+/// Geometry of a selection of `g` (which describes the whole stored data set): keeps the
+/// selected views, crops the detector and bins it (pixel pitch x bin), moving the detector
+/// centre to the centre of the kept pixels. Circular geometries stay circular (offsets change).
+geometry select_geometry(const geometry& g, const detector_selection& sel, std::int64_t bin_rows,
+                         std::int64_t bin_cols);
+
+// ---- volumes ---------------------------------------------------------------------------------
+
+/// Water attenuation used for HU conversions by default (1/mm, about 70 keV; see above).
+inline constexpr double default_mu_water_per_mm = 0.0192;
+inline double hu_from_mu(double mu, double mu_water) { return 1000.0 * (mu - mu_water) / mu_water; }
+inline double mu_from_hu(double hu, double mu_water) { return mu_water * (1.0 + hu / 1000.0); }
+
+enum class volume_format { hdf5, metaimage, nrrd, nifti, dicom };
+/// Format from the path: an existing directory, a path without extension or ending in '/', or
+/// .dcm -> dicom; .h5/.hdf5, .mha/.mhd, .nrrd/.nhdr, .nii/.nii.gz. Throws usage_error naming
+/// the path otherwise.
+volume_format volume_format_of(const std::string& path);
+std::string to_string(volume_format f);
+
+struct volume_read_options {
+  /// DICOM only: convert HU to attenuation mu (1/mm) with this water value. Empty: keep HU.
+  std::optional<double> mu_water_per_mm;
+};
+volume read_volume_any(const std::string& path, const volume_read_options& opt = {});
+
+struct volume_write_options {
+  double mu_water_per_mm = default_mu_water_per_mm;  ///< DICOM: HU = 1000 (mu - mu_w) / mu_w
+  bool values_are_hu = false;  ///< DICOM: the volume holds HU already (no conversion)
+  bool compress = true;        ///< MetaImage / NRRD / NIfTI (.nii.gz always compresses)
+  std::string series_description = "ctforge reconstruction";  ///< DICOM (0008,103E)
+};
+/// Writes atomically: a temporary file (or, for DICOM, a temporary directory) renamed into place.
+/// A DICOM target directory that exists must be empty or hold only .dcm files (it is replaced).
+void write_volume_any(const std::string& path, const volume& v, const volume_write_options& opt = {});
+
+/// ITK formats (MetaImage, NRRD, NIfTI), any scalar pixel type read as float.
+volume read_itk_volume(const std::string& path);
+void write_itk_volume(const std::string& path, const volume& v, bool compress = true);
+
+/// DICOM: a directory holding one series, or a single file. Slices sorted by Image Position
+/// (Patient); equal spacing and a single series are checked (error naming the path otherwise).
+/// Values: stored * slope + intercept (HU for CT), or mu when opt.mu_water_per_mm is set.
+volume read_dicom(const std::string& path, const volume_read_options& opt = {});
+/// One int16 CT slice per z, with rescale slope/intercept, Image Position/Orientation (Patient),
+/// Pixel Spacing, Slice Thickness, one Study/Series Instance UID, Modality CT, Manufacturer
+/// "ctforge". Written into "<dir>.part" then renamed to `dir`.
+void write_dicom_series(const std::string& dir, const volume& v, const volume_write_options& opt = {});
+
+/// Summary of a DICOM file or series directory (size, spacing, positions, value range, tags).
+std::string describe_dicom(const std::string& path);
+/// Summary of an ITK-readable volume file (size, spacing, origin, pixel type, value range).
+std::string describe_itk_volume(const std::string& path);
+/// Summary of any file or directory that read_projections_any or read_volume_any accepts.
+std::string describe_any(const std::string& path);
+
+// ---- geometry interchange --------------------------------------------------------------------
+//
+// RTK (ThreeDCircularProjectionGeometry, XML "RTKThreeDCircularGeometry" version 3): RTK's
+// world frame rotates about its y axis, with the source on +z at gantry angle 0. We map it to
+// ours (rotation axis +z, source on -y at angle 0) by the proper rotation
+//     x = X_rtk,  y = -Z_rtk,  z = Y_rtk,
+// under which GantryAngle equals our view angle, ProjectionOffsetX/Y equal our detector
+// offsets u/v, SourceToIsocenter/DetectorDistance our SID/SDD. RTK keeps the pixel grid in the
+// projection images; we assume (and our exports imply) images centred on the detector origin:
+// image origin = -(size - 1) / 2 * spacing, identity direction, spacing = our pixel pitch.
+// OutOfPlane/InPlane angles and source offsets follow RTK's ZXY Euler convention and give vector
+// geometries.
+//
+// ASTRA (cone_vec / parallel3d_vec): one row of 12 numbers per view (src or ray, d, u, v): the
+// source (ray direction), the detector centre, the step between columns and between rows, in
+// ASTRA's x, y, z world frame, which is ours (its volumes are indexed z, y, x as well).
+
+/// One projection of an RTK geometry (distances in mm, angles in degrees).
+struct rtk_projection {
+  double sid = 0, sdd = 0, gantry_deg = 0;
+  double proj_offset_x = 0, proj_offset_y = 0;
+  double out_of_plane_deg = 0, in_plane_deg = 0;
+  double source_offset_x = 0, source_offset_y = 0;
+};
+
+/// Our world point (mm) from an RTK world point, and back.
+inline vec3 world_from_rtk(vec3 p) { return {p.x, -p.z, p.y}; }
+inline vec3 rtk_from_world(vec3 p) { return {p.x, p.z, -p.y}; }
+
+/// Parses RTK geometry XML (version 2 or 3; element names case-insensitive, values set before
+/// a <Projection> carry over, as in RTK). When a <Matrix> is present it must agree with the
+/// parameters (RTK's own tolerance, 1e-3). Throws error naming `origin` on malformed input.
+std::vector<rtk_projection> parse_rtk_xml(std::string_view xml, std::string_view origin = "RTK geometry");
+/// RTK XML for the given projections (with each projection's matrix, so RTK can read it).
+std::string rtk_xml(std::span<const rtk_projection> projections);
+/// RTK's 3x4 projection matrix (RTK world -> centred projection coordinates in mm), row-major.
+std::array<double, 12> rtk_matrix(const rtk_projection& p);
+
+/// Our geometry from RTK projections, for a detector of cols x rows pixels of pitch du x dv mm.
+/// Circular cone / parallel when the tilt angles and source offsets are zero and SID/SDD are
+/// constant, a vector geometry otherwise.
+geometry geometry_from_rtk(std::span<const rtk_projection> projections, std::int64_t cols,
+                           std::int64_t rows, double du_mm, double dv_mm);
+/// RTK projections for a geometry whose detector has orthogonal u and v of constant length
+/// (every circular geometry; vector geometries that satisfy this). Parallel beams also need the
+/// ray perpendicular to the detector. Throws usage_error otherwise.
+std::vector<rtk_projection> rtk_from_geometry(const geometry& g);
+geometry read_rtk_geometry(const std::string& path, std::int64_t cols, std::int64_t rows,
+                           double du_mm, double dv_mm);
+void write_rtk_geometry(const std::string& path, const geometry& g);
+
+using astra_vector = std::array<double, 12>;
+/// ASTRA rows (cone_vec for cone beams, parallel3d_vec for parallel beams), one per view.
+std::vector<astra_vector> astra_vectors(const geometry& g);
+/// Vector geometry from ASTRA rows.
+geometry geometry_from_astra(beam_kind beam, std::int64_t cols, std::int64_t rows,
+                             std::span<const astra_vector> rows_of_12);
+/// Text file: one view per line, 12 numbers separated by spaces or commas; '#' starts a
+/// comment (what numpy.savetxt / numpy.loadtxt read and write). Written with 17 digits.
+void write_astra_vectors(const std::string& path, const geometry& g);
+geometry read_astra_vectors(const std::string& path, beam_kind beam, std::int64_t cols,
+                            std::int64_t rows);
+
+}  // namespace ctforge::io
+
+namespace ctforge {
+
+/// Detector column (0-based pixels, sub-pixel) onto which the rotation axis projects, estimated
+/// from the data alone: each view at angle t is registered against the mirrored view at
+/// t + 180 deg (interpolated between neighbouring views when needed), by cross-correlation with
+/// a parabola fit of the peak (correlations summed over detector rows); the median over pairs
+/// is returned. Parallel beams: exact relation p(t + pi, s) = p(t, -s); fan / cone beams
+/// (circular, about 360 deg coverage): approximate, good for objects near the axis. Needs at
+/// least one pair of views 180 deg apart (within 1.5 angular steps). Throws usage_error when
+/// the geometry is not circular or no such pair exists.
+double estimate_center_of_rotation(const projection_stack& proj, const geometry& g);
+
+/// Copy of `g` with the detector shifted along u so that the rotation axis projects onto column
+/// `col`: circular geometries get offset_u = ((cols - 1) / 2 - col) * du for every view; vector
+/// geometries move each detector centre along u accordingly.
+geometry with_center_of_rotation(const geometry& g, double col);
+
+}  // namespace ctforge

@@ -1,0 +1,245 @@
+// Volumes through ITK: MetaImage (.mha/.mhd), NRRD (.nrrd/.nhdr) and NIfTI (.nii/.nii.gz), and
+// the format dispatch of read_volume_any / write_volume_any. The ImageIO is chosen from the
+// extension (no ITK factory registration needed). ITK exceptions become ctforge::error naming
+// the file. One of the two translation units that include ITK headers (with dicom.cpp).
+#include <itkImage.h>
+#include <itkImageFileReader.h>
+#include <itkImageFileWriter.h>
+#include <itkMetaImageIO.h>
+#include <itkNiftiImageIO.h>
+#include <itkNrrdImageIO.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+
+#include "ctforge/error.hpp"
+#include "ctforge/formats.hpp"
+#include "ctforge/io.hpp"
+
+namespace ctforge::io {
+namespace {
+
+namespace fs = std::filesystem;
+using image3 = itk::Image<float, 3>;
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+itk::ImageIOBase::Pointer make_io(const std::string& path) {
+  switch (volume_format_of(path)) {
+    case volume_format::metaimage: return itk::MetaImageIO::New().GetPointer();
+    case volume_format::nrrd: return itk::NrrdImageIO::New().GetPointer();
+    case volume_format::nifti: return itk::NiftiImageIO::New().GetPointer();
+    default: break;
+  }
+  throw usage_error(path + ": not a MetaImage, NRRD or NIfTI file name");
+}
+
+/// Reads header information; checks a scalar image of at most 3 dimensions.
+itk::ImageIOBase::Pointer read_info(const std::string& path) {
+  std::error_code ec;
+  CTFORGE_CHECK(fs::is_regular_file(path, ec), path + ": no such file");
+  auto io = make_io(path);
+  try {
+    io->SetFileName(path);
+    CTFORGE_CHECK(io->CanReadFile(path.c_str()), fmt::format("{}: not a readable {} file", path, io->GetNameOfClass()));
+    io->ReadImageInformation();
+  } catch (const itk::ExceptionObject& e) {
+    CTFORGE_FAIL(fmt::format("{}: cannot read the image header: {}", path, e.GetDescription()));
+  }
+  const unsigned dims = io->GetNumberOfDimensions();
+  CTFORGE_CHECK(dims >= 1 && dims <= 3, fmt::format("{}: {}-dimensional image (1 to 3 supported)", path, dims));
+  CTFORGE_CHECK(io->GetNumberOfComponents() == 1,
+                fmt::format("{}: {} components per voxel (scalar images only)", path, io->GetNumberOfComponents()));
+  return io;
+}
+
+/// Converts an ITK image to a volume, undoing axis flips of the direction matrix.
+volume to_volume(const image3* img, const std::string& path) {
+  const auto region = img->GetLargestPossibleRegion();
+  const auto size = region.GetSize();
+  const auto& dir = img->GetDirection();
+  std::array<int, 3> sign{};
+  for (int r = 0; r < 3; ++r) {
+    for (int c = 0; c < 3; ++c) {
+      const double d = dir[r][c];
+      if (r == c) {
+        CTFORGE_CHECK(std::abs(std::abs(d) - 1) < 1e-6,
+                      fmt::format("{}: direction matrix is not axis-aligned (oblique or permuted axes are not "
+                                  "supported)",
+                                  path));
+        sign[r] = d > 0 ? 1 : -1;
+      } else {
+        CTFORGE_CHECK(std::abs(d) < 1e-6,
+                      fmt::format("{}: direction matrix is not axis-aligned (oblique or permuted axes are not "
+                                  "supported)",
+                                  path));
+      }
+    }
+  }
+  volume_geometry g;
+  g.nx = static_cast<std::int64_t>(size[0]);
+  g.ny = static_cast<std::int64_t>(size[1]);
+  g.nz = static_cast<std::int64_t>(size[2]);
+  const std::array<std::int64_t, 3> n{g.nx, g.ny, g.nz};
+  for (int a = 0; a < 3; ++a) {
+    g.spacing_mm[a] = img->GetSpacing()[a];
+    g.origin_mm[a] = img->GetOrigin()[a];
+    if (sign[a] < 0) g.origin_mm[a] -= static_cast<double>(n[a] - 1) * g.spacing_mm[a];
+  }
+  try {
+    g.validate();
+  } catch (const usage_error& e) {
+    CTFORGE_FAIL(fmt::format("{}: {}", path, e.what()));
+  }
+  volume v(g);
+  const float* src = img->GetBufferPointer();
+  for (std::int64_t k = 0; k < g.nz; ++k)
+    for (std::int64_t j = 0; j < g.ny; ++j)
+      for (std::int64_t i = 0; i < g.nx; ++i) {
+        const std::int64_t si = sign[0] > 0 ? i : g.nx - 1 - i;
+        const std::int64_t sj = sign[1] > 0 ? j : g.ny - 1 - j;
+        const std::int64_t sk = sign[2] > 0 ? k : g.nz - 1 - k;
+        v.at(k, j, i) = src[(sk * g.ny + sj) * g.nx + si];
+      }
+  return v;
+}
+
+/// `path` with ".part" inserted before the (possibly double) extension, so that the ImageIO
+/// still recognises the format: "a/b.nii.gz" -> "a/b.part.nii.gz".
+std::string temporary_name(const std::string& path) {
+  const std::string l = lower(path);
+  const std::size_t cut = l.ends_with(".nii.gz") ? path.size() - 7 : path.size() - fs::path(path).extension().string().size();
+  return path.substr(0, cut) + ".part" + path.substr(cut);
+}
+
+}  // namespace
+
+volume_format volume_format_of(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec) || path.ends_with('/')) return volume_format::dicom;
+  const std::string l = lower(path);
+  if (l.ends_with(".nii.gz") || l.ends_with(".nii")) return volume_format::nifti;
+  const std::string ext = lower(fs::path(path).extension().string());
+  if (ext == ".h5" || ext == ".hdf5" || ext == ".hdf") return volume_format::hdf5;
+  if (ext == ".mha" || ext == ".mhd") return volume_format::metaimage;
+  if (ext == ".nrrd" || ext == ".nhdr") return volume_format::nrrd;
+  if (ext == ".dcm" || ext.empty()) return volume_format::dicom;  // no extension: a DICOM directory
+  throw usage_error(fmt::format("{}: unknown volume format (expected .h5, .mha/.mhd, .nrrd/.nhdr, .nii/.nii.gz, "
+                                "a DICOM directory or .dcm file)",
+                                path));
+}
+
+std::string to_string(volume_format f) {
+  switch (f) {
+    case volume_format::hdf5: return "hdf5";
+    case volume_format::metaimage: return "metaimage";
+    case volume_format::nrrd: return "nrrd";
+    case volume_format::nifti: return "nifti";
+    case volume_format::dicom: return "dicom";
+  }
+  return "unknown";
+}
+
+volume read_itk_volume(const std::string& path) {
+  auto io = read_info(path);
+  auto reader = itk::ImageFileReader<image3>::New();
+  reader->SetImageIO(io);
+  reader->SetFileName(path);
+  try {
+    reader->Update();
+  } catch (const itk::ExceptionObject& e) {
+    CTFORGE_FAIL(fmt::format("{}: cannot read the image data (truncated or corrupt file?): {}", path,
+                             e.GetDescription()));
+  }
+  return to_volume(reader->GetOutput(), path);
+}
+
+void write_itk_volume(const std::string& path, const volume& v, bool compress) {
+  v.geom.validate();
+  CTFORGE_EXPECTS(static_cast<std::int64_t>(v.data.size()) == v.geom.voxel_count(),
+                  fmt::format("{}: volume holds {} values for {} voxels", path, v.data.size(), v.geom.voxel_count()));
+  auto io = make_io(path);
+  auto img = image3::New();
+  image3::RegionType region;
+  image3::SizeType size;
+  size[0] = static_cast<itk::SizeValueType>(v.geom.nx);
+  size[1] = static_cast<itk::SizeValueType>(v.geom.ny);
+  size[2] = static_cast<itk::SizeValueType>(v.geom.nz);
+  region.SetSize(size);
+  img->SetRegions(region);
+  image3::SpacingType spacing;
+  image3::PointType origin;
+  for (int a = 0; a < 3; ++a) {
+    spacing[a] = v.geom.spacing_mm[a];
+    origin[a] = v.geom.origin_mm[a];
+  }
+  img->SetSpacing(spacing);
+  img->SetOrigin(origin);
+  // Shares the volume's buffer (no copy); ITK does not take ownership.
+  img->GetPixelContainer()->SetImportPointer(const_cast<float*>(v.data.data()), v.data.size(), false);
+
+  const std::string l = lower(path);
+  const bool detached = l.ends_with(".mhd") || l.ends_with(".nhdr");
+  // Detached headers name their data file, so they are written in place; others atomically.
+  const std::string target = detached ? path : temporary_name(path);
+  try {
+    auto writer = itk::ImageFileWriter<image3>::New();
+    writer->SetImageIO(io);
+    writer->SetFileName(target);
+    writer->SetInput(img);
+    writer->SetUseCompression(compress || l.ends_with(".gz"));
+    writer->Update();
+  } catch (const itk::ExceptionObject& e) {
+    std::error_code ec;
+    if (!detached) fs::remove(target, ec);
+    CTFORGE_FAIL(fmt::format("{}: cannot write the image: {}", path, e.GetDescription()));
+  }
+  if (!detached) {
+    std::error_code ec;
+    fs::rename(target, path, ec);
+    if (ec) {
+      fs::remove(target, ec);
+      CTFORGE_FAIL(fmt::format("{}: cannot rename {} into place: {}", path, target, ec.message()));
+    }
+  }
+}
+
+std::string describe_itk_volume(const std::string& path) {
+  auto io = read_info(path);
+  const volume v = read_itk_volume(path);
+  const auto [lo, hi] = std::minmax_element(v.data.begin(), v.data.end());
+  std::string s = fmt::format("{}: {} volume ({} stored, {})\n", path, to_string(volume_format_of(path)),
+                              itk::ImageIOBase::GetComponentTypeAsString(io->GetComponentType()),
+                              io->GetNameOfClass());
+  s += fmt::format("  size {} x {} x {} (x, y, z)\n", v.geom.nx, v.geom.ny, v.geom.nz);
+  s += fmt::format("  spacing {:g} x {:g} x {:g} mm\n", v.geom.spacing_mm[0], v.geom.spacing_mm[1], v.geom.spacing_mm[2]);
+  s += fmt::format("  origin ({:g}, {:g}, {:g}) mm (centre of voxel 0,0,0)\n", v.geom.origin_mm[0], v.geom.origin_mm[1],
+                   v.geom.origin_mm[2]);
+  if (lo != v.data.end()) s += fmt::format("  values {:g} .. {:g}\n", *lo, *hi);
+  return s;
+}
+
+volume read_volume_any(const std::string& path, const volume_read_options& opt) {
+  switch (volume_format_of(path)) {
+    case volume_format::hdf5: return read_volume(path);
+    case volume_format::dicom: return read_dicom(path, opt);
+    default: return read_itk_volume(path);
+  }
+}
+
+void write_volume_any(const std::string& path, const volume& v, const volume_write_options& opt) {
+  switch (volume_format_of(path)) {
+    case volume_format::hdf5: write_volume(path, v); return;
+    case volume_format::dicom: write_dicom_series(path, v, opt); return;
+    default: write_itk_volume(path, v, opt.compress); return;
+  }
+}
+
+}  // namespace ctforge::io

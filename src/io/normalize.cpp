@@ -1,0 +1,367 @@
+// Projection pipeline for foreign formats: format detection and dispatch, flat/dark
+// normalisation, binning, and the matching crop/bin of the geometry (see formats.hpp).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+
+#include "ctforge/error.hpp"
+#include "ctforge/formats.hpp"
+#include "io/h5.hpp"
+
+namespace ctforge::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool has_glob_chars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
+
+std::string lower_extension(const std::string& path) {
+  std::string e = fs::path(path).extension().string();
+  std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return std::tolower(c); });
+  return e;
+}
+
+/// Mean of the frames of a stack ([rows][cols]); empty when the stack has no frames.
+std::vector<double> mean_frame(const projection_stack& s) {
+  if (s.views == 0) return {};
+  const std::size_t n = static_cast<std::size_t>(s.rows * s.cols);
+  std::vector<double> m(n, 0.0);
+  for (std::int64_t v = 0; v < s.views; ++v) {
+    const float* f = s.view(v);
+    for (std::size_t i = 0; i < n; ++i) m[i] += f[i];
+  }
+  for (double& x : m) x /= static_cast<double>(s.views);
+  return m;
+}
+
+/// Reads /projections of a native file, restricted to the selection (hyperslab).
+raw_scan read_native_selection(const std::string& path, const detector_selection& sel,
+                               std::optional<geometry>& geom) {
+  auto f = detail::h5::file::open(path);
+  auto d = f.open_dataset("/projections");
+  const auto shape = d.shape();
+  CTFORGE_CHECK(shape.size() == 3, fmt::format("{}: dataset /projections has shape {}, expected [views][rows][cols]",
+                                               path, detail::h5::shape_string(shape)));
+  raw_scan s;
+  s.full_views = static_cast<std::int64_t>(shape[0]);
+  s.full_rows = static_cast<std::int64_t>(shape[1]);
+  s.full_cols = static_cast<std::int64_t>(shape[2]);
+  const auto [v0, nv] = resolve_range(sel.views, s.full_views, "views", path);
+  const auto [r0, nr] = resolve_range(sel.rows, s.full_rows, "rows", path);
+  const auto [c0, nc] = resolve_range(sel.cols, s.full_cols, "cols", path);
+  s.frames = projection_stack(nv, nr, nc);
+  d.read_slab<float>({hsize_t(v0), hsize_t(r0), hsize_t(c0)}, {hsize_t(nv), hsize_t(nr), hsize_t(nc)},
+                     std::span<float>(s.frames.data));
+  for (std::size_t i = 0; i < s.frames.data.size(); ++i) {
+    if (!std::isfinite(s.frames.data[i])) {
+      const auto idx = static_cast<std::int64_t>(i);
+      CTFORGE_FAIL(fmt::format("{}: dataset /projections: non-finite value at view {}, row {}, col {}", path,
+                               v0 + idx / (nr * nc), r0 + idx / nc % nr, c0 + idx % nc));
+    }
+  }
+  if (f.has_dataset("/geometry")) {
+    const std::string text = f.open_dataset("/geometry").read_string();
+    geom = geometry_from_json(text, path + ": /geometry");
+  }
+  return s;
+}
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string s;
+  for (const auto& p : parts) s += (s.empty() ? "" : "; ") + p;
+  return s;
+}
+
+}  // namespace
+
+std::pair<std::int64_t, std::int64_t> resolve_range(const index_range& r, std::int64_t size,
+                                                    std::string_view what, std::string_view path) {
+  CTFORGE_EXPECTS(size >= 1, fmt::format("{}: no {} stored", path, what));
+  CTFORGE_EXPECTS(r.first >= 0 && r.first < size,
+                  fmt::format("{}: first of {} is {}, outside [0, {})", path, what, r.first, size));
+  const std::int64_t count = r.count < 0 ? size - r.first : r.count;
+  CTFORGE_EXPECTS(count >= 1 && r.first + count <= size,
+                  fmt::format("{}: {} {}..{} exceed the {} stored", path, what, r.first,
+                              r.first + count - 1, size));
+  return {r.first, count};
+}
+
+geometry select_geometry(const geometry& g, const detector_selection& sel, std::int64_t bin_rows,
+                         std::int64_t bin_cols) {
+  CTFORGE_EXPECTS(bin_rows >= 1 && bin_cols >= 1,
+                  fmt::format("binning must be >= 1 (got {} rows x {} cols)", bin_rows, bin_cols));
+  const auto [v0, nv] = resolve_range(sel.views, g.view_count(), "views", "geometry");
+  const auto [r0, nr] = resolve_range(sel.rows, g.rows, "rows", "geometry");
+  const auto [c0, nc] = resolve_range(sel.cols, g.cols, "cols", "geometry");
+  const std::int64_t mr = nr / bin_rows, mc = nc / bin_cols;
+  CTFORGE_EXPECTS(mr >= 1 && mc >= 1, fmt::format("binning {}x{} leaves no pixel of the {}x{} selected",
+                                                  bin_rows, bin_cols, nr, nc));
+  // Shift (in stored pixels) from the old detector centre to the centre of the kept pixels.
+  const double dc = static_cast<double>(c0) + 0.5 * static_cast<double>(bin_cols * mc - 1) -
+                    0.5 * static_cast<double>(g.cols - 1);
+  const double dr = static_cast<double>(r0) + 0.5 * static_cast<double>(bin_rows * mr - 1) -
+                    0.5 * static_cast<double>(g.rows - 1);
+  if (g.orbit) {
+    const auto& o = *g.orbit;
+    std::vector<double> angles, ou, ov;
+    for (std::int64_t i = v0; i < v0 + nv; ++i) {
+      const auto k = static_cast<std::size_t>(i);
+      angles.push_back(o.angles_rad[k]);
+      ou.push_back(o.offset_u_mm[k] + dc * g.pixel_u_mm);
+      ov.push_back(o.offset_v_mm[k] + dr * g.pixel_v_mm);
+    }
+    const double du = g.pixel_u_mm * static_cast<double>(bin_cols);
+    const double dv = g.pixel_v_mm * static_cast<double>(bin_rows);
+    if (g.beam == beam_kind::cone)
+      return make_cone_geometry(mc, mr, du, dv, o.source_to_isocenter_mm, o.source_to_detector_mm,
+                                std::move(angles), ou, ov);
+    return make_parallel_geometry(mc, mr, du, dv, std::move(angles), ou, ov);
+  }
+  std::vector<view_vectors> views;
+  for (std::int64_t i = v0; i < v0 + nv; ++i) {
+    view_vectors w = g.views[static_cast<std::size_t>(i)];
+    w.detector_center = w.detector_center + dc * w.u + dr * w.v;
+    w.u = static_cast<double>(bin_cols) * w.u;
+    w.v = static_cast<double>(bin_rows) * w.v;
+    views.push_back(w);
+  }
+  return make_vec_geometry(g.beam, mc, mr, std::move(views));
+}
+
+projection_stack normalize(const raw_scan& scan, intensity_mode mode, std::int64_t bin_rows,
+                           std::int64_t bin_cols, double min_transmission, const std::string& context,
+                           normalize_report* report) {
+  CTFORGE_EXPECTS(bin_rows >= 1 && bin_cols >= 1,
+                  fmt::format("binning must be >= 1 (got {} rows x {} cols)", bin_rows, bin_cols));
+  CTFORGE_EXPECTS(min_transmission > 0 && min_transmission < 1,
+                  fmt::format("min_transmission must be in (0, 1) (got {})", min_transmission));
+  const auto& in = scan.frames;
+  const std::int64_t mr = in.rows / bin_rows, mc = in.cols / bin_cols;
+  CTFORGE_EXPECTS(mr >= 1 && mc >= 1, fmt::format("{}: binning {}x{} leaves no pixel of the {}x{} selected",
+                                                  context, bin_rows, bin_cols, in.rows, in.cols));
+  std::vector<std::string> notes;
+  if (mode == intensity_mode::automatic) {
+    if (scan.flats.views > 0) {
+      mode = intensity_mode::raw;
+    } else {
+      CTFORGE_CHECK(!scan.integer_data,
+                    fmt::format("{}: frames hold integer counts but there is no flat field: give flat "
+                                "(and dark) images, or declare the data line integrals",
+                                context));
+      mode = intensity_mode::line_integrals;
+      notes.push_back("no flat field: values taken as line integrals");
+    }
+  }
+  const bool raw = mode == intensity_mode::raw;
+  std::vector<double> flat, dark;
+  if (raw) {
+    CTFORGE_CHECK(scan.flats.views > 0,
+                  fmt::format("{}: raw counts need a flat field, and none was found or given", context));
+    CTFORGE_CHECK(scan.flats.rows == in.rows && scan.flats.cols == in.cols,
+                  fmt::format("{}: flat field is {}x{}, projections {}x{}", context, scan.flats.rows,
+                              scan.flats.cols, in.rows, in.cols));
+    flat = mean_frame(scan.flats);
+    if (scan.darks.views > 0) {
+      CTFORGE_CHECK(scan.darks.rows == in.rows && scan.darks.cols == in.cols,
+                    fmt::format("{}: dark field is {}x{}, projections {}x{}", context, scan.darks.rows,
+                                scan.darks.cols, in.rows, in.cols));
+      dark = mean_frame(scan.darks);
+    } else {
+      dark.assign(flat.size(), 0.0);
+      notes.push_back("no dark field: dark taken as 0");
+    }
+  }
+  projection_stack out(in.views, mr, mc);
+  std::int64_t clamped = 0;
+  const double inv_bin = 1.0 / static_cast<double>(bin_rows * bin_cols);
+  for (std::int64_t v = 0; v < in.views; ++v) {
+    const float* f = in.view(v);
+    float* o = out.view(v);
+    for (std::int64_t r = 0; r < mr; ++r) {
+      for (std::int64_t c = 0; c < mc; ++c) {
+        double acc = 0;
+        for (std::int64_t br = 0; br < bin_rows; ++br) {
+          for (std::int64_t bc = 0; bc < bin_cols; ++bc) {
+            const std::int64_t k = (r * bin_rows + br) * in.cols + c * bin_cols + bc;
+            const double value = f[k];
+            if (raw) {
+              double t = (value - dark[static_cast<std::size_t>(k)]) /
+                         (flat[static_cast<std::size_t>(k)] - dark[static_cast<std::size_t>(k)]);
+              if (!(t >= min_transmission) || !std::isfinite(t)) {
+                t = min_transmission;
+                ++clamped;
+              }
+              acc += t;
+            } else {
+              CTFORGE_CHECK(std::isfinite(value),
+                            fmt::format("{}: non-finite line integral at view {}, row {}, col {}", context, v,
+                                        r * bin_rows + br, c * bin_cols + bc));
+              acc += value;
+            }
+          }
+        }
+        const double mean = acc * inv_bin;
+        o[r * mc + c] = static_cast<float>(raw ? -std::log(mean) : mean);
+      }
+    }
+  }
+  if (clamped > 0)
+    notes.push_back(fmt::format("{} of {} pixels had a transmission (I - dark) / (flat - dark) below {:g} "
+                                "(or not finite) and were clamped to it (line integral {:.3g})",
+                                clamped, in.size(), min_transmission, -std::log(min_transmission)));
+  if (report) {
+    report->clamped = clamped;
+    report->warnings = join(notes);
+  }
+  return out;
+}
+
+std::string projection_format(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec) || has_glob_chars(path)) return "tiff";
+  const std::string ext = lower_extension(path);
+  if (ext == ".tif" || ext == ".tiff") return "tiff";
+  CTFORGE_CHECK(fs::exists(path, ec), path + ": no such file or directory");
+  auto f = detail::h5::file::open(path);
+  if (f.has_dataset("/exchange/data")) return "dxchange";
+  if (f.has_dataset("/projections")) return "ctforge";
+  for (const auto& name : f.dataset_names()) {
+    // NXtomo: /entry*/.../image_key or an NXdata "data" under an entry.
+    if (name.starts_with("/entry") &&
+        (name.ends_with("/image_key") || name.ends_with("/data/data") || name.ends_with("/detector/data")))
+      return "nxtomo";
+  }
+  std::string present;
+  for (const auto& d : f.dataset_names()) present += (present.empty() ? "" : ", ") + d;
+  CTFORGE_FAIL(fmt::format("{}: not a projection file: no /projections (ctforge), /exchange/data "
+                           "(DataExchange) or /entry*/ NXtomo data (datasets present: {})",
+                           path, present.empty() ? "none" : present));
+}
+
+loaded_projections read_projections_any(const std::string& path, const projection_read_options& opt) {
+  CTFORGE_EXPECTS(opt.pixel_size_mm > 0 && std::isfinite(opt.pixel_size_mm),
+                  fmt::format("pixel size must be positive (got {})", opt.pixel_size_mm));
+  const std::string format = projection_format(path);
+  loaded_projections out;
+  out.format = format;
+  std::vector<std::string> notes;
+
+  raw_scan scan;
+  std::optional<geometry> stored_geometry;
+  intensity_mode mode = opt.mode;
+  if (format == "ctforge") {
+    scan = read_native_selection(path, opt.select, stored_geometry);
+    CTFORGE_EXPECTS(mode != intensity_mode::raw,
+                    fmt::format("{}: ctforge projection files hold line integrals, not raw counts", path));
+    if (opt.flat_path.empty() && opt.dark_path.empty()) mode = intensity_mode::line_integrals;
+  } else if (format == "dxchange") {
+    scan = read_dxchange(path, opt.select);
+  } else if (format == "nxtomo") {
+    scan = read_nxtomo(path, opt.select);
+  } else {
+    scan = read_tiff_stack(path, opt.select);
+  }
+
+  // Flat / dark fields given as separate images replace the stored ones.
+  const auto [v0, nv] = resolve_range(opt.select.views, scan.full_views, "views", path);
+  (void)nv;
+  detector_selection field_sel{{0, -1}, opt.select.rows, opt.select.cols};
+  auto read_field = [&](const std::string& source, const char* what) {
+    raw_scan f = read_tiff_stack(source, field_sel);
+    CTFORGE_CHECK(f.full_rows == scan.full_rows && f.full_cols == scan.full_cols,
+                  fmt::format("{}: {} images are {}x{} pixels, the projections in {} {}x{}", source, what,
+                              f.full_rows, f.full_cols, path, scan.full_rows, scan.full_cols));
+    return std::move(f.frames);
+  };
+  if (!opt.flat_path.empty()) scan.flats = read_field(opt.flat_path, "flat field");
+  if (!opt.dark_path.empty()) scan.darks = read_field(opt.dark_path, "dark field");
+
+  normalize_report report;
+  out.projections = normalize(scan, mode, opt.bin_rows, opt.bin_cols, opt.min_transmission, path, &report);
+  out.clamped = report.clamped;
+  if (!report.warnings.empty()) notes.push_back(report.warnings);
+
+  // Geometry of the whole stored data set, then of the selection.
+  geometry full;
+  if (!opt.geometry_path.empty()) {
+    full = load_geometry(opt.geometry_path);
+    CTFORGE_EXPECTS(full.view_count() == scan.full_views && full.rows == scan.full_rows &&
+                        full.cols == scan.full_cols,
+                    fmt::format("{}: geometry has {} views of {}x{} pixels, but {} stores {} views of {}x{} "
+                                "(the geometry must describe the whole stored data set)",
+                                opt.geometry_path, full.view_count(), full.rows, full.cols, path,
+                                scan.full_views, scan.full_rows, scan.full_cols));
+  } else if (stored_geometry) {
+    full = *stored_geometry;
+    CTFORGE_CHECK(full.view_count() == scan.full_views && full.rows == scan.full_rows &&
+                      full.cols == scan.full_cols,
+                  fmt::format("{}: /geometry describes {} views of {}x{} pixels, /projections holds {} of {}x{}",
+                              path, full.view_count(), full.rows, full.cols, scan.full_views,
+                              scan.full_rows, scan.full_cols));
+  } else {
+    CTFORGE_EXPECTS(format != "tiff", fmt::format("{}: TIFF stacks need a geometry JSON file (--geometry)", path));
+    CTFORGE_CHECK(static_cast<std::int64_t>(scan.angles_rad.size()) == scan.full_views,
+                  fmt::format("{}: {} rotation angles for {} views and no geometry given", path,
+                              scan.angles_rad.size(), scan.full_views));
+    const double du = scan.pixel_u_mm > 0 ? scan.pixel_u_mm : opt.pixel_size_mm;
+    const double dv = scan.pixel_v_mm > 0 ? scan.pixel_v_mm : opt.pixel_size_mm;
+    if (scan.pixel_u_mm <= 0) notes.push_back(fmt::format("pixel size not recorded: {:g} mm assumed", du));
+    full = make_parallel_geometry(scan.full_cols, scan.full_rows, du, dv, scan.angles_rad);
+  }
+  (void)v0;
+  out.geom = select_geometry(full, opt.select, opt.bin_rows, opt.bin_cols);
+  out.geometry_json = geometry_to_json(*out.geom);
+  out.warnings = join(notes);
+  return out;
+}
+
+std::string describe_any(const std::string& path) {
+  std::error_code ec;
+  const bool dir = fs::is_directory(path, ec);
+  if (dir) {
+    bool has_tiff = false;
+    for (const auto& e : fs::directory_iterator(path, ec)) {
+      const std::string ext = lower_extension(e.path().string());
+      has_tiff = has_tiff || ext == ".tif" || ext == ".tiff";
+    }
+    if (!has_tiff) return describe_dicom(path);
+  }
+  const std::string ext = lower_extension(path);
+  if (!dir && !has_glob_chars(path)) {
+    if (ext == ".dcm") return describe_dicom(path);
+    if (ext == ".mha" || ext == ".mhd" || ext == ".nrrd" || ext == ".nhdr" || ext == ".nii" ||
+        ext == ".gz")
+      return describe_itk_volume(path);
+  }
+  if (!dir && !has_glob_chars(path) && ext != ".tif" && ext != ".tiff") {
+    auto f = detail::h5::file::open(path);
+    if (f.has_dataset("/volume") || f.has_dataset("/projections")) return describe_file(path);
+  }
+  const std::string format = projection_format(path);
+  // Foreign projection data: shapes, angles and the value range of the first view.
+  detector_selection first{{0, 1}, {}, {}};
+  raw_scan s = format == "dxchange" ? read_dxchange(path, first)
+               : format == "nxtomo" ? read_nxtomo(path, first)
+                                    : read_tiff_stack(path, first);
+  const auto [lo, hi] = std::minmax_element(s.frames.data.begin(), s.frames.data.end());
+  std::string d = fmt::format("{}: {} projections\n  views {}, rows {}, cols {} ({} data)\n", path, format,
+                              s.full_views, s.full_rows, s.full_cols, s.integer_data ? "integer" : "float");
+  if (format == "tiff") {
+    const auto files = list_tiff_files(path);
+    d += fmt::format("  files {} ({} ... {})\n", files.size(), fs::path(files.front()).filename().string(),
+                     fs::path(files.back()).filename().string());
+  }
+  d += fmt::format("  flat fields {}, dark fields {}\n", s.flats.views, s.darks.views);
+  if (!s.angles_rad.empty()) {
+    const auto [a0, a1] = std::minmax_element(s.angles_rad.begin(), s.angles_rad.end());
+    d += fmt::format("  angles {:.4g} .. {:.4g} deg\n", rad_to_deg(*a0), rad_to_deg(*a1));
+  }
+  if (s.pixel_u_mm > 0) d += fmt::format("  pixel {:g} x {:g} mm\n", s.pixel_u_mm, s.pixel_v_mm);
+  if (lo != s.frames.data.end()) d += fmt::format("  first view values {:g} .. {:g}\n", *lo, *hi);
+  return d;
+}
+
+}  // namespace ctforge::io
