@@ -1,1 +1,74 @@
-int main() { return 0; }
+// The `ctforge` command line. Exit status: 0 success; 2 usage errors (CLI11 parse errors with
+// CLI11's own message, ctforge::usage_error); 1 runtime errors (ctforge::error, any other
+// exception). Runtime messages go to stderr prefixed "ctforge: error: ".
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <exception>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cli.hpp"
+#include "ctforge/error.hpp"
+
+#ifndef CTFORGE_VERSION
+#define CTFORGE_VERSION "unknown"
+#endif
+
+namespace {
+
+std::string version_text() {
+#if defined(CTFORGE_WITH_CUDA)
+  const char* cuda = "with the CUDA backend";
+#else
+  const char* cuda = "without the CUDA backend";
+#endif
+  return fmt::format("ctforge {} ({})", CTFORGE_VERSION, cuda);
+}
+
+int fail(int status, const char* what) {
+  std::fflush(stdout);
+  fmt::print(stderr, "ctforge: error: {}\n", what);
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ctforge: CT simulation and reconstruction (FDK / FBP, CPU and CUDA)", "ctforge"};
+  app.set_version_flag("--version", version_text(), "Print the version and exit");
+  app.require_subcommand(1);
+  app.get_formatter()->column_width(34);
+
+  std::vector<std::pair<CLI::App*, ctforge::cli::runner>> commands;
+  auto add = [&](const char* name, ctforge::cli::runner r) {
+    commands.emplace_back(app.get_subcommand(name), std::move(r));
+  };
+  add("simulate", ctforge::cli::add_simulate(app));
+  add("recon", ctforge::cli::add_recon(app));
+  add("info", ctforge::cli::add_info(app));
+  add("compare", ctforge::cli::add_compare(app));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int status = app.exit(e);  // prints help / version (status 0) or the parse error
+    return status == 0 ? 0 : 2;
+  }
+
+  try {
+    for (auto& [sub, run] : commands)
+      if (sub->parsed()) run();
+    return 0;
+  } catch (const ctforge::usage_error& e) {
+    return fail(2, e.what());
+  } catch (const ctforge::error& e) {
+    return fail(1, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(1, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(1, e.what());
+  }
+}

@@ -1,0 +1,115 @@
+// Shared pieces of the `ctforge` command line: option parsing helpers, the reconstruction grid
+// options, progress reporting. Each subcommand lives in its own apps/<name>.cpp and registers
+// itself with add_<name>(app), which returns the function to run when it was selected.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ctforge/geometry.hpp"
+#include "ctforge/volume.hpp"
+
+namespace ctforge::cli {
+
+/// Runs the selected subcommand (called after a successful parse).
+using runner = std::function<void()>;
+
+runner add_simulate(CLI::App& app);
+runner add_recon(CLI::App& app);
+runner add_info(CLI::App& app);
+runner add_compare(CLI::App& app);
+
+// ---- option values ------------------------------------------------------------------------
+
+/// Parses "a,b,c" into numbers; `counts` lists the accepted number of values. Throws
+/// usage_error "<option>: ..." on malformed input.
+std::vector<double> parse_doubles(const std::string& option, const std::string& text,
+                                  std::initializer_list<std::size_t> counts);
+std::vector<std::int64_t> parse_ints(const std::string& option, const std::string& text,
+                                     std::initializer_list<std::size_t> counts);
+
+/// Throws usage_error "<option>: must be ... (got x)" unless the check holds.
+void require_positive(const std::string& option, double value);
+void require_non_negative(const std::string& option, double value);
+/// The directory of an output path must exist (checked before any long computation).
+void require_writable_dir(const std::string& option, const std::string& path);
+
+// ---- volume grid --------------------------------------------------------------------------
+
+/// --size / --size-xyz / --spacing / --origin.
+struct grid_options {
+  std::optional<std::int64_t> size;
+  std::string size_xyz;
+  std::string spacing;
+  std::string origin;
+  CLI::Option* size_opt = nullptr;
+  CLI::Option* size_xyz_opt = nullptr;
+  CLI::Option* spacing_opt = nullptr;
+  CLI::Option* origin_opt = nullptr;
+};
+void add_grid_options(CLI::App* sub, grid_options& o);
+
+/// Voxel grid from the options and the geometry (see the help text of add_grid_options):
+///  * no size option: nx = ny = detector cols, nz = detector rows;
+///  * --size N: N x N x N, or N x N x 1 for a single-row (fan-beam) detector;
+///  * --size-xyz X,Y,Z: as given;
+///  * --spacing: one value (isotropic) or three (x, y, z), in mm. Default: the detector's field
+///    of view at the isocentre divided by the size, i.e. (cols * pixel_u / M) / nx in x and y
+///    and (rows * pixel_v / M) / nz in z, with the magnification M = SDD / SID for cone beams
+///    (1 for parallel beams). Without a size option this is pixel pitch * SID / SDD;
+///  * --origin X,Y,Z: centre of voxel (0, 0, 0) in mm; default: grid centred on the isocentre.
+volume_geometry make_grid(const grid_options& o, const geometry& g);
+
+/// Magnification at the isocentre (SDD / SID for cone beams, 1 for parallel). Vector
+/// geometries use their first view: distances of the source and of the origin to the detector
+/// plane.
+double magnification(const geometry& g);
+
+// ---- reporting ----------------------------------------------------------------------------
+
+/// True when stderr is a terminal.
+bool stderr_is_terminal();
+
+/// Progress bar on stderr, drawn only when enabled (stderr is a terminal and not --quiet).
+/// Redraws at most ~10 times per second.
+class progress_bar {
+ public:
+  progress_bar(std::string label, bool enabled);
+  ~progress_bar();
+  progress_bar(const progress_bar&) = delete;
+  progress_bar& operator=(const progress_bar&) = delete;
+  /// fraction in [0, 1].
+  void update(double fraction);
+  /// Erases the bar.
+  void done();
+
+ private:
+  std::string label_;
+  bool enabled_;
+  bool drawn_ = false;
+  std::chrono::steady_clock::time_point start_, last_;
+};
+
+/// Wall-clock stopwatch.
+class stopwatch {
+ public:
+  stopwatch() : start_(std::chrono::steady_clock::now()) {}
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+/// Status line on stderr ("ctforge: <text>") unless quiet.
+void note(bool quiet, const std::string& text);
+
+}  // namespace ctforge::cli

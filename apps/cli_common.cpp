@@ -1,0 +1,200 @@
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <system_error>
+
+#include "cli.hpp"
+#include "ctforge/error.hpp"
+
+namespace ctforge::cli {
+namespace {
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> parts;
+  std::size_t pos = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', pos);
+    std::string part = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    // trim blanks
+    const auto b = part.find_first_not_of(" \t");
+    const auto e = part.find_last_not_of(" \t");
+    parts.push_back(b == std::string::npos ? std::string() : part.substr(b, e - b + 1));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return parts;
+}
+
+std::string counts_text(std::initializer_list<std::size_t> counts) {
+  std::string s;
+  std::size_t i = 0;
+  for (std::size_t c : counts) {
+    if (i++) s += i == counts.size() ? " or " : ", ";
+    s += std::to_string(c);
+  }
+  return s;
+}
+
+template <class T>
+std::vector<T> parse_list(const std::string& option, const std::string& text,
+                          std::initializer_list<std::size_t> counts, const char* what) {
+  const auto parts = split(text);
+  bool count_ok = false;
+  for (std::size_t c : counts) count_ok = count_ok || c == parts.size();
+  CTFORGE_EXPECTS(count_ok, fmt::format("{}: expected {} comma-separated {} (got '{}')", option,
+                                        counts_text(counts), what, text));
+  std::vector<T> out;
+  for (const auto& p : parts) {
+    T value{};
+    const auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), value);
+    CTFORGE_EXPECTS(!p.empty() && ec == std::errc() && end == p.data() + p.size(),
+                    fmt::format("{}: '{}' is not a valid {} (in '{}')", option, p,
+                                std::is_integral_v<T> ? "integer" : "number", text));
+    if constexpr (std::is_floating_point_v<T>)
+      CTFORGE_EXPECTS(std::isfinite(value), fmt::format("{}: '{}' is not finite", option, p));
+    out.push_back(value);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<double> parse_doubles(const std::string& option, const std::string& text,
+                                  std::initializer_list<std::size_t> counts) {
+  return parse_list<double>(option, text, counts, "numbers");
+}
+
+std::vector<std::int64_t> parse_ints(const std::string& option, const std::string& text,
+                                     std::initializer_list<std::size_t> counts) {
+  return parse_list<std::int64_t>(option, text, counts, "integers");
+}
+
+void require_positive(const std::string& option, double value) {
+  CTFORGE_EXPECTS(std::isfinite(value) && value > 0,
+                  fmt::format("{}: must be positive (got {})", option, value));
+}
+
+void require_non_negative(const std::string& option, double value) {
+  CTFORGE_EXPECTS(std::isfinite(value) && value >= 0,
+                  fmt::format("{}: must be >= 0 (got {})", option, value));
+}
+
+void require_writable_dir(const std::string& option, const std::string& path) {
+  namespace fs = std::filesystem;
+  CTFORGE_EXPECTS(!path.empty(), option + ": empty file name");
+  const fs::path p(path);
+  std::error_code ec;
+  CTFORGE_EXPECTS(!fs::is_directory(p, ec), fmt::format("{}: '{}' is a directory", option, path));
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  CTFORGE_EXPECTS(fs::is_directory(dir, ec),
+                  fmt::format("{}: directory '{}' does not exist", option, dir.string()));
+}
+
+void add_grid_options(CLI::App* sub, grid_options& o) {
+  o.size_opt = sub->add_option("--size", o.size,
+                               "Cubic grid of N voxels per axis (N x N x 1 for a single-row "
+                               "detector). Default: detector cols x cols x rows")
+                   ->type_name("N");
+  o.size_xyz_opt = sub->add_option("--size-xyz", o.size_xyz, "Grid size in voxels: X,Y,Z")
+                       ->type_name("X,Y,Z")
+                       ->excludes(o.size_opt);
+  o.spacing_opt = sub->add_option("--spacing", o.spacing,
+                                  "Voxel size in mm: one value (isotropic) or X,Y,Z. Default: the "
+                                  "detector's field of view at the isocentre divided by the size "
+                                  "(pixel pitch x SID/SDD without a size option)")
+                      ->type_name("MM[,MM,MM]");
+  o.origin_opt = sub->add_option("--origin", o.origin,
+                                 "Centre of voxel (0,0,0) in mm. Default: grid centred on the "
+                                 "isocentre")
+                     ->type_name("X,Y,Z");
+}
+
+double magnification(const geometry& g) {
+  if (g.beam == beam_kind::parallel) return 1.0;
+  if (g.orbit) return g.orbit->source_to_detector_mm / g.orbit->source_to_isocenter_mm;
+  const view_vectors& w = g.views.front();
+  const vec3 n = cross(w.u, w.v);
+  const double sdd = std::abs(dot(w.detector_center - w.source, n));
+  const double sid = std::abs(dot(vec3{} - w.source, n));
+  return sid > 0 ? sdd / sid : 1.0;
+}
+
+volume_geometry make_grid(const grid_options& o, const geometry& g) {
+  std::int64_t n[3] = {g.cols, g.cols, g.rows};
+  if (o.size) {
+    CTFORGE_EXPECTS(*o.size >= 1, fmt::format("--size: must be a positive integer (got {})", *o.size));
+    n[0] = n[1] = *o.size;
+    n[2] = g.rows == 1 ? 1 : *o.size;
+  } else if (!o.size_xyz.empty()) {
+    const auto v = parse_ints("--size-xyz", o.size_xyz, {3});
+    for (int a = 0; a < 3; ++a) {
+      CTFORGE_EXPECTS(v[static_cast<std::size_t>(a)] >= 1,
+                      fmt::format("--size-xyz: sizes must be positive integers (got '{}')", o.size_xyz));
+      n[a] = v[static_cast<std::size_t>(a)];
+    }
+  }
+  std::array<double, 3> spacing{};
+  if (!o.spacing.empty()) {
+    const auto v = parse_doubles("--spacing", o.spacing, {1, 3});
+    for (std::size_t a = 0; a < 3; ++a) {
+      spacing[a] = v.size() == 1 ? v[0] : v[a];
+      require_positive("--spacing", spacing[a]);
+    }
+  } else {
+    const double m = magnification(g);
+    const double fov_u = static_cast<double>(g.cols) * g.pixel_u_mm / m;
+    const double fov_v = static_cast<double>(g.rows) * g.pixel_v_mm / m;
+    spacing = {fov_u / static_cast<double>(n[0]), fov_u / static_cast<double>(n[1]),
+               fov_v / static_cast<double>(n[2])};
+  }
+  volume_geometry vg = volume_geometry::centered(n[0], n[1], n[2], spacing);
+  if (!o.origin.empty()) {
+    const auto v = parse_doubles("--origin", o.origin, {3});
+    vg.origin_mm = {v[0], v[1], v[2]};
+  }
+  vg.validate();
+  return vg;
+}
+
+bool stderr_is_terminal() { return ::isatty(2) == 1; }
+
+progress_bar::progress_bar(std::string label, bool enabled)
+    : label_(std::move(label)), enabled_(enabled), start_(std::chrono::steady_clock::now()) {}
+
+progress_bar::~progress_bar() { done(); }
+
+void progress_bar::update(double fraction) {
+  if (!enabled_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (drawn_ && fraction < 1.0 && now - last_ < std::chrono::milliseconds(100)) return;
+  last_ = now;
+  fraction = std::clamp(fraction, 0.0, 1.0);
+  constexpr int width = 30;
+  const int filled = static_cast<int>(fraction * width + 0.5);
+  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  std::string eta;
+  if (fraction > 0.02 && fraction < 1.0)
+    eta = fmt::format(", {:.0f} s left", elapsed * (1.0 - fraction) / fraction);
+  fmt::print(stderr, "\r{} [{}{}] {:3.0f}% {:.1f} s{}\x1b[K", label_, std::string(filled, '#'),
+             std::string(width - filled, ' '), 100.0 * fraction, elapsed, eta);
+  std::fflush(stderr);
+  drawn_ = true;
+}
+
+void progress_bar::done() {
+  if (enabled_ && drawn_) {
+    fmt::print(stderr, "\r\x1b[K");
+    std::fflush(stderr);
+  }
+  drawn_ = false;
+}
+
+void note(bool quiet, const std::string& text) {
+  if (!quiet) fmt::print(stderr, "ctforge: {}\n", text);
+}
+
+}  // namespace ctforge::cli
