@@ -1,5 +1,296 @@
+// Geometry: JSON round trips, validation errors, the circular-orbit convention, and projection
+// matrices against pixel centres.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ctforge/error.hpp"
 #include "ctforge/geometry.hpp"
 
-TEST(Geometry, Placeholder) { EXPECT_TRUE(true); }
+namespace ctforge {
+namespace {
+
+// Degrees in the file and radians in memory: each conversion rounds, so a value read back
+// differs from the original by a few ulps at most (relative 1e-15); per-view vectors built from
+// sin/cos of such angles then differ by ~1e-15 * |vector|. 1e-12 relative is far below any
+// real error (a wrong sign or a missing offset is O(1)).
+void expect_same_views(const geometry& a, const geometry& b, double tol_rel = 1e-12) {
+  ASSERT_EQ(a.beam, b.beam);
+  ASSERT_EQ(a.cols, b.cols);
+  ASSERT_EQ(a.rows, b.rows);
+  ASSERT_EQ(a.view_count(), b.view_count());
+  ASSERT_EQ(a.type_name(), b.type_name());
+  auto near = [&](vec3 x, vec3 y, const char* what, std::size_t i) {
+    const double tol = tol_rel * (1 + norm(x));
+    EXPECT_NEAR(x.x, y.x, tol) << what << " view " << i;
+    EXPECT_NEAR(x.y, y.y, tol) << what << " view " << i;
+    EXPECT_NEAR(x.z, y.z, tol) << what << " view " << i;
+  };
+  for (std::size_t i = 0; i < a.views.size(); ++i) {
+    near(a.views[i].source, b.views[i].source, "source", i);
+    near(a.views[i].detector_center, b.views[i].detector_center, "detector_center", i);
+    near(a.views[i].u, b.views[i].u, "u", i);
+    near(a.views[i].v, b.views[i].v, "v", i);
+  }
+  ASSERT_EQ(a.orbit.has_value(), b.orbit.has_value());
+  if (a.orbit) {
+    EXPECT_EQ(a.orbit->source_to_isocenter_mm, b.orbit->source_to_isocenter_mm);
+    EXPECT_EQ(a.orbit->source_to_detector_mm, b.orbit->source_to_detector_mm);
+    for (std::size_t i = 0; i < a.views.size(); ++i) {
+      EXPECT_NEAR(a.orbit->angles_rad[i], b.orbit->angles_rad[i], 1e-14);
+      EXPECT_EQ(a.orbit->offset_u_mm[i], b.orbit->offset_u_mm[i]);
+      EXPECT_EQ(a.orbit->offset_v_mm[i], b.orbit->offset_v_mm[i]);
+    }
+  }
+}
+
+geometry round_trip(const geometry& g) { return geometry_from_json(geometry_to_json(g)); }
+
+TEST(GeometryJson, ConeWithAngleListAndPerViewOffsets) {
+  const std::string text = R"({"type": "cone", "detector": {"cols": 17, "rows": 9,
+      "pixel_mm": [0.8, 1.2], "offset_mm": [[1.5, -0.5], [0, 0], [-2, 0.25]]},
+      "source_to_isocenter_mm": 500, "source_to_detector_mm": 800,
+      "angles_deg": [0, 37.5, 181]})";
+  const geometry g = geometry_from_json(text);
+  ASSERT_EQ(g.view_count(), 3);
+  EXPECT_EQ(g.type_name(), "cone");
+  EXPECT_EQ(g.orbit->offset_u_mm[2], -2);
+  EXPECT_EQ(g.orbit->offset_v_mm[0], -0.5);
+  const geometry h = round_trip(g);
+  expect_same_views(g, h);
+  // And the JSON of the copy is a fixed point up to the degree/radian rounding.
+  expect_same_views(h, round_trip(h));
+}
+
+TEST(GeometryJson, ConeWithAngleRange) {
+  const geometry g = geometry_from_json(R"({"type": "cone",
+      "detector": {"cols": 4, "rows": 1, "pixel_mm": [1, 1], "offset_mm": [0.5, 0]},
+      "source_to_isocenter_mm": 100, "source_to_detector_mm": 150,
+      "angles_deg": {"start": 10, "step": -2.5, "count": 7}})");
+  ASSERT_EQ(g.view_count(), 7);
+  EXPECT_NEAR(g.orbit->angles_rad[6], deg_to_rad(10 - 15.0), 1e-15);
+  for (double o : g.orbit->offset_u_mm) EXPECT_EQ(o, 0.5);  // one offset for every view
+  expect_same_views(g, round_trip(g));
+  // Same as building it in code.
+  expect_same_views(g, make_cone_geometry(4, 1, 1, 1, 100, 150,
+                                          angle_range(deg_to_rad(10), deg_to_rad(-2.5), 7), {0.5},
+                                          {0}));
+}
+
+TEST(GeometryJson, Parallel) {
+  const geometry g = make_parallel_geometry(33, 2, 0.5, 0.25, angle_range(0, deg_to_rad(1), 180),
+                                            {1.25}, {-0.5});
+  EXPECT_EQ(g.type_name(), "parallel");
+  expect_same_views(g, round_trip(g));
+}
+
+std::vector<view_vectors> odd_views() {
+  // Tilted, non-orthogonal detector steps; arbitrary positions.
+  return {{{300, -20, 5}, {-200, 10, -3}, {0.1, 0.9, 0.05}, {0.02, -0.1, 1.1}},
+          {{-10, 310, -7}, {12, -180, 4}, {-0.95, 0.0, 0.1}, {0.0, 0.05, 0.9}}};
+}
+
+TEST(GeometryJson, VectorTypesRoundTripExactly) {
+  for (beam_kind b : {beam_kind::cone, beam_kind::parallel}) {
+    const geometry g = make_vec_geometry(b, 21, 6, odd_views());
+    EXPECT_EQ(g.type_name(), b == beam_kind::cone ? "cone_vec" : "parallel_vec");
+    const geometry h = round_trip(g);
+    expect_same_views(g, h, 0.0);  // no angle conversion: bit-identical
+  }
+}
+
+// Every validation error: usage_error whose message names the field.
+TEST(GeometryJson, ValidationErrorsNameTheField) {
+  const std::string det = R"("detector": {"cols": 8, "rows": 4, "pixel_mm": [1, 1]})";
+  const std::string cone_tail =
+      R"("source_to_isocenter_mm": 100, "source_to_detector_mm": 200, "angles_deg": [0, 90])";
+  const std::string view_ok =
+      R"({"source": [0, -100, 0], "detector_center": [0, 50, 0], "u": [1, 0, 0], "v": [0, 0, 1]})";
+  struct bad_case {
+    std::string text, needle;
+  };
+  const bad_case cases[] = {
+      {"{\"type\": ", "invalid JSON"},
+      {R"({"type": "cone", )" + det + R"(, "source_to_detector_mm": 200, "angles_deg": [0]})",
+       "'source_to_isocenter_mm': missing"},
+      {R"({"type": "cone", )" + det + "}", "'angles_deg': missing"},
+      {R"({"type": "cone", "detector": {"rows": 4, "pixel_mm": [1, 1]}, )" + cone_tail + "}",
+       "detector.cols"},
+      {R"({"type": "cone", "detector": {"cols": 0, "rows": 4, "pixel_mm": [1, 1]}, )" +
+           cone_tail + "}",
+       "detector.cols"},
+      {R"({"type": "cone", "detector": {"cols": 3, "rows": -1, "pixel_mm": [1, 1]}, )" +
+           cone_tail + "}",
+       "detector.rows"},
+      {R"({"type": "cone", )" + det +
+           R"(, "source_to_isocenter_mm": 100, "source_to_detector_mm": 100, "angles_deg": [0]})",
+       "source_to_detector_mm"},
+      {R"({"type": "cone", )" + det +
+           R"(, "source_to_isocenter_mm": 0, "source_to_detector_mm": 100, "angles_deg": [0]})",
+       "source_to_isocenter_mm"},
+      {R"({"type": "cone", )" + det +
+           R"(, "source_to_isocenter_mm": -5, "source_to_detector_mm": 100, "angles_deg": [0]})",
+       "source_to_isocenter_mm"},
+      {R"({"type": "cone", )" + det +
+           R"(, "source_to_isocenter_mm": 100, "source_to_detector_mm": 200, "angles_deg": []})",
+       "angles_deg"},
+      {R"({"type": "parallel", )" + det + R"(, "angles_deg": {"step": 1, "count": 0}})",
+       "angles_deg.count"},
+      {R"({"type": "parallel", )" + det + R"(, "angles_deg": [0, "a"]})", "angles_deg[1]"},
+      {R"({"type": "parallel", "detector": {"cols": 8, "rows": 4, "pixel_mm": [1, 0]},
+           "angles_deg": [0]})",
+       "detector.pixel_mm"},
+      {R"({"type": "cone", "detector": {"cols": 8, "rows": 4, "pixel_mm": [1, 1],
+           "offset_mm": [[0, 0], [1, 1], [2, 2]]}, )" + cone_tail + "}",
+       "detector.offset_mm"},
+      {R"({"type": "fan", )" + det + "}", "'type'"},
+      {R"({"type": 3, )" + det + "}", "'type'"},
+      {R"({"type": "cone_vec", "detector": {"cols": 8, "rows": 4}, "views": []})", "views"},
+      {R"({"type": "cone_vec", "detector": {"cols": 8, "rows": 4}, "views": [)" + view_ok +
+           R"(, {"source": [0, -100, 0], "detector_center": [0, 50, 0], "u": [1, 0, 0],
+           "v": [2, 0, 0]}]})",
+       "views[1].u"},  // u parallel to v
+      {R"({"type": "cone_vec", "detector": {"cols": 8, "rows": 4}, "views": [{"source": [0, -100, 0],
+           "detector_center": [0, 50, 0], "u": [1, 0, 0]}]})",
+       "views[0].v"},  // missing
+      {R"({"type": "parallel_vec", "detector": {"cols": 8, "rows": 4}, "views": [{"ray": [1, 0, 0],
+           "detector_center": [0, 50, 0], "u": [1, 0, 0], "v": [0, 0, 1]}]})",
+       "views[0].ray"},  // ray within the detector plane
+      {R"({"type": "cone_vec", "detector": {"cols": 8, "rows": 4}, "views": [{"source": [0, 1e999, 0],
+           "detector_center": [0, 50, 0], "u": [1, 0, 0], "v": [0, 0, 1]}]})",
+       "1e999"},  // JSON has no Inf literal: overflow is the way to write a non-finite number
+  };
+  for (const auto& c : cases) {
+    try {
+      geometry_from_json(c.text, "scan.json");
+      ADD_FAILURE() << "accepted: " << c.text;
+    } catch (const usage_error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("scan.json"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(c.needle), std::string::npos) << "'" << msg << "' lacks " << c.needle;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "not a usage_error: " << e.what() << " for " << c.text;
+    }
+  }
+}
+
+// Validation through the C++ API (non-finite values cannot be written in JSON).
+TEST(GeometryValidate, NonFiniteAndDegenerateThroughTheApi) {
+  auto expect_usage = [](auto&& make, const std::string& needle) {
+    try {
+      make();
+      ADD_FAILURE() << "accepted, expected an error naming " << needle;
+    } catch (const usage_error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  const double nan = std::nan(""), inf = INFINITY;
+  expect_usage([&] { make_cone_geometry(8, 8, 1, 1, nan, 200, {0.0}); }, "source_to_isocenter_mm");
+  expect_usage([&] { make_cone_geometry(8, 8, 1, 1, 100, inf, {0.0}); }, "source_to_detector_mm");
+  expect_usage([&] { make_cone_geometry(8, 8, 1, 1, 100, 200, {0.0, nan}); }, "angles_deg");
+  expect_usage([&] { make_parallel_geometry(8, 8, inf, 1, {0.0}); }, "pixel_mm");
+  expect_usage([&] { make_parallel_geometry(0, 8, 1, 1, {0.0}); }, "detector.cols");
+  expect_usage([&] { make_parallel_geometry(8, 8, 1, 1, {}); }, "view");
+  auto views = odd_views();
+  views[1].detector_center.y = nan;
+  expect_usage([&] { make_vec_geometry(beam_kind::cone, 4, 4, views); }, "views[1].detector_center");
+  views = odd_views();
+  views[0].v = 3.0 * views[0].u;
+  expect_usage([&] { make_vec_geometry(beam_kind::cone, 4, 4, views); }, "views[0].u");
+  expect_usage([&] { make_vec_geometry(beam_kind::parallel, 4, 4, {}); }, "view");
+}
+
+TEST(GeometryConvention, CircularConeVectors) {
+  const double sid = 400, sdd = 650, du = 0.7, dv = 1.3, ou = 2.5, ov = -1.5;
+  const std::vector<double> angles{0.0, 0.5, deg_to_rad(90), deg_to_rad(200)};
+  const geometry g = make_cone_geometry(10, 6, du, dv, sid, sdd, angles, {ou}, {ov});
+  for (std::size_t i = 0; i < angles.size(); ++i) {
+    const double t = angles[i], s = std::sin(t), c = std::cos(t);
+    const view_vectors& w = g.views[i];
+    const vec3 uh{c, s, 0}, vh{0, 0, 1};
+    auto expect_vec = [&](vec3 a, vec3 b, const char* what) {
+      EXPECT_NEAR(a.x, b.x, 1e-12 * sdd) << what << " view " << i;
+      EXPECT_NEAR(a.y, b.y, 1e-12 * sdd) << what << " view " << i;
+      EXPECT_NEAR(a.z, b.z, 1e-12 * sdd) << what << " view " << i;
+    };
+    expect_vec(w.source, {sid * s, -sid * c, 0}, "source");
+    expect_vec(w.detector_center, vec3{-(sdd - sid) * s, (sdd - sid) * c, 0} + ou * uh + ov * vh,
+               "detector_center");
+    expect_vec(w.u, du * uh, "u");
+    expect_vec(w.v, dv * vh, "v");
+  }
+  // At angle 0 the source is on -y, the detector on +y, u along +x.
+  EXPECT_LT(g.views[0].source.y, 0);
+  EXPECT_GT(g.views[0].detector_center.y, 0);
+  EXPECT_GT(g.views[0].u.x, 0);
+}
+
+TEST(GeometryConvention, CircularParallelVectors) {
+  const geometry g = make_parallel_geometry(5, 3, 1.5, 2.0, {0.0, 1.0}, {0.5}, {0.0});
+  for (int i = 0; i < 2; ++i) {
+    const double t = i, s = std::sin(t), c = std::cos(t);
+    EXPECT_NEAR(g.views[i].source.x, -s, 1e-15);
+    EXPECT_NEAR(g.views[i].source.y, c, 1e-15);
+    EXPECT_EQ(g.views[i].source.z, 0);
+    EXPECT_NEAR(g.views[i].detector_center.x, 0.5 * c, 1e-15);
+    EXPECT_NEAR(g.views[i].detector_center.y, 0.5 * s, 1e-15);
+  }
+}
+
+TEST(GeometryConvention, PixelCentreFormula) {
+  const geometry g = make_vec_geometry(beam_kind::cone, 6, 3, odd_views());
+  const view_vectors& w = g.views[1];
+  const vec3 p = pixel_center(g, 1, 0, 2);  // (col - 2.5) u + (row - 1) v
+  const vec3 e = w.detector_center + (-2.5) * w.u + 1.0 * w.v;
+  EXPECT_NEAR(norm(p - e), 0, 1e-12);
+}
+
+// Points on the ray of pixel (col, row), at several depths, must project back to (col, row).
+// Double precision throughout; coordinates are O(1e3) so 1e-9 pixel is ~1e5 ulps of margin
+// against rounding yet far below any error of the matrix derivation.
+void check_matrices(const geometry& g) {
+  const auto mats = compute_projection_matrices(g);
+  ASSERT_EQ(static_cast<std::int64_t>(mats.size()), g.view_count());
+  for (std::int64_t view = 0; view < g.view_count(); ++view) {
+    const projection_matrix& m = mats[view];
+    EXPECT_EQ(m, compute_projection_matrix(g, view));
+    for (double col : {0.0, 0.5 * (g.cols - 1), static_cast<double>(g.cols - 1), -3.25}) {
+      for (double row : {0.0, static_cast<double>(g.rows - 1), 1.75}) {
+        const vec3 px = pixel_center(g, view, col, row);
+        const vec3 s = g.views[view].source;
+        for (double lambda : {0.1, 0.45, 0.8, 1.0, 1.6}) {
+          // Cone: the point at fraction lambda of the way from the source to the pixel, whose
+          // depth fraction is lambda. Parallel: the pixel shifted along the ray (p2 == 1).
+          const vec3 x = g.beam == beam_kind::cone ? s + lambda * (px - s)
+                                                   : px + (300.0 * (lambda - 0.7)) * s;
+          const double p0 = m[0] * x.x + m[1] * x.y + m[2] * x.z + m[3];
+          const double p1 = m[4] * x.x + m[5] * x.y + m[6] * x.z + m[7];
+          const double p2 = m[8] * x.x + m[9] * x.y + m[10] * x.z + m[11];
+          EXPECT_NEAR(p0 / p2, col, 1e-9) << g.type_name() << " view " << view;
+          EXPECT_NEAR(p1 / p2, row, 1e-9) << g.type_name() << " view " << view;
+          EXPECT_NEAR(p2, g.beam == beam_kind::cone ? lambda : 1.0, 1e-12);
+        }
+      }
+    }
+  }
+}
+
+TEST(ProjectionMatrix, CircularCone) {
+  check_matrices(make_cone_geometry(64, 48, 0.8, 0.9, 500, 900, angle_range(0.1, 0.9, 7),
+                                    {3.0}, {-1.5}));
+}
+TEST(ProjectionMatrix, FanBeamSingleRowSingleView) {
+  check_matrices(make_cone_geometry(31, 1, 1.0, 1.0, 410.66, 553.74, {deg_to_rad(33)}));
+}
+TEST(ProjectionMatrix, CircularParallel) {
+  check_matrices(make_parallel_geometry(17, 5, 0.5, 1.5, angle_range(0, 0.4, 5), {0.75}, {0.2}));
+}
+TEST(ProjectionMatrix, VectorGeometriesWithTiltedDetectors) {
+  check_matrices(make_vec_geometry(beam_kind::cone, 13, 7, odd_views()));
+  check_matrices(make_vec_geometry(beam_kind::parallel, 13, 7, odd_views()));
+}
+
+}  // namespace
+}  // namespace ctforge
