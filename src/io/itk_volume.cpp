@@ -60,8 +60,12 @@ itk::ImageIOBase::Pointer read_info(const std::string& path) {
   return io;
 }
 
-/// Converts an ITK image to a volume, undoing axis flips of the direction matrix.
-volume to_volume(const image3* img, const std::string& path) {
+}  // namespace
+
+namespace detail {
+/// Converts an ITK image to a volume, undoing axis flips of the direction matrix; rejects
+/// oblique or permuted directions. Also used by dicom.cpp.
+volume volume_from_itk(const itk::Image<float, 3>* img, const std::string& path) {
   const auto region = img->GetLargestPossibleRegion();
   const auto size = region.GetSize();
   const auto& dir = img->GetDirection();
@@ -110,6 +114,9 @@ volume to_volume(const image3* img, const std::string& path) {
       }
   return v;
 }
+}  // namespace detail
+
+namespace {
 
 /// `path` with ".part" inserted before the (possibly double) extension, so that the ImageIO
 /// still recognises the format: "a/b.nii.gz" -> "a/b.part.nii.gz".
@@ -158,7 +165,7 @@ volume read_itk_volume(const std::string& path) {
     CTFORGE_FAIL(fmt::format("{}: cannot read the image data (truncated or corrupt file?): {}", path,
                              e.GetDescription()));
   }
-  return to_volume(reader->GetOutput(), path);
+  return detail::volume_from_itk(reader->GetOutput(), path);
 }
 
 void write_itk_volume(const std::string& path, const volume& v, bool compress) {
