@@ -221,11 +221,11 @@ class graph {
     CTFORGE_CHECK(g_ != nullptr, "graph: null cudaGraph_t (stream capture produced no graph)");
   }
   /// Captures everything `record(stream)` issues into `s` (which must be idle and not the
-  /// default stream). Work issued to other streams joins the capture through events recorded
-  /// in the captured stream. Throws, leaving no capture active, when anything fails.
+  /// default stream). Relaxed mode: libraries (cuFFT) may make set-up calls while capturing.
+  /// Throws, leaving no capture active, when anything fails.
   template <class F>
   static graph capture(cudaStream_t s, F&& record) {
-    CTFORGE_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
+    CTFORGE_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed),
                      "beginning stream capture");
     try {
       record(s);
@@ -302,17 +302,22 @@ class cufft_plan {
   /// Batched 1D transform of length n over `batch` rows with the given advanced layout.
   cufft_plan(int n, int batch, int in_dist, int out_dist, cufftType type) {
     CTFORGE_CUFFT_TRY(cufftCreate(&h_), "creating a cuFFT plan");
+    try {
+      CTFORGE_CUFFT_TRY(cufftSetAutoAllocation(h_, 0));
+      int dims[1] = {n};
+      int in_embed[1] = {in_dist};
+      int out_embed[1] = {out_dist};
+      std::size_t work = 0;
+      CTFORGE_CUFFT_TRY(cufftMakePlanMany(h_, 1, dims, in_embed, 1, in_dist, out_embed, 1,
+                                          out_dist, type, batch, &work),
+                        "planning " + std::to_string(batch) + " transforms of length " +
+                            std::to_string(n));
+      work_ = work;
+    } catch (...) {
+      cufftDestroy(h_);  // the destructor does not run when the constructor throws
+      throw;
+    }
     created_ = true;
-    CTFORGE_CUFFT_TRY(cufftSetAutoAllocation(h_, 0));
-    int dims[1] = {n};
-    int in_embed[1] = {in_dist};
-    int out_embed[1] = {out_dist};
-    std::size_t work = 0;
-    CTFORGE_CUFFT_TRY(cufftMakePlanMany(h_, 1, dims, in_embed, 1, in_dist, out_embed, 1,
-                                        out_dist, type, batch, &work),
-                      "planning " + std::to_string(batch) + " transforms of length " +
-                          std::to_string(n));
-    work_ = work;
   }
   cufft_plan(cufft_plan&& o) noexcept
       : h_(o.h_), created_(std::exchange(o.created_, false)), work_(o.work_) {}

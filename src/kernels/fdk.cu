@@ -1,21 +1,603 @@
-// FDK / FBP pipeline on the GPU (stub while the pipeline is written).
+// GPU reconstruction pipeline: FDK / FBP (cuda_reconstruct) and plain back-projection
+// (cuda_back_project). See docs/cuda.md for the design; in short:
+//
+//  * Views are processed in batches of B (<= 1024). Three streams run three stages; batch j
+//    uses buffer slot p = j % 2 of every double-buffered resource:
+//      upload   (s_up): host memcpy of the batch into pinned staging[p], H2D into raw[p]
+//      filter   (s_f) : graph F[p]: pre-weight + zero pad -> R2C -> x response -> C2R ->
+//                       cudaMemcpy3DAsync into the layered array[p] (or, without filtering,
+//                       raw[p] -> array[p])
+//      backproj (s_b) : graph B[p]: assemble constants -> memcpy node into __constant__ ->
+//                       back-projection kernel reading array[p] through a layered texture
+//    Events order them: U(j) after F(j-2) (raw[p] free), F(j) after U(j) and B(j-2)
+//    (array[p] free), B(j) after F(j); the host refills staging[p] after U(j-2) completed.
+//    So the upload of batch j+1 and the filtering of batch j overlap the back-projection of
+//    batch j-1.
+//  * Each stage's per-batch work is captured once per slot as a CUDA graph and replayed for
+//    every batch. Kernels read the batch index from a device counter that the graph
+//    increments at its end; per-view data (matrices, pre-weights) sit in device arrays
+//    uploaded once. Nothing is allocated, planned or created inside the batch loop.
+//  * When volume + batch buffers exceed the memory budget, the volume is split into z-slabs:
+//    phase 1 filters every view once into a projection store (device memory when it fits,
+//    else mapped pinned host memory); phase 2, per slab, gathers from the store only the
+//    detector rows the slab projects onto (from its corners under all matrices) into the
+//    texture array and back-projects with row-shifted matrices.
+#include <cuda_runtime.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "ctforge/error.hpp"
+#include "kernels/cuda_error.cuh"
+#include "kernels/cuda_pipeline.cuh"
+#include "kernels/cuda_raii.cuh"
+#include "kernels/cuda_stats.cuh"
 #include "recon/cuda_dispatch.hpp"
+#include "recon/fdk_setup.hpp"
+#include "recon/filter.hpp"
+
+namespace ctforge::kernels::cuda {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double ms_since(clock_type::time_point t0) {
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+thread_local detail::cuda_pipeline_stats g_last_stats;
+
+/// The back-projection constants live in one __constant__ block per process: GPU calls are
+/// serialised.
+std::mutex& backend_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+int host_threads(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
+
+/// memcpy split over threads (host staging into / out of pinned buffers).
+void parallel_copy(void* dst, const void* src, std::size_t bytes, int threads) {
+  constexpr std::size_t k_chunk = std::size_t{4} << 20;
+  const std::int64_t chunks = static_cast<std::int64_t>((bytes + k_chunk - 1) / k_chunk);
+  if (chunks <= 1 || threads <= 1) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  const int nt = static_cast<int>(std::min<std::int64_t>(threads, chunks));
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    const std::size_t off = static_cast<std::size_t>(c) * k_chunk;
+    std::memcpy(static_cast<char*>(dst) + off, static_cast<const char*>(src) + off,
+                std::min(k_chunk, bytes - off));
+  }
+}
+
+/// What the pipeline computes.
+struct job {
+  const projection_stack* proj = nullptr;
+  const geometry* g = nullptr;
+  volume_geometry vg;
+  bool filter = false;                    // pre-weight + ramp filter (FDK / FBP)
+  std::optional<detail::fdk_setup> setup;  // when filter
+  std::vector<float> response;            // when filter: ramp_response(padded_len, ...)
+  int padded_len = 0;                     // when filter
+  bp_weighting weighting = bp_weighting::none;
+  interp mode = interp::exact;
+  int threads = 0;
+  const std::function<void(double)>* progress = nullptr;
+};
+
+void report(const job& jb, double f) {
+  if (jb.progress && *jb.progress) (*jb.progress)(std::clamp(f, 0.0, 1.0));
+}
+
+/// Matrices with rows shifted by row_offset (row' = row - row_offset), as floats.
+void shifted_matrices(const std::vector<projection_matrix>& mats, int row_offset,
+                      proj_matrix* out) {
+  for (std::size_t v = 0; v < mats.size(); ++v) {
+    const auto& m = mats[v];
+    for (int i = 0; i < 12; ++i) {
+      double value = m[static_cast<std::size_t>(i)];
+      if (i >= 4 && i < 8) value -= static_cast<double>(row_offset) * m[static_cast<std::size_t>(i + 4)];
+      out[v].m[i] = static_cast<float>(value);
+    }
+  }
+}
+
+/// Timing event pair per batch; elapsed times are summed once the work has completed.
+struct stage_timer {
+  std::vector<event> start, stop;
+  explicit stage_timer(int n) {
+    start.reserve(static_cast<std::size_t>(n));
+    stop.reserve(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      start.emplace_back(true);
+      stop.emplace_back(true);
+    }
+  }
+  double sum_ms(int n) const {
+    double t = 0;
+    for (int i = 0; i < n; ++i) t += event::elapsed_ms(start[static_cast<std::size_t>(i)], stop[static_cast<std::size_t>(i)]);
+    return t;
+  }
+};
+
+volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
+  const auto t_start = clock_type::now();
+  std::lock_guard<std::mutex> lock(backend_mutex());
+  std::string why;
+  CTFORGE_CHECK(detail::cuda_device_available(&why), "CUDA backend: no usable device (" + why + ")");
+  int device_count = 0;
+  CTFORGE_CUDA_TRY(cudaGetDeviceCount(&device_count));
+  CTFORGE_EXPECTS(copt.device >= 0 && copt.device < device_count,
+                  "--device: CUDA device " + std::to_string(copt.device) + " does not exist (" +
+                      std::to_string(device_count) + " found)");
+  device_guard guard(copt.device);
+
+  const projection_stack& proj = *jb.proj;
+  const geometry& g = *jb.g;
+  const volume_geometry& vg = jb.vg;
+  const std::int64_t V = proj.views, R = proj.rows, C = proj.cols;
+  const int threads = host_threads(jb.threads);
+
+  // ---- limits ---------------------------------------------------------------------------
+  int max_w = 0, max_h = 0, max_layers = 0;
+  CTFORGE_CUDA_TRY(cudaDeviceGetAttribute(&max_w, cudaDevAttrMaxTexture2DLayeredWidth, copt.device));
+  CTFORGE_CUDA_TRY(cudaDeviceGetAttribute(&max_h, cudaDevAttrMaxTexture2DLayeredHeight, copt.device));
+  CTFORGE_CUDA_TRY(cudaDeviceGetAttribute(&max_layers, cudaDevAttrMaxTexture2DLayeredLayers, copt.device));
+  CTFORGE_EXPECTS(C <= max_w && R <= max_h && R <= 65535,
+                  "CUDA backend: detector of " + std::to_string(C) + " x " + std::to_string(R) +
+                      " pixels exceeds the layered texture limit (" + std::to_string(max_w) + " x " +
+                      std::to_string(std::min(max_h, 65535)) + ")");
+  CTFORGE_EXPECTS(vg.nx < (std::int64_t{1} << 31) / 32 && vg.ny < 65535 * 4 && vg.nz < 65535 * 8,
+                  "CUDA backend: volume of " + std::to_string(vg.nx) + " x " + std::to_string(vg.ny) +
+                      " x " + std::to_string(vg.nz) + " voxels exceeds the launch limits");
+
+  // ---- memory plan ------------------------------------------------------------------------
+  std::size_t free_b = 0, total_b = 0;
+  CTFORGE_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b), "querying device memory");
+  const std::int64_t free_i = static_cast<std::int64_t>(free_b);
+  const std::int64_t margin = std::min<std::int64_t>(512 * k_mib, free_i / 10);
+  std::int64_t budget = free_i - margin;
+  if (copt.memory_limit_bytes > 0) budget = std::min(budget, copt.memory_limit_bytes);
+  CTFORGE_EXPECTS(copt.views_per_batch >= 0, "views per batch must be >= 0");
+  budget = std::max<std::int64_t>(budget, 0);
+  plan_input pin;
+  pin.views = V;
+  pin.rows = R;
+  pin.cols = C;
+  pin.nx = vg.nx;
+  pin.ny = vg.ny;
+  pin.nz = vg.nz;
+  pin.filter = jb.filter;
+  pin.padded_len = jb.padded_len;
+  pin.requested_batch = copt.views_per_batch;
+  pin.max_batch = max_layers;
+  plan pl = make_plan(pin, budget);
+  // The cuFFT work area is known once the plans exist: re-plan with it until it fits (a
+  // smaller batch needs less work area, so a plan that fits with the larger one is safe).
+  std::optional<ramp_filter_gpu> filter;
+  if (jb.filter) {
+    for (int attempt = 0; attempt < 16; ++attempt) {
+      filter.emplace(jb.padded_len, static_cast<int>(pl.views_per_batch * R), jb.response);
+      pin.requested_batch = pl.views_per_batch;
+      const plan again = make_plan(pin, budget, static_cast<std::int64_t>(filter->work_bytes()));
+      const bool same = again.views_per_batch == pl.views_per_batch;
+      pl = again;
+      if (same) break;
+    }
+    if (filter->rows_total() != pl.views_per_batch * R)
+      filter.emplace(jb.padded_len, static_cast<int>(pl.views_per_batch * R), jb.response);
+  }
+
+  const int B = pl.views_per_batch;
+  const int nb = pl.batches;
+  const std::int64_t batch_floats = static_cast<std::int64_t>(B) * R * C;
+  const std::vector<projection_matrix> mats_d = compute_projection_matrices(g);
+
+  // Slabs and the detector rows each needs.
+  const std::vector<slab_info> slabs = make_slabs(pl, vg, mats_d, R);
+  int max_rows_valid = 0;
+  for (const auto& s : slabs) max_rows_valid = std::max(max_rows_valid, s.rows_valid);
+  const std::int64_t array_rows = pl.slab_mode ? std::min<std::int64_t>(R, max_rows_valid + 1) : R;
+
+  // ---- resources (all allocated here, freed on return or throw) ----------------------------
+  const stream s_up(0), s_f(0), s_b(0);
+  const event ev_hdr(false);
+  std::vector<event> ev_u, ev_f, ev_b;
+  for (int p = 0; p < 2; ++p) {
+    ev_u.emplace_back(false);
+    ev_f.emplace_back(false);
+    ev_b.emplace_back(false);
+  }
+  stage_timer t_filter(nb), t_bp(nb);
+
+  pinned_buffer<float> staging0(static_cast<std::size_t>(batch_floats), "projection staging");
+  pinned_buffer<float> staging1(static_cast<std::size_t>(batch_floats), "projection staging");
+  const pinned_buffer<float>* staging[2] = {&staging0, &staging1};
+  device_buffer<float> raw0(static_cast<std::size_t>(batch_floats), "a batch of projections");
+  device_buffer<float> raw1(static_cast<std::size_t>(batch_floats), "a batch of projections");
+  float* raw[2] = {raw0.data(), raw1.data()};
+
+  const int pitch = jb.filter ? filter->pitch() : static_cast<int>(C);
+  std::optional<device_buffer<float>> fft_rows, fft_work;
+  if (jb.filter) {
+    fft_rows.emplace(static_cast<std::size_t>(B) * static_cast<std::size_t>(R) * static_cast<std::size_t>(pitch),
+                     "the FFT row buffer");
+    fft_work.emplace(std::max<std::size_t>(filter->work_bytes(), 1), "the cuFFT work area");
+    filter->set_work_area(fft_work->data());
+  }
+  const bool need_arrays_surface = pl.slab_mode;
+  cuda_array arr0(cuda_array::kind::layered_2d, C, array_rows, B, need_arrays_surface, "filtered projections");
+  cuda_array arr1(cuda_array::kind::layered_2d, C, array_rows, B, need_arrays_surface, "filtered projections");
+  const cuda_array* arrays[2] = {&arr0, &arr1};
+  const texture_object tex_lin0(arr0, true), tex_lin1(arr1, true);
+  const texture_object tex_pt0(arr0, false), tex_pt1(arr1, false);
+  const texture_object* tex_lin[2] = {&tex_lin0, &tex_lin1};
+  const texture_object* tex_pt[2] = {&tex_pt0, &tex_pt1};
+  std::optional<surface_object> surf0, surf1;
+  if (need_arrays_surface) {
+    surf0.emplace(arr0);
+    surf1.emplace(arr1);
+  }
+
+  device_buffer<float> vol_dev(static_cast<std::size_t>(vg.nx * vg.ny * pl.slab_nz), "the volume");
+  device_buffer<int> counters(2, "batch counters");
+  int* cnt_f = counters.data();
+  int* cnt_b = counters.data() + 1;
+  device_buffer<bp_constants> bp_staging(1, "back-projection constants");
+  device_buffer<bp_slab_header> slab_dev(1, "slab header");
+  device_buffer<proj_matrix> mats_dev(static_cast<std::size_t>(V), "projection matrices");
+  std::optional<device_buffer<preweight_view>> pw_dev;
+  if (jb.filter) pw_dev.emplace(static_cast<std::size_t>(V), "pre-weights");
+  // Host-side slab header + matrices, uploaded per slab.
+  pinned_buffer<proj_matrix> mats_host(static_cast<std::size_t>(V), "projection matrices");
+  pinned_buffer<bp_slab_header> slab_host(1, "slab header");
+
+  std::optional<device_buffer<float>> store_dev;
+  std::optional<pinned_buffer<float>> store_host;
+  float* store = nullptr;
+  if (pl.slab_mode) {
+    const std::size_t n = static_cast<std::size_t>(V * R * C);
+    if (pl.device_store) {
+      store_dev.emplace(n, "the filtered projection store");
+      store = store_dev->data();
+    } else {
+      store_host.emplace(n, "the filtered projection store");
+      store = store_host->device_pointer();
+    }
+  }
+
+  // On an exception, let in-flight work finish before the buffers above are freed (members
+  // are destroyed in reverse order of declaration, so this guard runs first).
+  struct sync_on_unwind {
+    const stream* streams[3];
+    ~sync_on_unwind() {
+      for (const stream* s : streams) cudaStreamSynchronize(s->get());
+      cudaGetLastError();
+    }
+  } const unwind_guard{{&s_up, &s_f, &s_b}};
+
+  // Per-call constants.
+  if (jb.filter)
+    CTFORGE_CUDA_TRY(cudaMemcpyAsync(pw_dev->data(), jb.setup->views.data(),
+                                     static_cast<std::size_t>(V) * sizeof(preweight_view),
+                                     cudaMemcpyHostToDevice, s_f),
+                     "uploading the pre-weights");
+  CTFORGE_CUDA_TRY(cudaMemsetAsync(raw[0], 0, raw0.bytes(), s_f));
+  CTFORGE_CUDA_TRY(cudaMemsetAsync(raw[1], 0, raw1.bytes(), s_f));
+  CTFORGE_CUDA_TRY(cudaMemsetAsync(counters.data(), 0, counters.bytes(), s_f));
+
+  // ---- the captured sequences ---------------------------------------------------------------
+  const auto upload_params = [&](int p) -> cudaMemcpy3DParms {
+    return arrays[p]->copy_from(jb.filter ? fft_rows->data() : raw[p],
+                                static_cast<std::size_t>(pitch) * sizeof(float), C, R, B, 0,
+                                cudaMemcpyDeviceToDevice);
+  };
+  const auto pad_and_filter = [&](cudaStream_t s, int p) {
+    preweight_batch pb{};
+    pb.raw = raw[p];
+    pb.out = fft_rows->data();
+    pb.views = pw_dev->data();
+    pb.counter = cnt_f;
+    pb.params = jb.setup->params;
+    pb.views_per_batch = B;
+    pb.total_views = static_cast<int>(V);
+    pb.cols = static_cast<int>(C);
+    pb.rows = static_cast<int>(R);
+    pb.padded_len = jb.padded_len;
+    pb.pitch = pitch;
+    enqueue_preweight(s, pb, true);
+    filter->enqueue(s, fft_rows->data());
+  };
+  // Streaming: filtered batch into array[p].
+  const auto seq_filter_to_array = [&](cudaStream_t s, int p) {
+    if (jb.filter) pad_and_filter(s, p);
+    const cudaMemcpy3DParms cp = upload_params(p);
+    CTFORGE_CUDA_TRY(cudaMemcpy3DAsync(&cp, s), "copying projections into the texture array");
+    enqueue_bump(s, cnt_f);
+  };
+  // Slab phase 1: filtered batch into the store.
+  const auto seq_filter_to_store = [&](cudaStream_t s, int p) {
+    if (jb.filter) pad_and_filter(s, p);
+    store_batch sb{};
+    sb.src = jb.filter ? fft_rows->data() : raw[p];
+    sb.store = store;
+    sb.counter = cnt_f;
+    sb.views_per_batch = B;
+    sb.total_views = static_cast<int>(V);
+    sb.cols = static_cast<int>(C);
+    sb.rows = static_cast<int>(R);
+    sb.src_pitch = pitch;
+    enqueue_store(s, sb);
+    enqueue_bump(s, cnt_f);
+  };
+  // Slab phase 2: rows of the slab from the store into array[p].
+  const auto seq_gather = [&](cudaStream_t s, int p) {
+    gather_batch gb{};
+    gb.store = store;
+    gb.surface = (p == 0 ? surf0 : surf1)->get();
+    gb.slab = slab_dev.data();
+    gb.counter = cnt_f;
+    gb.views_per_batch = B;
+    gb.total_views = static_cast<int>(V);
+    gb.cols = static_cast<int>(C);
+    gb.rows = static_cast<int>(R);
+    gb.array_rows = static_cast<int>(array_rows);
+    enqueue_gather(s, gb);
+    enqueue_bump(s, cnt_f);
+  };
+  const auto seq_backproject = [&](cudaStream_t s, int p) {
+    bp_sources src{};
+    src.slab = slab_dev.data();
+    src.matrices = mats_dev.data();
+    src.counter = cnt_b;
+    src.staging = bp_staging.data();
+    src.views_per_batch = B;
+    src.total_views = static_cast<int>(V);
+    enqueue_backprojection(s, jb.weighting, jb.mode, src, tex_lin[p]->get(), tex_pt[p]->get(),
+                           vol_dev.data(), static_cast<int>(vg.nx), static_cast<int>(vg.ny),
+                           static_cast<int>(pl.slab_nz));
+    enqueue_bump(s, cnt_b);
+  };
+
+  // Warm-up outside capture: loads every kernel and lets cuFFT finish any lazy initialisation
+  // (nothing may allocate or load modules while a stream is being captured).
+  preload_backprojection_kernels();
+  if (jb.filter) pad_and_filter(s_f, 0);
+  CTFORGE_CUDA_TRY(cudaMemsetAsync(counters.data(), 0, counters.bytes(), s_f));
+  s_f.synchronize("warming up the filter");
+
+  std::vector<graph_exec> g_filter, g_bp;
+  for (int p = 0; p < 2; ++p) {
+    const graph gf = graph::capture(s_f, [&](cudaStream_t s) {
+      if (!pl.slab_mode)
+        seq_filter_to_array(s, p);
+      else
+        seq_filter_to_store(s, p);
+    });
+    g_filter.emplace_back(gf);
+    const graph gb = graph::capture(s_b, [&](cudaStream_t s) { seq_backproject(s, p); });
+    g_bp.emplace_back(gb);
+  }
+  std::vector<graph_exec> g_gather;
+  if (pl.slab_mode)
+    for (int p = 0; p < 2; ++p) {
+      const graph gg = graph::capture(s_f, [&](cudaStream_t s) { seq_gather(s, p); });
+      g_gather.emplace_back(gg);
+    }
+
+  detail::cuda_pipeline_stats st;
+  st.views_per_batch = B;
+  st.batches = nb;
+  st.slabs = static_cast<int>(slabs.size());
+  st.device_store = pl.slab_mode && pl.device_store;
+  st.filtered = jb.filter;
+  st.hardware_interpolation = jb.mode == interp::hardware;
+  st.budget_bytes = pl.budget;
+  st.planned_bytes = pl.planned;
+
+  volume out(vg);
+  const std::int64_t plane = vg.nx * vg.ny;
+
+  // Uploads slab s's header and row-shifted matrices (stream s_b), then lets s_f see them.
+  const auto set_slab = [&](const slab_info& sl) {
+    s_b.synchronize("finishing the previous slab");  // pinned host copies are reused
+    bp_slab_header& h = *slab_host.data();
+    h.nx = static_cast<int>(vg.nx);
+    h.ny = static_cast<int>(vg.ny);
+    h.nz = static_cast<int>(sl.nz);
+    h.cols = static_cast<int>(C);
+    h.rows_valid = sl.rows_valid;
+    h.row_offset = sl.row_offset;
+    const double oz = vg.origin_mm[2] + static_cast<double>(sl.z0) * vg.spacing_mm[2];
+    h.ox = static_cast<float>(vg.origin_mm[0]);
+    h.oy = static_cast<float>(vg.origin_mm[1]);
+    h.oz = static_cast<float>(oz);
+    h.sx = static_cast<float>(vg.spacing_mm[0]);
+    h.sy = static_cast<float>(vg.spacing_mm[1]);
+    h.sz = static_cast<float>(vg.spacing_mm[2]);
+    shifted_matrices(mats_d, sl.row_offset, mats_host.data());
+    CTFORGE_CUDA_TRY(cudaMemcpyAsync(slab_dev.data(), slab_host.data(), sizeof(bp_slab_header),
+                                     cudaMemcpyHostToDevice, s_b));
+    CTFORGE_CUDA_TRY(cudaMemcpyAsync(mats_dev.data(), mats_host.data(), mats_host.bytes(),
+                                     cudaMemcpyHostToDevice, s_b),
+                     "uploading projection matrices");
+    CTFORGE_CUDA_TRY(cudaMemsetAsync(cnt_b, 0, sizeof(int), s_b));
+    CTFORGE_CUDA_TRY(cudaMemsetAsync(vol_dev.data(), 0,
+                                     static_cast<std::size_t>(sl.nz * plane) * sizeof(float), s_b));
+    ev_hdr.record(s_b);
+    s_f.wait(ev_hdr);
+    CTFORGE_CUDA_TRY(cudaMemsetAsync(cnt_f, 0, sizeof(int), s_f));
+  };
+
+  // Copies slab s of the device volume into `out` through the pinned staging buffers.
+  const auto download = [&](const slab_info& sl) {
+    const auto t0 = clock_type::now();
+    const std::int64_t total = sl.nz * plane;
+    const std::int64_t chunk = batch_floats;
+    const std::int64_t n_chunks = (total + chunk - 1) / chunk;
+    float* dst = out.data.data() + sl.z0 * plane;
+    const event* done[2] = {&ev_u[0], &ev_u[1]};
+    const auto issue = [&](std::int64_t c) {
+      const std::int64_t off = c * chunk, n = std::min(chunk, total - off);
+      CTFORGE_CUDA_TRY(cudaMemcpyAsync(staging[c % 2]->data(), vol_dev.data() + off,
+                                       static_cast<std::size_t>(n) * sizeof(float),
+                                       cudaMemcpyDeviceToHost, s_b),
+                       "downloading the volume");
+      done[c % 2]->record(s_b);
+    };
+    for (std::int64_t c = 0; c < std::min<std::int64_t>(2, n_chunks); ++c) issue(c);
+    for (std::int64_t c = 0; c < n_chunks; ++c) {
+      done[c % 2]->synchronize();
+      const std::int64_t off = c * chunk, n = std::min(chunk, total - off);
+      parallel_copy(dst + off, staging[c % 2]->data(), static_cast<std::size_t>(n) * sizeof(float),
+                    threads);
+      if (c + 2 < n_chunks) issue(c + 2);
+    }
+    st.download_ms += ms_since(t0);
+  };
+
+  // Stage U: stage batch j on the host and upload it into raw[j % 2].
+  const auto upload_batch = [&](int j) {
+    const int p = j % 2;
+    if (j >= 2) ev_u[p].synchronize();  // U(j-2) has finished reading staging[p]
+    const std::int64_t v0 = static_cast<std::int64_t>(j) * B;
+    const std::int64_t n = std::min<std::int64_t>(B, V - v0);
+    const std::size_t bytes = static_cast<std::size_t>(n * R * C) * sizeof(float);
+    parallel_copy(staging[p]->data(), proj.view(v0), bytes, threads);
+    s_up.wait(ev_f[p]);  // F(j-2) has finished reading raw[p]
+    CTFORGE_CUDA_TRY(cudaMemcpyAsync(raw[p], staging[p]->data(), bytes, cudaMemcpyHostToDevice, s_up),
+                     "uploading projections");
+    ev_u[p].record(s_up);
+  };
+
+  st.setup_ms = ms_since(t_start);
+  const auto t_stream = clock_type::now();
+  report(jb, 0.0);
+  if (!pl.slab_mode) {
+    set_slab(slabs[0]);
+    for (int j = 0; j < nb; ++j) {
+      const int p = j % 2;
+      upload_batch(j);
+      s_f.wait(ev_u[p]);
+      s_f.wait(ev_b[p]);  // B(j-2) has finished reading array[p]
+      t_filter.start[static_cast<std::size_t>(j)].record(s_f);
+      g_filter[static_cast<std::size_t>(p)].launch(s_f, "filter");
+      t_filter.stop[static_cast<std::size_t>(j)].record(s_f);
+      ev_f[p].record(s_f);
+      s_b.wait(ev_f[p]);
+      t_bp.start[static_cast<std::size_t>(j)].record(s_b);
+      g_bp[static_cast<std::size_t>(p)].launch(s_b, "back-projection");
+      t_bp.stop[static_cast<std::size_t>(j)].record(s_b);
+      ev_b[p].record(s_b);
+      report(jb, 0.95 * static_cast<double>(j + 1) / nb);
+    }
+    s_b.synchronize("back-projecting");
+    st.stream_ms = ms_since(t_stream);
+    st.filter_ms = t_filter.sum_ms(nb);
+    st.backproject_ms = t_bp.sum_ms(nb);
+    download(slabs[0]);
+  } else {
+    // Phase 1: every view filtered once into the store.
+    for (int j = 0; j < nb; ++j) {
+      const int p = j % 2;
+      upload_batch(j);
+      s_f.wait(ev_u[p]);
+      t_filter.start[static_cast<std::size_t>(j)].record(s_f);
+      g_filter[static_cast<std::size_t>(p)].launch(s_f, "filter");
+      t_filter.stop[static_cast<std::size_t>(j)].record(s_f);
+      ev_f[p].record(s_f);
+      report(jb, 0.1 * static_cast<double>(j + 1) / nb);
+    }
+    s_f.synchronize("filtering projections into the store");
+    st.filter_ms = t_filter.sum_ms(nb);
+    // Phase 2: per slab, the rows it needs into the arrays, then back-projection.
+    for (std::size_t si = 0; si < slabs.size(); ++si) {
+      const slab_info& sl = slabs[si];
+      set_slab(sl);
+      for (int j = 0; j < nb; ++j) {
+        const int p = j % 2;
+        s_f.wait(ev_b[p]);  // B(j-2) has finished reading array[p]
+        t_filter.start[static_cast<std::size_t>(j)].record(s_f);
+        g_gather[static_cast<std::size_t>(p)].launch(s_f, "row gather");
+        t_filter.stop[static_cast<std::size_t>(j)].record(s_f);
+        ev_f[p].record(s_f);
+        s_b.wait(ev_f[p]);
+        t_bp.start[static_cast<std::size_t>(j)].record(s_b);
+        g_bp[static_cast<std::size_t>(p)].launch(s_b, "back-projection");
+        t_bp.stop[static_cast<std::size_t>(j)].record(s_b);
+        ev_b[p].record(s_b);
+      }
+      s_b.synchronize("back-projecting a slab");
+      st.filter_ms += t_filter.sum_ms(nb);
+      st.backproject_ms += t_bp.sum_ms(nb);
+      download(sl);
+      report(jb, 0.1 + 0.9 * static_cast<double>(si + 1) / static_cast<double>(slabs.size()));
+    }
+    st.stream_ms = ms_since(t_stream) - st.download_ms;
+  }
+  CTFORGE_CUDA_TRY(cudaStreamSynchronize(s_up));
+  CTFORGE_CUDA_TRY(cudaStreamSynchronize(s_f));
+  CTFORGE_CUDA_TRY(cudaGetLastError(), "finishing the reconstruction");
+  st.total_ms = ms_since(t_start);
+  g_last_stats = st;
+  report(jb, 1.0);
+  return out;
+}
+
+}  // namespace
+}  // namespace ctforge::kernels::cuda
 
 namespace ctforge::detail {
 
-volume cuda_reconstruct(const projection_stack&, const geometry&, const volume_geometry&,
-                        const recon_options&, const cuda_options&) {
-  CTFORGE_FAIL("cuda_reconstruct: the CUDA backend is not implemented yet");
+cuda_pipeline_stats cuda_last_pipeline_stats() { return kernels::cuda::g_last_stats; }
+
+volume cuda_reconstruct(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+                        const recon_options& opt, const cuda_options& copt) {
+  vg.validate();
+  kernels::cuda::job jb;
+  jb.proj = &proj;
+  jb.g = &g;
+  jb.vg = vg;
+  jb.filter = true;
+  jb.setup = make_fdk_setup(proj, g, opt);
+  jb.padded_len = static_cast<int>(padded_length(proj.cols));
+  jb.response = ramp_response(jb.padded_len, jb.setup->filter_pixel_mm, opt.filter, opt.cutoff);
+  jb.weighting = jb.setup->distance_weighting ? kernels::bp_weighting::fdk : kernels::bp_weighting::none;
+  jb.mode = copt.hardware_interpolation ? kernels::cuda::interp::hardware : kernels::cuda::interp::exact;
+  jb.threads = opt.threads;
+  jb.progress = &opt.progress;
+  return kernels::cuda::run_pipeline(jb, copt);
 }
 
-projection_stack cuda_forward_project(const volume&, const geometry&, const cuda_options&) {
-  CTFORGE_FAIL("cuda_forward_project: the CUDA backend is not implemented yet");
-}
-
-volume cuda_back_project(const projection_stack&, const geometry&, const volume_geometry&,
-                         const cuda_options&) {
-  CTFORGE_FAIL("cuda_back_project: the CUDA backend is not implemented yet");
+volume cuda_back_project(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+                         const cuda_options& copt) {
+  g.validate();
+  vg.validate();
+  CTFORGE_EXPECTS(proj.views == g.view_count() && proj.rows == g.rows && proj.cols == g.cols,
+                  "back-projection: projections are " + std::to_string(proj.views) + " views x " +
+                      std::to_string(proj.rows) + " rows x " + std::to_string(proj.cols) +
+                      " cols but the geometry has " + std::to_string(g.view_count()) + " x " +
+                      std::to_string(g.rows) + " x " + std::to_string(g.cols));
+  CTFORGE_EXPECTS(static_cast<std::int64_t>(proj.data.size()) == proj.size(),
+                  "back-projection: projection data size does not match its dimensions");
+  kernels::cuda::job jb;
+  jb.proj = &proj;
+  jb.g = &g;
+  jb.vg = vg;
+  jb.filter = false;
+  jb.weighting = kernels::bp_weighting::none;
+  jb.mode = copt.hardware_interpolation ? kernels::cuda::interp::hardware : kernels::cuda::interp::exact;
+  return kernels::cuda::run_pipeline(jb, copt);
 }
 
 }  // namespace ctforge::detail

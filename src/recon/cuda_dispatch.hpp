@@ -23,6 +23,10 @@ struct cuda_options {
   /// safety margin. A small value forces the volume to be split into z-slabs.
   std::int64_t memory_limit_bytes = 0;
   int views_per_batch = 0;  ///< 0 = automatic
+  /// true: interpolate with the texture unit (one fetch per sample, faster; 8-bit fractional
+  /// weights, so results deviate from the CPU path by ~1e-4 of the peak). false: exact fp32
+  /// bilinear / trilinear interpolation, the CPU path's arithmetic (agreement ~1e-6).
+  bool hardware_interpolation = false;
 };
 
 /// FDK / FBP on the GPU. Same inputs, outputs and validation as ctforge::reconstruct on the

@@ -1,0 +1,193 @@
+// Device-memory plan of the GPU reconstruction pipeline (src/kernels/fdk.cu): views per batch,
+// whether the volume is split into z-slabs, where the filtered projections are kept in slab
+// mode, and the detector rows each slab needs. Plain host C++ (no CUDA types), so the CPU test
+// suite checks these decisions on machines without a GPU.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ctforge/error.hpp"
+#include "ctforge/geometry.hpp"
+#include "ctforge/volume.hpp"
+
+namespace ctforge::kernels::cuda {
+
+inline constexpr std::int64_t k_mib = std::int64_t{1} << 20;
+/// Most views per batch (their matrices fill the __constant__ block of the back-projector).
+inline constexpr int k_max_batch_views = 1024;
+/// Upper bound on the back-projector's constant block (checked with static_assert there).
+inline constexpr std::int64_t k_bp_constants_bytes = 50 * 1024;
+
+/// Sizes the plan depends on.
+struct plan_input {
+  std::int64_t views = 0, rows = 0, cols = 0;  ///< projections
+  std::int64_t nx = 0, ny = 0, nz = 0;         ///< volume
+  bool filter = false;                          ///< FDK / FBP (FFT buffers needed)
+  std::int64_t padded_len = 0;                  ///< FFT length when filter
+  int requested_batch = 0;                      ///< cuda_options::views_per_batch (0 = auto)
+  int max_batch = k_max_batch_views;            ///< device limit on array layers
+};
+
+struct plan {
+  int views_per_batch = 1;
+  int batches = 1;
+  bool slab_mode = false;      ///< volume split into z-slabs of slab_nz planes
+  bool device_store = false;   ///< slab mode: filtered projections kept in device memory
+  std::int64_t slab_nz = 0;
+  std::int64_t budget = 0;     ///< bytes the plan had to fit in
+  std::int64_t planned = 0;    ///< bytes it allocates (estimate, see batch_bytes)
+};
+
+/// Floats per row of the in-place R2C buffer for FFT length n.
+inline std::int64_t fft_pitch(std::int64_t n) { return 2 * (n / 2 + 1); }
+
+/// Bytes of a float cudaArray of cols x rows x layers, with an allowance for row padding.
+inline std::int64_t array_bytes(std::int64_t cols, std::int64_t rows, std::int64_t layers) {
+  const std::int64_t b = cols * rows * layers * 4;
+  return b + b / 16 + 2 * k_mib;
+}
+
+/// Device bytes of everything but the volume (slab) and the projection store, for B views per
+/// batch: two raw batches, the FFT rows and work area, two texture arrays, per-view constants.
+inline std::int64_t batch_bytes(const plan_input& in, std::int64_t B, std::int64_t fft_work) {
+  std::int64_t b = 2 * B * in.rows * in.cols * 4;
+  if (in.filter) b += B * in.rows * fft_pitch(in.padded_len) * 4 + fft_work;
+  b += 2 * array_bytes(in.cols, in.rows, B);
+  b += in.views * (48 + 16);  // float matrices + pre-weight records
+  b += k_bp_constants_bytes + 4 * k_mib;
+  return b;
+}
+
+/// cuFFT work area estimate before the plans exist: 1D batched transforms need at most about
+/// the size of their data.
+inline std::int64_t fft_work_estimate(const plan_input& in, std::int64_t B) {
+  return in.filter ? B * in.rows * fft_pitch(in.padded_len) * 4 : 0;
+}
+
+inline std::string format_mib(std::int64_t bytes) {
+  return std::to_string((bytes + k_mib - 1) / k_mib) + " MiB";
+}
+
+/// Chooses the batch size and the slab split for a budget of `budget` bytes. fft_work < 0:
+/// estimate the cuFFT work area; otherwise use it for every batch size tried. The batch starts
+/// at the requested size (auto: 32), halves until the buffers fit, and the volume is split
+/// when whole it does not fit next to them. Slab mode keeps the filtered projections on the
+/// device when that still leaves room for min(nz, 32) planes. Throws ctforge::error (with the
+/// sizes and the --gpu-memory-limit hint) when even one view and 8 planes do not fit.
+inline plan make_plan(const plan_input& in, std::int64_t budget, std::int64_t fft_work = -1) {
+  CTFORGE_EXPECTS(in.views >= 1 && in.rows >= 1 && in.cols >= 1 && in.nx >= 1 && in.ny >= 1 &&
+                      in.nz >= 1,
+                  "CUDA plan: empty projections or volume");
+  const std::int64_t plane = in.nx * in.ny * 4;
+  const std::int64_t vol = plane * in.nz;
+  std::int64_t B = in.requested_batch > 0 ? in.requested_batch : 32;
+  B = std::min<std::int64_t>({B, in.views, k_max_batch_views, std::max(in.max_batch, 1)});
+  B = std::max<std::int64_t>(B, 1);
+  for (;; B = (B + 1) / 2) {
+    const std::int64_t work = fft_work >= 0 ? fft_work : fft_work_estimate(in, B);
+    const std::int64_t fixed = batch_bytes(in, B, work);
+    plan p;
+    p.views_per_batch = static_cast<int>(B);
+    p.batches = static_cast<int>((in.views + B - 1) / B);
+    p.budget = budget;
+    if (fixed + vol <= budget) {
+      p.slab_nz = in.nz;
+      p.planned = fixed + vol;
+      return p;
+    }
+    const std::int64_t min_planes = std::min<std::int64_t>(in.nz, 8);
+    if (fixed + min_planes * plane <= budget) {
+      p.slab_mode = true;
+      const std::int64_t store = in.views * in.rows * in.cols * 4;
+      const std::int64_t good_planes = std::min<std::int64_t>(in.nz, 32);
+      p.device_store = fixed + store + good_planes * plane <= budget;
+      const std::int64_t avail = budget - fixed - (p.device_store ? store : 0);
+      p.slab_nz = std::clamp<std::int64_t>(avail / plane, 1, in.nz);
+      const std::int64_t n_slabs = (in.nz + p.slab_nz - 1) / p.slab_nz;
+      p.slab_nz = (in.nz + n_slabs - 1) / n_slabs;  // balanced slabs
+      p.planned = fixed + p.slab_nz * plane + (p.device_store ? store : 0);
+      return p;
+    }
+    if (B == 1)
+      throw ctforge::error(
+          "CUDA reconstruction: a device memory budget of " + format_mib(budget) +
+          " cannot hold the buffers of one view (" + format_mib(fixed) + ") plus " +
+          std::to_string(min_planes) + " volume planes of " + std::to_string(in.nx) + " x " +
+          std::to_string(in.ny) + " voxels (" + format_mib(min_planes * plane) +
+          "); use a smaller volume or detector, or raise --gpu-memory-limit");
+  }
+}
+
+/// A z-slab of the volume and the detector rows its voxels project onto.
+struct slab_info {
+  std::int64_t z0 = 0, nz = 0;  ///< first plane and plane count
+  int row_offset = 0;           ///< first detector row kept
+  int rows_valid = 0;           ///< rows kept: [row_offset, row_offset + rows_valid)
+};
+
+/// Detector rows the voxel centres of planes [z0, z0 + nz) project onto under any of the
+/// (double) matrices, widened so that both bilinear taps (floor(r), floor(r) + 1) of every
+/// projected row r lie inside, with one row of margin for float rounding; clamped to
+/// [0, rows). A projective map keeps the voxel box convex while it stays in front of the
+/// source, so its 8 corners bound the footprint; a corner at or behind the source plane
+/// (p2 <= 1e-6) takes every row.
+inline slab_info slab_rows(const volume_geometry& vg, const std::vector<projection_matrix>& mats,
+                           std::int64_t rows, std::int64_t z0, std::int64_t nz) {
+  slab_info s;
+  s.z0 = z0;
+  s.nz = nz;
+  double lo = 1e300, hi = -1e300;
+  bool all_rows = false;
+  const double xs[2] = {vg.origin_mm[0],
+                        vg.origin_mm[0] + static_cast<double>(vg.nx - 1) * vg.spacing_mm[0]};
+  const double ys[2] = {vg.origin_mm[1],
+                        vg.origin_mm[1] + static_cast<double>(vg.ny - 1) * vg.spacing_mm[1]};
+  const double zs[2] = {vg.origin_mm[2] + static_cast<double>(z0) * vg.spacing_mm[2],
+                        vg.origin_mm[2] + static_cast<double>(z0 + nz - 1) * vg.spacing_mm[2]};
+  for (const auto& m : mats) {
+    for (double x : xs)
+      for (double y : ys)
+        for (double z : zs) {
+          const double p1 = m[4] * x + m[5] * y + m[6] * z + m[7];
+          const double p2 = m[8] * x + m[9] * y + m[10] * z + m[11];
+          if (!(p2 > 1e-6)) {
+            all_rows = true;
+            continue;
+          }
+          lo = std::min(lo, p1 / p2);
+          hi = std::max(hi, p1 / p2);
+        }
+    if (all_rows) break;
+  }
+  std::int64_t r0 = 0, r1 = rows;
+  if (!all_rows) {
+    const double last = static_cast<double>(rows);
+    r0 = static_cast<std::int64_t>(std::clamp(std::floor(lo) - 1.0, 0.0, last));
+    r1 = static_cast<std::int64_t>(std::clamp(std::floor(hi) + 3.0, 0.0, last));
+    r1 = std::max(r1, r0);
+  }
+  s.row_offset = static_cast<int>(r0);
+  s.rows_valid = static_cast<int>(r1 - r0);
+  return s;
+}
+
+/// The slabs of a plan (one slab of the whole volume when not in slab mode).
+inline std::vector<slab_info> make_slabs(const plan& p, const volume_geometry& vg,
+                                         const std::vector<projection_matrix>& mats,
+                                         std::int64_t rows) {
+  std::vector<slab_info> out;
+  for (std::int64_t z0 = 0; z0 < vg.nz; z0 += p.slab_nz) {
+    const std::int64_t nz = std::min(p.slab_nz, vg.nz - z0);
+    if (p.slab_mode)
+      out.push_back(slab_rows(vg, mats, rows, z0, nz));
+    else
+      out.push_back({z0, nz, 0, static_cast<int>(rows)});
+  }
+  return out;
+}
+
+}  // namespace ctforge::kernels::cuda

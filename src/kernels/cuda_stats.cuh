@@ -1,0 +1,35 @@
+// Timings and decisions of the last GPU reconstruction / back-projection of this process, for
+// benchmarks and logs. Plain C++ (no CUDA types): host code compiled by g++ may include it.
+// Defined in src/kernels/fdk.cu (CUDA builds only).
+#pragma once
+
+#include <cstdint>
+
+namespace ctforge::detail {
+
+struct cuda_pipeline_stats {
+  // Wall-clock times (ms) measured on the host.
+  double total_ms = 0;     ///< whole call, set-up and volume download included
+  double setup_ms = 0;     ///< allocations, plans, graph capture, constant uploads
+  double stream_ms = 0;    ///< batch loop(s): staging, uploads, filtering, back-projection
+  double download_ms = 0;  ///< device -> host copy of the volume
+  // Device time (ms) summed over batches, from events around each stage's graph launch.
+  // The stages overlap, so the sum can exceed stream_ms.
+  double filter_ms = 0;        ///< pre-weighting + FFT filter + copy into the texture array
+  double backproject_ms = 0;   ///< back-projection kernels
+  // Decisions.
+  int views_per_batch = 0;
+  int batches = 0;
+  int slabs = 0;                    ///< 1 = the whole volume stayed on the device
+  bool device_store = false;        ///< slab mode: filtered projections kept on the device
+  bool filtered = false;            ///< FDK / FBP (true) or plain back-projection (false)
+  bool hardware_interpolation = false;
+  std::int64_t budget_bytes = 0;    ///< device memory budget the plan had to fit
+  std::int64_t planned_bytes = 0;   ///< device memory the plan allocated (estimate)
+};
+
+/// Statistics of the last cuda_reconstruct / cuda_back_project call on this thread
+/// (all zero before the first).
+cuda_pipeline_stats cuda_last_pipeline_stats();
+
+}  // namespace ctforge::detail
