@@ -315,7 +315,10 @@ std::string describe_file(const std::string& path) {
           out += fmt::format("\n  geometry: invalid ({})", e.what());
         }
       } else {
-        out += fmt::format("\n  text: {} characters", text.size());
+        if (text.size() <= 80 && text.find('\n') == std::string::npos)
+          out += fmt::format("\n  text: \"{}\"", text);
+        else
+          out += fmt::format("\n  text: {} characters", text.size());
       }
     }
     out += "\n";

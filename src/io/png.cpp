@@ -42,6 +42,8 @@ std::pair<float, float> auto_window(const volume& v) {
 //   axial    z = nz/2: nx wide, ny high; x to the right, +y up (image row 0 = largest y),
 //   coronal  y = ny/2: nx wide, nz high; x to the right, +z up,
 //   sagittal x = nx/2: ny wide, nz high; y to the right, +z up.
+// A single-slice volume (nz == 1, e.g. a fan-beam reconstruction) gets the axial panel only: its
+// coronal and sagittal slices would be one pixel high.
 // "+y up" shows the phantom as in the usual textbook pictures (the Shepp-Logan's small ellipses
 // at the bottom). Values are mapped linearly from [lo, hi] to 0..255 and clipped; NaN maps to 0.
 void write_preview_png(const std::string& path, const volume& v, float lo, float hi) {
@@ -57,7 +59,8 @@ void write_preview_png(const std::string& path, const volume& v, float lo, float
     hi += 0.5f;
   }
   const std::int64_t nx = v.geom.nx, ny = v.geom.ny, nz = v.geom.nz;
-  const std::int64_t width = nx + k_gap + nx + k_gap + ny;
+  const bool axial_only = nz == 1;
+  const std::int64_t width = axial_only ? nx : nx + k_gap + nx + k_gap + ny;
   const std::int64_t height = std::max(ny, nz);
   CTFORGE_EXPECTS(width <= (1 << 24) && height <= (1 << 24),
                   fmt::format("{}: preview of {} x {} pixels is too large", path, width, height));
@@ -75,10 +78,12 @@ void write_preview_png(const std::string& path, const volume& v, float lo, float
   const std::int64_t x0_axial = 0, x0_coronal = nx + k_gap, x0_sagittal = 2 * (nx + k_gap);
   for (std::int64_t r = 0; r < ny; ++r)
     for (std::int64_t i = 0; i < nx; ++i) put(x0_axial + i, r, v.at(kc, ny - 1 - r, i));
-  for (std::int64_t r = 0; r < nz; ++r)
-    for (std::int64_t i = 0; i < nx; ++i) put(x0_coronal + i, r, v.at(nz - 1 - r, jc, i));
-  for (std::int64_t r = 0; r < nz; ++r)
-    for (std::int64_t j = 0; j < ny; ++j) put(x0_sagittal + j, r, v.at(nz - 1 - r, j, ic));
+  if (!axial_only) {
+    for (std::int64_t r = 0; r < nz; ++r)
+      for (std::int64_t i = 0; i < nx; ++i) put(x0_coronal + i, r, v.at(nz - 1 - r, jc, i));
+    for (std::int64_t r = 0; r < nz; ++r)
+      for (std::int64_t j = 0; j < ny; ++j) put(x0_sagittal + j, r, v.at(nz - 1 - r, j, ic));
+  }
 
   write_atomically(path, [&](const std::string& tmp) {
     png_image image{};

@@ -437,6 +437,20 @@ TEST_F(Hdf5Files, PreviewLayoutOrientationAndWindow) {
   EXPECT_EQ(lit, 4) << "only the markers are non-zero (gaps and padding black)";
 }
 
+// One slice (fan beam): the axial panel alone, still with +y up.
+TEST_F(Hdf5Files, PreviewSingleSliceIsAxialOnly) {
+  volume v(volume_geometry::centered(6, 4, 1, {1, 1, 1}));
+  v.at(0, 3, 5) = 1.0f;  // largest y, largest x -> top right
+  io::write_preview_png(path("s.png"), v, 0.0f, 1.0f);
+  const grey_image im = read_png(path("s.png"));
+  ASSERT_EQ(im.width, 6u);
+  ASSERT_EQ(im.height, 4u);
+  EXPECT_EQ(im.at(5, 0), 255);
+  int lit = 0;
+  for (auto p : im.pixels) lit += p > 0;
+  EXPECT_EQ(lit, 1);
+}
+
 TEST_F(Hdf5Files, PreviewAutoWindowFromPercentiles) {
   // Values 0..999 in the central axial slice, 500 in the 2000 other voxels. Sorted, the 3000
   // values put the 0.5 percentile (index round(0.005 * 2999) = 15) at 15 and the 99.5 percentile
