@@ -178,6 +178,28 @@ TEST_F(Cli, EndToEnd) {
   EXPECT_LE(m["MAE"], m["RMSE"]) << "MAE <= RMSE always";
 }
 
+TEST_F(Cli, GridOptions) {
+  simulate("--quiet");
+  ASSERT_EQ(run("recon proj.h5 -o a.h5 --size-xyz 8,6,4 --spacing 1,2,3 --origin -1,2,5 --quiet").status, 0);
+  result r = run("info a.h5");
+  EXPECT_NE(r.output.find("[4][6][8]"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("@spacing_mm = [1, 2, 3]"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("@origin_mm = [-1, 2, 5]"), std::string::npos) << r.output;
+  // Default: detector cols x cols x rows voxels of pixel pitch * SID / SDD = 3.2 / 2 mm,
+  // centred: origin = -(n - 1) / 2 * spacing = -37.6 (x, y), -31.2 (z).
+  ASSERT_EQ(run("recon proj.h5 -o b.h5 --quiet").status, 0);
+  r = run("info b.h5");
+  EXPECT_NE(r.output.find("[40][48][48]"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("@spacing_mm = [1.6, 1.6, 1.6]"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("@origin_mm = [-37.6, -37.6, -31.2]"), std::string::npos) << r.output;
+  // --size without --spacing keeps the field of view: 76.8 mm / 16 = 4.8 mm in x and y,
+  // 64 mm / 16 = 4 mm in z.
+  ASSERT_EQ(run("recon proj.h5 -o c.h5 --size 16 --quiet").status, 0);
+  r = run("info c.h5");
+  EXPECT_NE(r.output.find("@spacing_mm = [4.8, 4.8, 4]"), std::string::npos) << r.output;
+  EXPECT_EQ(run("recon proj.h5 -o d.h5 --size 8 --size-xyz 8,8,8").status, 2) << "mutually exclusive";
+}
+
 TEST_F(Cli, QuietPrintsNothing) {
   simulate("--quiet");
   const result r = run("recon proj.h5 -o vol.h5 --size 16 --spacing 4 --quiet");
