@@ -53,6 +53,34 @@ struct trilinear_border_sampler {
   }
 };
 
+/// A volume copied into a zero-bordered array: one zero plane before and two after each axis,
+/// i.e. (nx + 3) x (ny + 3) x (nz + 3) floats with voxel (0, 0, 0) at element (1, 1, 1).
+/// Clamping coordinates to [-1, n] then makes every tap that falls outside the volume read a
+/// zero, which reproduces sample_trilinear_border without branches (CPU fast path).
+struct padded_volume_sampler {
+  const float* data;  ///< element (-1, -1, -1) of the padded array
+  int nx, ny, nz;     ///< size of the volume (not of the padded array)
+  CTFORGE_HD float operator()(float x, float y, float z) const {
+    x = clamp_f(x, -1.0f, static_cast<float>(nx));
+    y = clamp_f(y, -1.0f, static_cast<float>(ny));
+    z = clamp_f(z, -1.0f, static_cast<float>(nz));
+    const float fx = floor_f(x), fy = floor_f(y), fz = floor_f(z);
+    const float ax = x - fx, ay = y - fy, az = z - fz;
+    const std::int64_t px = nx + 3, py = ny + 3;
+    const float* a = data + ((static_cast<std::int64_t>(fz) + 1) * py +
+                             (static_cast<std::int64_t>(fy) + 1)) * px +
+                     (static_cast<std::int64_t>(fx) + 1);
+    const float* b = a + px;       // y + 1
+    const float* c = a + px * py;  // z + 1
+    const float* d = c + px;       // y + 1, z + 1
+    const float lo = (1.0f - ay) * ((1.0f - ax) * a[0] + ax * a[1]) +
+                     ay * ((1.0f - ax) * b[0] + ax * b[1]);
+    const float hi = (1.0f - ay) * ((1.0f - ax) * c[0] + ax * c[1]) +
+                     ay * ((1.0f - ax) * d[0] + ax * d[1]);
+    return (1.0f - az) * lo + az * hi;
+  }
+};
+
 /// Parameter interval [t0, t1] (intersected with the one given) where p + t d lies within
 /// [lo, hi] along one axis. Returns false when it is empty.
 CTFORGE_HD bool clip_axis(float p, float d, float lo, float hi, float& t0, float& t1) {

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "ctforge/error.hpp"
 #include "kernels/backproject.cuh"
@@ -32,8 +34,16 @@ projection_stack forward_project(const volume& vol, const geometry& g, int threa
                   fmt::format("forward projection: volume holds {} values for {} voxels",
                               vol.data.size(), vol.geom.voxel_count()));
   const volume_geometry& vg = vol.geom;
-  const kernels::trilinear_border_sampler sampler{vol.data.data(), static_cast<int>(vg.nx),
-                                                  static_cast<int>(vg.ny), static_cast<int>(vg.nz)};
+  // Zero-bordered copy for the branch-free sampler (same values as the border-zero trilinear
+  // interpolation of the volume).
+  const std::int64_t px = vg.nx + 3, py = vg.ny + 3, pz = vg.nz + 3;
+  std::vector<float> padded(static_cast<std::size_t>(px * py * pz), 0.0f);
+  for (std::int64_t k = 0; k < vg.nz; ++k)
+    for (std::int64_t j = 0; j < vg.ny; ++j)
+      std::copy_n(vol.data.data() + (k * vg.ny + j) * vg.nx, vg.nx,
+                  padded.data() + ((k + 1) * py + (j + 1)) * px + 1);
+  const kernels::padded_volume_sampler sampler{padded.data(), static_cast<int>(vg.nx),
+                                               static_cast<int>(vg.ny), static_cast<int>(vg.nz)};
   const vec3 org{vg.origin_mm[0], vg.origin_mm[1], vg.origin_mm[2]};
   const vec3 inv_sp{1.0 / vg.spacing_mm[0], 1.0 / vg.spacing_mm[1], 1.0 / vg.spacing_mm[2]};
   // Volume centre (mm): rays are re-anchored at their point nearest to it, so that the float

@@ -308,5 +308,29 @@ TEST(JosephKernel, SingleVoxelAlongEachAxis) {
   EXPECT_EQ(kernels::joseph_ray(s, {0, 5, 1}, {1, 0, 0}, nx, ny, nz, 1.0f), 0.0f);
 }
 
+// The branch-free padded sampler used by forward_project reproduces the bounds-checked
+// border-zero trilinear sampler everywhere, including outside the volume and on its faces.
+// Both compute the same weights; only the summation order differs (float: 1e-6 relative).
+TEST(JosephKernel, PaddedSamplerMatchesBorderSampler) {
+  const int nx = 6, ny = 5, nz = 1;  // includes a size-1 axis
+  std::vector<float> vol(static_cast<std::size_t>(nx * ny * nz));
+  std::mt19937_64 gen(11);
+  std::uniform_real_distribution<float> val(0.5f, 2.0f), pos(-2.5f, 7.5f);
+  for (auto& x : vol) x = val(gen);
+  std::vector<float> padded(static_cast<std::size_t>((nx + 3) * (ny + 3) * (nz + 3)), 0.0f);
+  for (int k = 0; k < nz; ++k)
+    for (int j = 0; j < ny; ++j)
+      for (int i = 0; i < nx; ++i)
+        padded[((k + 1) * (ny + 3) + j + 1) * (nx + 3) + i + 1] = vol[(k * ny + j) * nx + i];
+  const kernels::padded_volume_sampler fast{padded.data(), nx, ny, nz};
+  for (int t = 0; t < 20000; ++t) {
+    float x = pos(gen), y = pos(gen), z = 0.6f * pos(gen) - 1.0f;
+    if (t % 4 == 0) x = std::round(x);  // integer (plane) coordinates, as Joseph samples
+    if (t % 7 == 0) z = std::round(z);
+    const float ref = kernels::sample_trilinear_border(vol.data(), nx, ny, nz, x, y, z);
+    ASSERT_NEAR(fast(x, y, z), ref, 1e-6f * 2.0f) << x << " " << y << " " << z;
+  }
+}
+
 }  // namespace
 }  // namespace ctforge
