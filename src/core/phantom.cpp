@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -69,13 +70,15 @@ std::vector<unit_frame> prepare(const phantom& p) {
   return f;
 }
 
-double integral(const std::vector<unit_frame>& frames, vec3 point, vec3 dir) {
+/// Integral along point + t dir for t >= t_min (the whole line by default).
+double integral(const std::vector<unit_frame>& frames, vec3 point, vec3 dir,
+                double t_min = -std::numeric_limits<double>::infinity()) {
   const double len = norm(dir);
   if (!(len > 0)) return 0.0;
   double sum = 0;
   for (const auto& f : frames) {
     double t0, t1;
-    if (f.intersect(point, dir, t0, t1)) sum += f.density * (t1 - t0) * len;
+    if (f.intersect(point, dir, t0, t1)) sum += f.density * std::max(0.0, t1 - std::max(t0, t_min)) * len;
   }
   return sum;
 }
@@ -206,8 +209,10 @@ projection_stack project_analytic(const phantom& p, const geometry& g, int threa
     const vec3 s = g.views[static_cast<std::size_t>(v)].source;
     for (std::int64_t c = 0; c < g.cols; ++c) {
       const vec3 px = pixel_center(g, v, static_cast<double>(c), static_cast<double>(r));
-      const vec3 dir = cone ? px - s : s;
-      out.at(v, r, c) = static_cast<float>(integral(frames, px, dir));
+      // Cone beam: the half-line from the source through the pixel (nothing behind the
+      // source); parallel beam: the whole line through the pixel along the ray direction.
+      out.at(v, r, c) = static_cast<float>(cone ? integral(frames, s, px - s, 0.0)
+                                                : integral(frames, px, s));
     }
   }
   return out;

@@ -99,15 +99,18 @@ CTFORGE_HD bool clip_axis(float p, float d, float lo, float hi, float& t0, float
 /// Joseph line integral of the ray p + t d (index coordinates) through a volume of
 /// nx * ny * nz voxels, in mm * density. `dir_mm` is the length in mm of the direction vector
 /// d (i.e. of d converted back to world units), so that a unit step in t covers dir_mm mm.
-/// d must be non-zero. Samples the planes of the dominant axis whose ray point lies within the
-/// volume box extended by one voxel, [-1, n] in each axis (beyond it every tap reads zero).
+/// d must be non-zero. Only the part t >= t_min counts (cone beam: t_min = the source's
+/// parameter, so that nothing behind the source is integrated, as the back-projection ignores
+/// voxels behind the source); the default integrates the whole line. Samples the planes of
+/// the dominant axis whose ray point lies within the volume box extended by one voxel,
+/// [-1, n] in each axis (beyond it every tap reads zero).
 template <class Sampler>
 CTFORGE_HD float joseph_ray(const Sampler& sample, f3 p, f3 d, int nx, int ny, int nz,
-                            float dir_mm) {
+                            float dir_mm, float t_min = -3.0e38f) {
   const float ax = fabsf(d.x), ay = fabsf(d.y), az = fabsf(d.z);
   // Dominant axis: 0 = x, 1 = y, 2 = z (ties resolved towards x, then y).
   const int axis = (ax >= ay && ax >= az) ? 0 : (ay >= az ? 1 : 2);
-  float t0 = -3.0e38f, t1 = 3.0e38f;
+  float t0 = t_min, t1 = 3.0e38f;
   if (!clip_axis(p.x, d.x, -1.0f, static_cast<float>(nx), t0, t1)) return 0.0f;
   if (!clip_axis(p.y, d.y, -1.0f, static_cast<float>(ny), t0, t1)) return 0.0f;
   if (!clip_axis(p.z, d.z, -1.0f, static_cast<float>(nz), t0, t1)) return 0.0f;
@@ -136,15 +139,21 @@ CTFORGE_HD float joseph_ray(const Sampler& sample, f3 p, f3 d, int nx, int ny, i
   k1 = k1 > nm - 1 ? nm - 1 : k1;
   if (k0 > k1) return 0.0f;
 
+  // Each plane sample stands for the main-axis cell [k - 1/2, k + 1/2]; a cell cut by t_min
+  // counts with the fraction of it beyond the cut (1 everywhere without a cut).
+  const float mc = pm + t_min * dm;  // main coordinate of the cut (+-inf without one)
   float acc = 0.0f;
   for (int k = k0; k <= k1; ++k) {
     const float dk = static_cast<float>(k) - pm;
+    const float kf = static_cast<float>(k);
+    const float w = clamp_f(dm > 0.0f ? kf + 0.5f - mc : mc - (kf - 0.5f), 0.0f, 1.0f);
+    if (w == 0.0f) continue;
     float x = p.x + dk * s.x, y = p.y + dk * s.y, z = p.z + dk * s.z;
     // Exactly on the plane: the trilinear fetch reduces to a bilinear one.
     if (axis == 0) x = static_cast<float>(k);
     else if (axis == 1) y = static_cast<float>(k);
     else z = static_cast<float>(k);
-    acc += sample(x, y, z);
+    acc += w * sample(x, y, z);
   }
   return acc * dir_mm / fabsf(dm);
 }

@@ -63,6 +63,9 @@ projection_stack forward_project(const volume& vol, const geometry& g, int threa
       const vec3 dir = cone ? px - s : s;
       const double len2 = dot(dir, dir);
       const vec3 anchor = px + (dot(centre - px, dir) / len2) * dir;
+      // Cone beam: integrate from the source on (its parameter along anchor + t dir).
+      const float t_min =
+          cone ? static_cast<float>(dot(s - anchor, dir) / len2) : -3.0e38f;
       const vec3 p{(anchor.x - org.x) * inv_sp.x, (anchor.y - org.y) * inv_sp.y,
                    (anchor.z - org.z) * inv_sp.z};
       const vec3 d{dir.x * inv_sp.x, dir.y * inv_sp.y, dir.z * inv_sp.z};
@@ -70,7 +73,7 @@ projection_stack forward_project(const volume& vol, const geometry& g, int threa
           sampler,
           kernels::f3{static_cast<float>(p.x), static_cast<float>(p.y), static_cast<float>(p.z)},
           kernels::f3{static_cast<float>(d.x), static_cast<float>(d.y), static_cast<float>(d.z)},
-          sampler.nx, sampler.ny, sampler.nz, static_cast<float>(std::sqrt(len2)));
+          sampler.nx, sampler.ny, sampler.nz, static_cast<float>(std::sqrt(len2)), t_min);
     }
   }
   return out;

@@ -427,5 +427,15 @@ TEST(ProjectAnalytic, MatchesLineIntegralPerPixel) {
   EXPECT_NEAR(c1.at(0, 0, 0), 0.1 * 2 * std::sqrt(100 - 32.0), 1e-6);      // impact 4 sqrt 2
 }
 
+TEST(ProjectAnalytic, ConeRaysStartAtTheSource) {
+  // Source inside a sphere (radius 20, centre at the origin) at y = -5, detector at y = 100:
+  // the central ray runs from the source to the far surface, 25 mm, not the whole 40 mm chord.
+  const phantom p = one({{0, 0, 0}, {20, 20, 20}, 0, 0.01});
+  const geometry g = make_vec_geometry(beam_kind::cone, 3, 3,
+                                       {{{0, -5, 0}, {0, 100, 0}, {1, 0, 0}, {0, 0, 1}}});
+  const projection_stack s = project_analytic(p, g, 1);
+  EXPECT_NEAR(s.at(0, 1, 1), 0.01 * 25, 1e-7);
+}
+
 }  // namespace
 }  // namespace ctforge
