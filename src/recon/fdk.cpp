@@ -23,10 +23,21 @@
 #include "kernels/geometry.cuh"
 #include "recon/backproject_cpu.hpp"
 #include "recon/cuda_dispatch.hpp"
+#include "recon/fdk.hpp"
 #include "recon/fdk_setup.hpp"
 #include "recon/filter.hpp"
 
 namespace ctforge {
+
+void detail::backproject_filtered_cpu(const padded_projections& proj,
+                                      const kernels::proj_matrix* mats, const volume_geometry& vg,
+                                      bool distance_weighting, float* out, int threads) {
+  if (distance_weighting)
+    backproject_cpu<kernels::bp_weighting::fdk>(proj, mats, vg, out, 0, vg.nz, threads);
+  else
+    backproject_cpu<kernels::bp_weighting::none>(proj, mats, vg, out, 0, vg.nz, threads);
+}
+
 namespace {
 
 void report(const recon_options& opt, double f) {
@@ -90,12 +101,8 @@ void backproject_fast(const projection_stack& proj, const geometry& g, const vol
     const std::int64_t v0 = proj.views * b / batches, v1 = proj.views * (b + 1) / batches;
     const detail::padded_projections padded =
         detail::make_padded_projections(proj.data.data() + v0 * pixels, v1 - v0, proj.rows, proj.cols);
-    if (distance_weighting)
-      detail::backproject_cpu<kernels::bp_weighting::fdk>(padded, mats.data() + v0, vg,
-                                                          out.data.data(), 0, vg.nz, threads);
-    else
-      detail::backproject_cpu<kernels::bp_weighting::none>(padded, mats.data() + v0, vg,
-                                                           out.data.data(), 0, vg.nz, threads);
+    detail::backproject_filtered_cpu(padded, mats.data() + v0, vg, distance_weighting,
+                                     out.data.data(), threads);
     report(opt, k_filter_share + (1 - k_filter_share) * static_cast<double>(b + 1) / static_cast<double>(batches));
   }
 }

@@ -1,0 +1,20 @@
+// Internal entry points of the CPU FDK / FBP path (src/recon/fdk.cpp) used by benchmarks and
+// tests. They are compiled into the library with its CPU flags (-march=${CTFORGE_CPU_ARCH}), so
+// callers time exactly the code ctforge::reconstruct runs.
+#pragma once
+
+#include "ctforge/volume.hpp"
+#include "kernels/geometry.cuh"
+#include "recon/backproject_cpu.hpp"
+
+namespace ctforge::detail {
+
+/// Back-projects every view of `proj` (zero-bordered, see make_padded_projections) into all of
+/// `out` (geometry `vg`, [z][y][x]); ADDS to `out`. `mats` holds proj.views float matrices.
+/// distance_weighting: FDK weight 1/w^2 (cone beam) or none (parallel beam).
+/// threads = 0: all cores.
+void backproject_filtered_cpu(const padded_projections& proj, const kernels::proj_matrix* mats,
+                              const volume_geometry& vg, bool distance_weighting, float* out,
+                              int threads);
+
+}  // namespace ctforge::detail
