@@ -1,11 +1,15 @@
 // DICOM CT series through ITK's GDCMImageIO (see formats.hpp). One of the two translation units
 // that include ITK headers (with itk_volume.cpp).
 //
-// Reading: GDCMSeriesFileNames groups the files of a directory by Series Instance UID (plus
-// orientation and size details, so geometrically different series never mix) and sorts them
-// by Image Position (Patient) along the slice normal. More than one series is an error; so are
-// repeated or unevenly spaced positions (missing slices). GDCMImageIO applies Rescale Slope /
-// Intercept, so values are HU for CT.
+// Reading: every file is first walked element by element here (no GDCM): the Debian build of
+// GDCM aborts the process (assert) on some truncated headers, and silently accepts truncated
+// pixel data, so a file with the DICM preamble whose elements do not fit is reported as a
+// ctforge::error naming it. The same walk yields Series Instance UID, Image Position /
+// Orientation (Patient), Rows and Columns: files of a directory are grouped by series (more
+// than one series, or different orientations or sizes, is an error; files that are not DICOM
+// images are ignored) and sorted by position along the slice normal. Repeated or unevenly
+// spaced positions (missing slices) are errors. GDCMImageIO then reads the pixels and applies
+// Rescale Slope / Intercept, so values are HU for CT.
 //
 // Writing: float HU slices with (0028,1052/1053) and (0028,0100..0103) in the dictionary make
 // GDCMImageIO store signed 16-bit values = (HU - intercept) / slope. We use intercept 0 and a
@@ -13,7 +17,6 @@
 // slope first, so the stored integers are exact and a reader gets our rounded values back.
 #include <gdcmUIDGenerator.h>
 #include <itkGDCMImageIO.h>
-#include <itkGDCMSeriesFileNames.h>
 #include <itkImage.h>
 #include <itkImageSeriesReader.h>
 #include <itkImageSeriesWriter.h>
@@ -23,9 +26,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <sstream>
 
 #include "ctforge/error.hpp"
@@ -63,31 +69,262 @@ std::vector<double> numbers(const std::string& s) {
   return out;
 }
 
+// ---- structural walk of a DICOM file ------------------------------------------------------------
+
+/// What the walk found: `problem` is empty for a well-formed file.
+struct dicom_scan {
+  bool preamble = false;  ///< 128-byte preamble + "DICM"
+  std::string problem;
+  bool has_pixels = false;
+  std::string series_uid, position, orientation;
+  std::int64_t rows = 0, cols = 0;
+};
+
+class dicom_walker {
+ public:
+  dicom_walker(const std::vector<unsigned char>& bytes, dicom_scan& out) : b_(bytes), out_(out) {}
+
+  void run() {
+    std::size_t pos = 0;
+    if (b_.size() >= 132 && std::memcmp(b_.data() + 128, "DICM", 4) == 0) {
+      out_.preamble = true;
+      pos = 132;
+    }
+    // File meta information (group 0002): always explicit VR little endian.
+    std::string syntax = "1.2.840.10008.1.2";  // no meta group: implicit VR little endian
+    if (pos + 8 <= b_.size() && u16le(pos) == 0x0002) {
+      explicit_ = true;
+      big_ = false;
+      std::size_t end = b_.size();
+      while (pos + 8 <= end && u16le(pos) == 0x0002) {
+        if (!element(pos, end, 0, false, &syntax)) return;
+      }
+    } else if (!out_.preamble && pos + 6 <= b_.size()) {
+      // No meta group: guess the encoding from the first element.
+      explicit_ = is_vr(pos + 4);
+      syntax.clear();
+    }
+    if (!syntax.empty()) {
+      if (syntax == "1.2.840.10008.1.2.1.99") return;  // deflated: not walkable, GDCM inflates it
+      explicit_ = syntax != "1.2.840.10008.1.2";
+      big_ = syntax == "1.2.840.10008.1.2.2";
+    }
+    if (pos >= b_.size()) {
+      fail(pos, "no data set after the file meta information");
+      return;
+    }
+    const std::size_t end = b_.size();
+    while (pos < end && out_.problem.empty()) {
+      if (!element(pos, end, 0, false, nullptr)) return;
+    }
+  }
+
+ private:
+  std::uint16_t u16le(std::size_t p) const { return static_cast<std::uint16_t>(b_[p] | (b_[p + 1] << 8)); }
+  std::uint16_t u16(std::size_t p) const {
+    return big_ ? static_cast<std::uint16_t>((b_[p] << 8) | b_[p + 1]) : u16le(p);
+  }
+  std::uint32_t u32(std::size_t p) const {
+    return big_ ? (std::uint32_t(b_[p]) << 24) | (std::uint32_t(b_[p + 1]) << 16) | (std::uint32_t(b_[p + 2]) << 8) | b_[p + 3]
+                : std::uint32_t(b_[p]) | (std::uint32_t(b_[p + 1]) << 8) | (std::uint32_t(b_[p + 2]) << 16) |
+                      (std::uint32_t(b_[p + 3]) << 24);
+  }
+  bool is_vr(std::size_t p) const {
+    static const char* vrs[] = {"AE", "AS", "AT", "CS", "DA", "DS", "DT", "FL", "FD", "IS", "LO", "LT", "OB", "OD",
+                                "OF", "OL", "OV", "OW", "PN", "SH", "SL", "SQ", "SS", "ST", "SV", "TM", "UC", "UI",
+                                "UL", "UN", "UR", "US", "UT", "UV"};
+    if (p + 2 > b_.size()) return false;
+    for (const char* v : vrs)
+      if (b_[p] == static_cast<unsigned char>(v[0]) && b_[p + 1] == static_cast<unsigned char>(v[1])) return true;
+    return false;
+  }
+  static bool long_vr(const char* vr) {
+    for (const char* v : {"OB", "OD", "OF", "OL", "OV", "OW", "SQ", "UC", "UN", "UR", "UT", "SV", "UV"})
+      if (vr[0] == v[0] && vr[1] == v[1]) return true;
+    return false;
+  }
+  bool fail(std::size_t pos, const std::string& what) {
+    if (out_.problem.empty()) out_.problem = fmt::format("{} (at byte {} of {})", what, pos, b_.size());
+    return false;
+  }
+
+  /// One element at `pos` (advanced past it). Group 0002 is read little endian explicit.
+  bool element(std::size_t& pos, std::size_t end, int depth, bool in_item, std::string* syntax) {
+    if (pos + 8 > end) return fail(pos, "truncated element header");
+    const bool meta = syntax != nullptr;
+    const bool save_big = big_, save_explicit = explicit_;
+    if (meta) {
+      big_ = false;
+      explicit_ = true;
+    }
+    const std::uint16_t group = u16(pos), elem = u16(pos + 2);
+    if (group == 0xFFFE) {
+      if (in_item && elem == 0xE00D) {  // item delimiter
+        pos += 8;
+        big_ = save_big;
+        explicit_ = save_explicit;
+        return true;
+      }
+      return fail(pos, fmt::format("unexpected item tag (fffe,{:04x})", elem));
+    }
+    std::uint32_t len = 0;
+    std::size_t header = 8;
+    char vr[3] = "UN";
+    if (explicit_) {
+      if (!is_vr(pos + 4)) return fail(pos, fmt::format("element ({:04x},{:04x}) has no valid VR", group, elem));
+      vr[0] = static_cast<char>(b_[pos + 4]);
+      vr[1] = static_cast<char>(b_[pos + 5]);
+      if (long_vr(vr)) {
+        if (pos + 12 > end) return fail(pos, "truncated element header");
+        len = u32(pos + 8);
+        header = 12;
+      } else {
+        len = u16(pos + 6);
+      }
+    } else {
+      len = u32(pos + 4);
+    }
+    pos += header;
+    if (len == 0xFFFFFFFF) {
+      if (explicit_ && !(vr[0] == 'S' && vr[1] == 'Q') && !(vr[0] == 'O' && (vr[1] == 'B' || vr[1] == 'W')) &&
+          !(vr[0] == 'U' && vr[1] == 'N'))
+        return fail(pos, fmt::format("element ({:04x},{:04x}) {} has undefined length", group, elem, vr));
+      if (group == 0x7FE0 && elem == 0x0010 && depth == 0) out_.has_pixels = true;
+      if (!sequence(pos, end, depth + 1)) return false;
+    } else {
+      if (len > end - pos)
+        return fail(pos, fmt::format("element ({:04x},{:04x}) announces {} bytes but only {} remain: truncated file",
+                                     group, elem, len, end - pos));
+      if (depth == 0) capture(group, elem, pos, len, syntax);
+      pos += len;
+    }
+    big_ = save_big;
+    explicit_ = save_explicit;
+    return true;
+  }
+
+  /// Items of an undefined-length sequence (or encapsulated pixel data) up to its delimiter.
+  bool sequence(std::size_t& pos, std::size_t end, int depth) {
+    if (depth > 32) return fail(pos, "sequences nested too deeply");
+    for (;;) {
+      if (pos + 8 > end) return fail(pos, "truncated sequence (no sequence delimiter)");
+      const std::uint16_t group = u16(pos), elem = u16(pos + 2);
+      const std::uint32_t len = u32(pos + 4);
+      pos += 8;
+      if (group != 0xFFFE) return fail(pos - 8, fmt::format("expected an item, found ({:04x},{:04x})", group, elem));
+      if (elem == 0xE0DD) return true;
+      if (elem != 0xE000) return fail(pos - 8, fmt::format("unexpected item tag (fffe,{:04x})", elem));
+      if (len == 0xFFFFFFFF) {
+        for (;;) {
+          if (pos + 8 <= end && u16(pos) == 0xFFFE && u16(pos + 2) == 0xE00D) {
+            pos += 8;
+            break;
+          }
+          if (!element(pos, end, depth, true, nullptr)) return false;
+        }
+      } else {
+        if (len > end - pos) return fail(pos, "item announces more bytes than remain: truncated file");
+        pos += len;
+      }
+    }
+  }
+
+  void capture(std::uint16_t group, std::uint16_t elem, std::size_t pos, std::uint32_t len, std::string* syntax) {
+    auto text = [&] {
+      std::string v(reinterpret_cast<const char*>(b_.data() + pos), len);
+      while (!v.empty() && (v.back() == ' ' || v.back() == '\0')) v.pop_back();
+      return v;
+    };
+    if (syntax && group == 0x0002 && elem == 0x0010) *syntax = text();
+    else if (group == 0x0020 && elem == 0x000E) out_.series_uid = text();
+    else if (group == 0x0020 && elem == 0x0032) out_.position = text();
+    else if (group == 0x0020 && elem == 0x0037) out_.orientation = text();
+    else if (group == 0x0028 && (elem == 0x0010 || elem == 0x0011) && len == 2)
+      (elem == 0x0010 ? out_.rows : out_.cols) = u16(pos);
+    else if (group == 0x7FE0 && elem == 0x0010) out_.has_pixels = true;
+  }
+
+  const std::vector<unsigned char>& b_;
+  dicom_scan& out_;
+  bool explicit_ = true, big_ = false;
+};
+
+dicom_scan scan_dicom(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  dicom_scan s;
+  if (!in) {
+    s.problem = "cannot open";
+    return s;
+  }
+  std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  dicom_walker(bytes, s).run();
+  return s;
+}
+
 /// Files of the single series in `path` (a directory) or {path} (a file), in slice order.
 std::vector<std::string> series_files(const std::string& path) {
   std::error_code ec;
   CTFORGE_CHECK(fs::exists(path, ec), path + ": no such file or directory");
-  if (!fs::is_directory(path, ec)) return {path};
-  auto names = itk::GDCMSeriesFileNames::New();
-  std::vector<std::string> uids;
-  try {
-    names->SetUseSeriesDetails(true);
-    names->SetDirectory(path);
-    uids = names->GetSeriesUIDs();
-  } catch (const itk::ExceptionObject& e) {
-    CTFORGE_FAIL(fmt::format("{}: cannot scan for DICOM files: {}", path, e.GetDescription()));
+  if (!fs::is_directory(path, ec)) {
+    const dicom_scan s = scan_dicom(path);
+    CTFORGE_CHECK(s.problem.empty(), fmt::format("{}: not a readable DICOM file: {}", path, s.problem));
+    CTFORGE_CHECK(s.has_pixels, path + ": DICOM file without pixel data (not an image)");
+    return {path};
   }
-  CTFORGE_CHECK(!uids.empty(), path + ": no DICOM series found");
-  if (uids.size() > 1) {
+  struct slice {
+    std::string file;
+    dicom_scan scan;
+  };
+  std::map<std::string, std::vector<slice>> by_series;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(path, ec))
+    if (e.is_regular_file()) names.push_back(e.path().string());
+  CTFORGE_CHECK(!ec, fmt::format("{}: cannot list directory: {}", path, ec.message()));
+  std::sort(names.begin(), names.end());
+  for (const auto& f : names) {
+    dicom_scan s = scan_dicom(f);
+    if (!s.problem.empty()) {
+      // A file announcing itself as DICOM must be readable; anything else is not ours to judge.
+      CTFORGE_CHECK(!s.preamble, fmt::format("{}: corrupt DICOM file in series directory {}: {}", f, path, s.problem));
+      continue;
+    }
+    if (!s.has_pixels || s.series_uid.empty()) continue;  // DICOMDIR, reports, other non-images
+    by_series[s.series_uid].push_back({f, std::move(s)});
+  }
+  CTFORGE_CHECK(!by_series.empty(), path + ": no DICOM series found");
+  if (by_series.size() > 1) {
     std::string list;
-    for (const auto& u : uids) list += (list.empty() ? "" : ", ") + u;
-    CTFORGE_FAIL(fmt::format("{}: mixed DICOM series: {} series in one directory (one series expected; "
-                             "series keys: {})",
-                             path, uids.size(), list));
+    for (const auto& [uid, files] : by_series) list += fmt::format("{}{} ({} files)", list.empty() ? "" : ", ", uid, files.size());
+    CTFORGE_FAIL(fmt::format("{}: mixed DICOM series: {} Series Instance UIDs in one directory (one series "
+                             "expected): {}",
+                             path, by_series.size(), list));
   }
-  auto files = names->GetFileNames(uids[0]);
-  CTFORGE_CHECK(!files.empty(), path + ": DICOM series without files");
-  return files;
+  auto& slices = by_series.begin()->second;
+  const auto& first = slices.front().scan;
+  for (const auto& s : slices) {
+    CTFORGE_CHECK(s.scan.rows == first.rows && s.scan.cols == first.cols,
+                  fmt::format("{}: mixed DICOM series: {} is {}x{} pixels, {} {}x{}", path, s.file, s.scan.cols,
+                              s.scan.rows, slices.front().file, first.cols, first.rows));
+    CTFORGE_CHECK(numbers(s.scan.orientation) == numbers(first.orientation),
+                  fmt::format("{}: mixed DICOM series: {} and {} differ in Image Orientation (Patient)", path, s.file,
+                              slices.front().file));
+  }
+  if (slices.size() > 1) {
+    const auto iop = numbers(first.orientation);
+    CTFORGE_CHECK(iop.size() == 6, fmt::format("{}: {} lacks Image Orientation (Patient)", path, slices.front().file));
+    const vec3 n = cross(vec3{iop[0], iop[1], iop[2]}, vec3{iop[3], iop[4], iop[5]});
+    std::vector<std::pair<double, std::string>> order;
+    for (const auto& s : slices) {
+      const auto p = numbers(s.scan.position);
+      CTFORGE_CHECK(p.size() == 3, fmt::format("{}: {} lacks Image Position (Patient)", path, s.file));
+      order.push_back({dot(n, vec3{p[0], p[1], p[2]}), s.file});
+    }
+    std::sort(order.begin(), order.end());
+    std::vector<std::string> files;
+    for (auto& o : order) files.push_back(std::move(o.second));
+    return files;
+  }
+  return {slices.front().file};
 }
 
 struct series {

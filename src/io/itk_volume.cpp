@@ -10,11 +10,15 @@
 #include <itkNrrdImageIO.h>
 
 #include <fmt/format.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <memory>
+#include <fstream>
 
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
@@ -41,6 +45,90 @@ itk::ImageIOBase::Pointer make_io(const std::string& path) {
   throw usage_error(path + ": not a MetaImage, NRRD or NIfTI file name");
 }
 
+/// MetaIO reports a short read on stderr but ITK does not throw: check that the file holds all
+/// the voxel data its header announces (LOCAL or separate data file; raw or zlib with
+/// CompressedDataSize). Lists and numbered file patterns are not checked.
+void check_metaimage_complete(const std::string& path, const itk::ImageIOBase& io) {
+  std::ifstream in(path, std::ios::binary);
+  std::string line, data_file;
+  bool compressed = false;
+  std::int64_t compressed_size = -1, header_size = 0;
+  auto value = [](const std::string& l) {
+    std::string v = l.substr(l.find('=') + 1);
+    v.erase(0, v.find_first_not_of(" \t\r"));
+    v.erase(v.find_last_not_of(" \t\r") + 1);
+    return v;
+  };
+  while (std::getline(in, line)) {
+    const std::string key = lower(line.substr(0, line.find_first_of(" =")));
+    if (key == "compresseddata") compressed = lower(value(line)) == "true";
+    else if (key == "compresseddatasize") compressed_size = std::stoll(value(line));
+    else if (key == "headersize") header_size = std::stoll(value(line));
+    else if (key == "elementdatafile") {
+      data_file = value(line);
+      break;
+    }
+  }
+  if (data_file.empty()) return;
+  std::error_code ec;
+  std::int64_t available = 0;
+  if (lower(data_file) == "local") {
+    const auto offset = static_cast<std::int64_t>(in.tellg());
+    available = static_cast<std::int64_t>(fs::file_size(path, ec)) - offset;
+  } else {
+    if (data_file.find('%') != std::string::npos || lower(data_file).starts_with("list")) return;
+    const fs::path raw = fs::path(path).parent_path() / data_file;
+    CTFORGE_CHECK(fs::is_regular_file(raw, ec), fmt::format("{}: data file {} is missing", path, raw.string()));
+    available = static_cast<std::int64_t>(fs::file_size(raw, ec)) - std::max<std::int64_t>(header_size, 0);
+  }
+  const auto expected = compressed ? compressed_size : static_cast<std::int64_t>(io.GetImageSizeInBytes());
+  if (expected < 0) return;
+  CTFORGE_CHECK(available >= expected,
+                fmt::format("{}: truncated: {} bytes of voxel data, the header announces {}", path,
+                            std::max<std::int64_t>(available, 0), expected));
+}
+
+/// The NIfTI library returns short reads of .nii and .nii.gz files without an error: check that
+/// the (decompressed) file holds vox_offset + voxel bytes (NIfTI-1: float vox_offset at byte
+/// 108; NIfTI-2: int64 at byte 168; either byte order). zlib reads plain files transparently.
+void check_nifti_complete(const std::string& path, const itk::ImageIOBase& io) {
+  std::unique_ptr<gzFile_s, int (*)(gzFile)> f(gzopen(path.c_str(), "rb"), gzclose_r);
+  CTFORGE_CHECK(f != nullptr, path + ": cannot open");
+  unsigned char h[176] = {};
+  const int got = gzread(f.get(), h, sizeof h);
+  CTFORGE_CHECK(got == static_cast<int>(sizeof h), path + ": truncated NIfTI header");
+  auto get = [&](std::size_t at, std::size_t n, bool swap) {
+    std::array<unsigned char, 8> b{};
+    for (std::size_t i = 0; i < n; ++i) b[i] = h[at + (swap ? n - 1 - i : i)];
+    return b;
+  };
+  std::int32_t sizeof_hdr = 0;
+  bool swap = false;
+  std::memcpy(&sizeof_hdr, get(0, 4, false).data(), 4);
+  if (sizeof_hdr != 348 && sizeof_hdr != 540) {
+    swap = true;
+    std::memcpy(&sizeof_hdr, get(0, 4, true).data(), 4);
+  }
+  double offset = 0;
+  if (sizeof_hdr == 348) {
+    float o = 0;
+    std::memcpy(&o, get(108, 4, swap).data(), 4);
+    offset = o;
+  } else if (sizeof_hdr == 540) {
+    std::int64_t o = 0;
+    std::memcpy(&o, get(168, 8, swap).data(), 8);
+    offset = static_cast<double>(o);
+  } else {
+    return;  // accepted by the NIfTI reader; nothing more we can check
+  }
+  double total = sizeof h;
+  std::vector<char> buf(1 << 16);
+  for (int n; (n = gzread(f.get(), buf.data(), static_cast<unsigned>(buf.size()))) > 0;) total += n;
+  const double expected = offset + static_cast<double>(io.GetImageSizeInBytes());
+  CTFORGE_CHECK(total >= expected, fmt::format("{}: truncated: {:.0f} bytes (decompressed), the header announces {:.0f}",
+                                               path, total, expected));
+}
+
 /// Reads header information; checks a scalar image of at most 3 dimensions.
 itk::ImageIOBase::Pointer read_info(const std::string& path) {
   std::error_code ec;
@@ -57,6 +145,8 @@ itk::ImageIOBase::Pointer read_info(const std::string& path) {
   CTFORGE_CHECK(dims >= 1 && dims <= 3, fmt::format("{}: {}-dimensional image (1 to 3 supported)", path, dims));
   CTFORGE_CHECK(io->GetNumberOfComponents() == 1,
                 fmt::format("{}: {} components per voxel (scalar images only)", path, io->GetNumberOfComponents()));
+  if (volume_format_of(path) == volume_format::metaimage) check_metaimage_complete(path, *io);
+  if (volume_format_of(path) == volume_format::nifti) check_nifti_complete(path, *io);
   return io;
 }
 
