@@ -5,6 +5,8 @@
 #include <string>
 
 #include "kernels/cuda_error.cuh"
+#include "kernels/cuda_raii.cuh"
+#include "kernels/cuda_stats.cuh"
 #include "recon/cuda_dispatch.hpp"
 
 namespace ctforge::kernels::cuda {
@@ -67,6 +69,13 @@ bool cuda_device_available(std::string* why) {
   }
   if (why) *why = result.ok ? std::string() : result.why;
   return result.ok;
+}
+
+cuda_memory_info cuda_device_memory(int device) {
+  const kernels::cuda::device_guard guard(device);
+  std::size_t free_b = 0, total_b = 0;
+  CTFORGE_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b), "querying device memory");
+  return {static_cast<std::int64_t>(free_b), static_cast<std::int64_t>(total_b)};
 }
 
 }  // namespace ctforge::detail

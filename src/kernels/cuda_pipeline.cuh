@@ -94,7 +94,9 @@ void enqueue_preweight(cudaStream_t s, const preweight_batch& b, bool apply_weig
 /// Defined in ramp_filter.cu.
 class ramp_filter_gpu {
  public:
-  ramp_filter_gpu(int padded_len, int rows_total, const std::vector<float>& response);
+  /// Uploads the response in stream `s` (and waits for it).
+  ramp_filter_gpu(int padded_len, int rows_total, const std::vector<float>& response,
+                  cudaStream_t s);
   int padded_len() const { return n_; }
   int rows_total() const { return rows_total_; }
   /// Floats per padded row of the in-place buffer.

@@ -32,4 +32,11 @@ struct cuda_pipeline_stats {
 /// (all zero before the first).
 cuda_pipeline_stats cuda_last_pipeline_stats();
 
+/// Free and total memory of a CUDA device (bytes), from cudaMemGetInfo. Throws ctforge::error
+/// when the query fails. For tests (memory growth) and benchmarks.
+struct cuda_memory_info {
+  std::int64_t free_bytes = 0, total_bytes = 0;
+};
+cuda_memory_info cuda_device_memory(int device = 0);
+
 }  // namespace ctforge::detail

@@ -161,6 +161,8 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
                   "CUDA backend: volume of " + std::to_string(vg.nx) + " x " + std::to_string(vg.ny) +
                       " x " + std::to_string(vg.nz) + " voxels exceeds the launch limits");
 
+  const stream s_up(0), s_f(0), s_b(0);
+
   // ---- memory plan ------------------------------------------------------------------------
   std::size_t free_b = 0, total_b = 0;
   CTFORGE_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b), "querying device memory");
@@ -187,7 +189,7 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   std::optional<ramp_filter_gpu> filter;
   if (jb.filter) {
     for (int attempt = 0; attempt < 16; ++attempt) {
-      filter.emplace(jb.padded_len, static_cast<int>(pl.views_per_batch * R), jb.response);
+      filter.emplace(jb.padded_len, static_cast<int>(pl.views_per_batch * R), jb.response, s_f);
       pin.requested_batch = pl.views_per_batch;
       const plan again = make_plan(pin, budget, static_cast<std::int64_t>(filter->work_bytes()));
       const bool same = again.views_per_batch == pl.views_per_batch;
@@ -195,7 +197,7 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
       if (same) break;
     }
     if (filter->rows_total() != pl.views_per_batch * R)
-      filter.emplace(jb.padded_len, static_cast<int>(pl.views_per_batch * R), jb.response);
+      filter.emplace(jb.padded_len, static_cast<int>(pl.views_per_batch * R), jb.response, s_f);
   }
 
   const int B = pl.views_per_batch;
@@ -210,7 +212,6 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   const std::int64_t array_rows = pl.slab_mode ? std::min<std::int64_t>(R, max_rows_valid + 1) : R;
 
   // ---- resources (all allocated here, freed on return or throw) ----------------------------
-  const stream s_up(0), s_f(0), s_b(0);
   const event ev_hdr(false);
   std::vector<event> ev_u, ev_f, ev_b;
   for (int p = 0; p < 2; ++p) {
@@ -275,16 +276,6 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
       store = store_host->device_pointer();
     }
   }
-
-  // On an exception, let in-flight work finish before the buffers above are freed (members
-  // are destroyed in reverse order of declaration, so this guard runs first).
-  struct sync_on_unwind {
-    const stream* streams[3];
-    ~sync_on_unwind() {
-      for (const stream* s : streams) cudaStreamSynchronize(s->get());
-      cudaGetLastError();
-    }
-  } const unwind_guard{{&s_up, &s_f, &s_b}};
 
   // Per-call constants.
   if (jb.filter)
@@ -479,6 +470,16 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
                      "uploading projections");
     ev_u[p].record(s_up);
   };
+
+  // On an exception, let in-flight work finish before the graphs and buffers above are
+  // destroyed (locals are destroyed in reverse order of declaration: this guard runs first).
+  struct sync_on_unwind {
+    const stream* streams[3];
+    ~sync_on_unwind() {
+      for (const stream* s : streams) cudaStreamSynchronize(s->get());
+      cudaGetLastError();
+    }
+  } const unwind_guard{{&s_up, &s_f, &s_b}};
 
   st.setup_ms = ms_since(t_start);
   const auto t_stream = clock_type::now();

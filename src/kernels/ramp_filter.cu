@@ -29,7 +29,8 @@ __global__ void apply_response_kernel(cufftComplex* __restrict__ data,
 
 }  // namespace
 
-ramp_filter_gpu::ramp_filter_gpu(int padded_len, int rows_total, const std::vector<float>& response)
+ramp_filter_gpu::ramp_filter_gpu(int padded_len, int rows_total, const std::vector<float>& response,
+                                 cudaStream_t s)
     : n_(padded_len),
       rows_total_(rows_total),
       // In place: real rows of pitch 2 (N/2+1) floats, complex rows of N/2+1 bins.
@@ -39,9 +40,10 @@ ramp_filter_gpu::ramp_filter_gpu(int padded_len, int rows_total, const std::vect
   CTFORGE_CHECK(static_cast<int>(response.size()) == padded_len / 2 + 1,
                 "ramp filter: response has " + std::to_string(response.size()) +
                     " bins, expected " + std::to_string(padded_len / 2 + 1));
-  CTFORGE_CUDA_TRY(cudaMemcpy(response_.data(), response.data(), response.size() * sizeof(float),
-                              cudaMemcpyHostToDevice),
+  CTFORGE_CUDA_TRY(cudaMemcpyAsync(response_.data(), response.data(),
+                                   response.size() * sizeof(float), cudaMemcpyHostToDevice, s),
                    "uploading the ramp filter response");
+  CTFORGE_CUDA_TRY(cudaStreamSynchronize(s), "uploading the ramp filter response");
 }
 
 std::size_t ramp_filter_gpu::work_bytes() const {

@@ -1,0 +1,340 @@
+// GPU pipeline behaviour: no device-memory growth over repeated calls, error reporting (memory
+// budget, device ordinal, invalid input), the device probe, and the memory plan / z-slab row
+// ranges (kernels/cuda_plan.cuh: plain host code, checked on every machine).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numbers>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ctforge/error.hpp"
+#include "ctforge/geometry.hpp"
+#include "ctforge/volume.hpp"
+#include "gpu_fixture.hpp"
+#include "kernels/cuda_plan.cuh"
+
+using namespace ctforge;
+namespace kc = ctforge::kernels::cuda;
+
+namespace {
+
+// ---- memory plan (host code, runs without a GPU) -------------------------------------------
+
+kc::plan_input sample_input() {
+  kc::plan_input in;
+  in.views = 100;
+  in.rows = 64;
+  in.cols = 80;
+  in.nx = 96;
+  in.ny = 90;
+  in.nz = 70;
+  in.filter = true;
+  in.padded_len = 160;
+  return in;
+}
+
+TEST(CudaPlan, WholeVolumeWhenItFits) {
+  const kc::plan_input in = sample_input();
+  const kc::plan p = kc::make_plan(in, std::int64_t{1} << 34);
+  EXPECT_FALSE(p.slab_mode);
+  EXPECT_EQ(p.slab_nz, in.nz);
+  EXPECT_EQ(p.views_per_batch, 32);
+  EXPECT_EQ(p.batches, 4);  // 100 views in batches of 32: 32 + 32 + 32 + 4
+  EXPECT_LE(p.planned, p.budget);
+}
+
+TEST(CudaPlan, RequestedBatchIsHonouredAndCapped) {
+  kc::plan_input in = sample_input();
+  in.requested_batch = 7;
+  EXPECT_EQ(kc::make_plan(in, std::int64_t{1} << 34).views_per_batch, 7);
+  EXPECT_EQ(kc::make_plan(in, std::int64_t{1} << 34).batches, 15);
+  in.requested_batch = 5000;  // more than the views and than the constant-memory limit
+  EXPECT_EQ(kc::make_plan(in, std::int64_t{1} << 34).views_per_batch, 100);
+  in.views = 3000;
+  EXPECT_EQ(kc::make_plan(in, std::int64_t{1} << 36).views_per_batch, kc::k_max_batch_views);
+  in.max_batch = 200;  // device limit on array layers
+  EXPECT_EQ(kc::make_plan(in, std::int64_t{1} << 36).views_per_batch, 200);
+}
+
+TEST(CudaPlan, SplitsTheVolumeIntoBalancedSlabsThatFit) {
+  const kc::plan_input in = sample_input();
+  const std::int64_t plane = in.nx * in.ny * 4;
+  const std::int64_t fixed = kc::batch_bytes(in, 32, kc::fft_work_estimate(in, 32));
+  for (std::int64_t planes : {8, 9, 23, 35, 69}) {
+    const std::int64_t budget = fixed + planes * plane;
+    const kc::plan p = kc::make_plan(in, budget);
+    ASSERT_TRUE(p.slab_mode) << planes;
+    EXPECT_EQ(p.views_per_batch, 32);
+    EXPECT_LE(p.slab_nz, planes);
+    EXPECT_LE(p.planned, budget) << planes;
+    // Balanced: as many slabs as the budget requires, sizes differing by less than a slab count.
+    const std::int64_t n_slabs = (in.nz + p.slab_nz - 1) / p.slab_nz;
+    EXPECT_EQ(n_slabs, (in.nz + planes - 1) / planes) << planes;
+    EXPECT_LT(n_slabs * p.slab_nz - in.nz, n_slabs) << planes;
+    // The projection store (100 x 64 x 80 floats = 59 planes) is never on the device here:
+    // it would leave fewer than 32 planes.
+    EXPECT_FALSE(p.device_store) << planes;
+  }
+}
+
+TEST(CudaPlan, KeepsTheStoreOnTheDeviceWhenRoomRemains) {
+  kc::plan_input in = sample_input();
+  in.views = 20;  // store of 20 x 64 x 80 floats = 11.9 planes
+  const std::int64_t plane = in.nx * in.ny * 4;
+  const std::int64_t fixed = kc::batch_bytes(in, 20, kc::fft_work_estimate(in, 20));
+  const std::int64_t store = in.views * in.rows * in.cols * 4;
+  const kc::plan p = kc::make_plan(in, fixed + store + 40 * plane);
+  ASSERT_TRUE(p.slab_mode);
+  EXPECT_TRUE(p.device_store);
+  EXPECT_EQ(p.slab_nz, 35);  // 40 planes fit: 2 slabs of 35
+  EXPECT_LE(p.planned, fixed + store + 40 * plane);
+  const kc::plan q = kc::make_plan(in, fixed + store + 31 * plane);
+  ASSERT_TRUE(q.slab_mode);
+  EXPECT_FALSE(q.device_store) << "31 planes next to the store is below the 32-plane minimum";
+  EXPECT_LE(q.planned, fixed + store + 31 * plane);
+}
+
+TEST(CudaPlan, HalvesTheBatchBeforeGivingUp) {
+  const kc::plan_input in = sample_input();
+  const std::int64_t plane = in.nx * in.ny * 4;
+  const std::int64_t budget = kc::batch_bytes(in, 4, kc::fft_work_estimate(in, 4)) + 8 * plane;
+  const kc::plan p = kc::make_plan(in, budget);
+  EXPECT_EQ(p.views_per_batch, 4);
+  EXPECT_TRUE(p.slab_mode);
+  EXPECT_LE(p.planned, budget);
+}
+
+TEST(CudaPlan, TooSmallBudgetNamesTheOption) {
+  const kc::plan_input in = sample_input();
+  try {
+    (void)kc::make_plan(in, 1 << 20);
+    FAIL() << "expected ctforge::error";
+  } catch (const usage_error&) {
+    FAIL() << "a budget too small is a runtime error, not a usage error";
+  } catch (const error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("--gpu-memory-limit"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("MiB"), std::string::npos) << msg;
+  }
+}
+
+// Every voxel centre of a slab, in every view, has both bilinear taps that can be non-zero
+// inside the kept row range, and thin slabs keep only part of a tall detector.
+TEST(CudaPlan, SlabRowRangesCoverEveryTap) {
+  const std::int64_t rows = 120;
+  const geometry g = make_cone_geometry(64, rows, 1.0, 1.0, 300, 500,
+                                        angle_range(0.1, 2 * std::numbers::pi / 30, 30), {0.0},
+                                        {4.5});
+  auto vg = volume_geometry::centered(20, 22, 48, {1.5, 1.5, 1.5});
+  vg.origin_mm[2] += 3.0;
+  const auto mats = compute_projection_matrices(g);
+  for (std::int64_t nz : {1, 5, 16, 48}) {
+    for (std::int64_t z0 = 0; z0 + nz <= vg.nz; z0 += std::max<std::int64_t>(nz, 7)) {
+      const kc::slab_info s = kc::slab_rows(vg, mats, rows, z0, nz);
+      ASSERT_GE(s.row_offset, 0);
+      ASSERT_GE(s.rows_valid, 0);
+      ASSERT_LE(s.row_offset + s.rows_valid, rows);
+      for (std::int64_t k = z0; k < z0 + nz; ++k)
+        for (std::int64_t j = 0; j < vg.ny; ++j)
+          for (std::int64_t i = 0; i < vg.nx; ++i) {
+            const vec3 x = vg.voxel_center(static_cast<double>(i), static_cast<double>(j),
+                                           static_cast<double>(k));
+            for (const auto& m : mats) {
+              const double p2 = m[8] * x.x + m[9] * x.y + m[10] * x.z + m[11];
+              const double r = (m[4] * x.x + m[5] * x.y + m[6] * x.z + m[7]) / p2;
+              if (!(r > -1.0 && r < static_cast<double>(rows))) continue;  // samples 0 anyway
+              const auto t0 = static_cast<std::int64_t>(std::floor(r));
+              const std::int64_t lo = std::max<std::int64_t>(t0, 0);
+              const std::int64_t hi = std::min<std::int64_t>(t0 + 1, rows - 1);
+              ASSERT_GE(lo, s.row_offset) << "slab z0=" << z0 << " nz=" << nz;
+              ASSERT_LT(hi, s.row_offset + s.rows_valid) << "slab z0=" << z0 << " nz=" << nz;
+            }
+          }
+      if (nz == 5) {
+        EXPECT_LT(s.rows_valid, rows / 2) << "a 5-plane slab should need under half the rows";
+      }
+    }
+  }
+}
+
+TEST(CudaPlan, SlabBehindTheSourceTakesAllRows) {
+  // SID 20 mm: the volume (60 mm wide) surrounds the source in some views.
+  const geometry g = make_cone_geometry(32, 40, 1.0, 1.0, 20, 60, angle_range(0, 0.5, 12));
+  const auto vg = volume_geometry::centered(40, 40, 8, {1.5, 1.5, 1.0});
+  const kc::slab_info s = kc::slab_rows(vg, compute_projection_matrices(g), 40, 2, 3);
+  EXPECT_EQ(s.row_offset, 0);
+  EXPECT_EQ(s.rows_valid, 40);
+}
+
+TEST(CudaPlan, SlabsPartitionTheVolume) {
+  const geometry g = make_cone_geometry(32, 40, 1.0, 1.0, 300, 500, angle_range(0, 0.5, 12));
+  const auto vg = volume_geometry::centered(10, 10, 29, {1, 1, 1});
+  kc::plan p;
+  p.slab_mode = true;
+  p.slab_nz = 6;
+  const auto slabs = kc::make_slabs(p, vg, compute_projection_matrices(g), 40);
+  ASSERT_EQ(slabs.size(), 5u);
+  std::int64_t next = 0;
+  for (const auto& s : slabs) {
+    EXPECT_EQ(s.z0, next);
+    next += s.nz;
+  }
+  EXPECT_EQ(next, vg.nz);
+}
+
+}  // namespace
+
+#if defined(CTFORGE_WITH_CUDA)
+
+#include "ctforge/metrics.hpp"
+#include "ctforge/phantom.hpp"
+#include "ctforge/recon.hpp"
+#include "kernels/cuda_stats.cuh"
+#include "recon/cuda_dispatch.hpp"
+#include "recon/filter.hpp"
+
+namespace {
+
+// The probe answers without throwing and gives a reason exactly when no device is usable
+// (on this machine: whichever holds). Runs with or without a device.
+TEST(CudaProbe, ReasonGivenExactlyWhenUnavailable) {
+  std::string why = "unchanged";
+  const bool ok = detail::cuda_device_available(&why);
+  if (ok)
+    EXPECT_TRUE(why.empty()) << why;
+  else
+    EXPECT_FALSE(why.empty());
+  std::string again;
+  EXPECT_EQ(detail::cuda_device_available(&again), ok);
+  EXPECT_EQ(again, ok ? std::string() : why);
+  EXPECT_EQ(detail::cuda_device_available(nullptr), ok);
+}
+
+// Without a device, requesting the CUDA backend fails with a clear error instead of crashing.
+TEST(CudaProbe, CudaBackendWithoutDeviceIsAnError) {
+  std::string why;
+  if (detail::cuda_device_available(&why)) GTEST_SKIP() << "a CUDA device is present";
+  const geometry g = make_cone_geometry(16, 8, 1, 1, 100, 200, angle_range(0, 0.2, 32));
+  const projection_stack proj(32, 8, 16);
+  recon_options opt;
+  opt.where = backend::cuda;
+  EXPECT_THROW((void)reconstruct(proj, g, volume_geometry::centered(8, 8, 4, {1, 1, 1}), opt),
+               ctforge::error);
+  EXPECT_THROW((void)detail::cuda_reconstruct(proj, g, volume_geometry::centered(8, 8, 4, {1, 1, 1}),
+                                              opt, detail::cuda_options{}),
+               ctforge::error);
+}
+
+class CudaPipeline : public ctforge::testing::gpu_test {
+ protected:
+  struct problem {
+    geometry g;
+    volume_geometry vg;
+    projection_stack proj;
+  };
+  static problem make(std::int64_t n, std::int64_t views) {
+    problem p{make_cone_geometry(n + 24, n, 1.0, 1.0, 200, 320,
+                                 angle_range(0, 2 * std::numbers::pi / static_cast<double>(views), views)),
+              volume_geometry::centered(n, n, n / 2, {0.7, 0.7, 0.7}), {}};
+    p.proj = project_analytic(shepp_logan_phantom(0.6 * static_cast<double>(n)), p.g);
+    return p;
+  }
+};
+
+// Repeated reconstructions leave device memory where it was: every call frees what it
+// allocated (buffers, arrays, textures, plans, graphs). Each call here allocates ~13 MiB in
+// buffers of 0.7 to 3 MiB, so a leak of any of them over 7 calls shows; 2 MiB of slack covers
+// the driver's allocation granularity.
+TEST_F(CudaPipeline, RepeatedCallsDoNotGrowDeviceMemory) {
+  const problem p = make(96, 64);
+  recon_options opt;
+  detail::cuda_options copt;
+  // Warm-up: module loading and library initialisation allocate once per process.
+  (void)detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, copt);
+  (void)detail::cuda_back_project(p.proj, p.g, p.vg, copt);
+  const std::int64_t before = detail::cuda_device_memory(0).free_bytes;
+  for (int i = 0; i < 3; ++i) {
+    (void)detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, copt);
+    (void)detail::cuda_back_project(p.proj, p.g, p.vg, copt);
+  }
+  // Also the slab path (a budget of the batch buffers plus 20 of the 48 planes) and a call the
+  // planner rejects.
+  kc::plan_input in;
+  in.views = p.proj.views;
+  in.rows = p.proj.rows;
+  in.cols = p.proj.cols;
+  in.nx = p.vg.nx;
+  in.ny = p.vg.ny;
+  in.nz = p.vg.nz;
+  in.filter = true;
+  in.padded_len = detail::padded_length(p.proj.cols);
+  detail::cuda_options small = copt;
+  small.views_per_batch = 8;
+  small.memory_limit_bytes = kc::batch_bytes(in, 8, kc::fft_work_estimate(in, 8)) + 20 * p.vg.nx * p.vg.ny * 4;
+  (void)detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, small);
+  EXPECT_GT(detail::cuda_last_pipeline_stats().slabs, 1);
+  detail::cuda_options tiny = copt;
+  tiny.memory_limit_bytes = 1 << 20;
+  EXPECT_THROW((void)detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, tiny), ctforge::error);
+  const std::int64_t after = detail::cuda_device_memory(0).free_bytes;
+  EXPECT_GE(after, before - (2 << 20)) << "device memory grew by " << (before - after) << " bytes";
+}
+
+TEST_F(CudaPipeline, TooSmallMemoryBudgetNamesTheOption) {
+  const problem p = make(32, 16);
+  detail::cuda_options copt;
+  copt.memory_limit_bytes = 1 << 20;
+  try {
+    (void)detail::cuda_reconstruct(p.proj, p.g, p.vg, recon_options{}, copt);
+    FAIL() << "expected ctforge::error";
+  } catch (const error& e) {
+    EXPECT_NE(std::string(e.what()).find("--gpu-memory-limit"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(CudaPipeline, InvalidDeviceIsAUsageError) {
+  const problem p = make(16, 8);
+  detail::cuda_options copt;
+  copt.device = 4096;
+  try {
+    (void)detail::cuda_reconstruct(p.proj, p.g, p.vg, recon_options{}, copt);
+    FAIL() << "expected usage_error";
+  } catch (const usage_error& e) {
+    EXPECT_NE(std::string(e.what()).find("--device"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(CudaPipeline, InvalidInputIsAUsageError) {
+  const problem p = make(16, 8);
+  projection_stack wrong(p.proj.views, p.proj.rows, p.proj.cols + 1);
+  EXPECT_THROW((void)detail::cuda_reconstruct(wrong, p.g, p.vg, recon_options{}, {}), usage_error);
+  EXPECT_THROW((void)detail::cuda_back_project(wrong, p.g, p.vg, {}), usage_error);
+  recon_options fbp;
+  fbp.algo = algorithm::fbp;  // needs a parallel geometry
+  EXPECT_THROW((void)detail::cuda_reconstruct(p.proj, p.g, p.vg, fbp, {}), usage_error);
+}
+
+// Batch size, slab split and store location change nothing but round-off.
+TEST_F(CudaPipeline, ResultIndependentOfBatchingAndSlabs) {
+  const problem p = make(40, 30);
+  const volume ref = detail::cuda_reconstruct(p.proj, p.g, p.vg, recon_options{}, {});
+  double peak = 0;
+  for (float v : ref.data) peak = std::max(peak, static_cast<double>(std::abs(v)));
+  for (int batch : {1, 4, 29, 30}) {
+    detail::cuda_options copt;
+    copt.views_per_batch = batch;
+    const volume v = detail::cuda_reconstruct(p.proj, p.g, p.vg, recon_options{}, copt);
+    // Only the order of the float sums over views changes: ~sqrt(30) * 6e-8 of the peak.
+    EXPECT_LE(mean_abs_error(v.data, ref.data), 1e-6 * peak) << "batch " << batch;
+  }
+}
+
+}  // namespace
+
+#else
+
+TEST(CudaPipeline, Skipped) { GTEST_SKIP() << "built without CUDA"; }
+
+#endif
