@@ -154,29 +154,51 @@ double estimate_center_of_rotation(const projection_stack& proj, const geometry&
   std::nth_element(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 2), gaps.end());
   const double step = gaps[gaps.size() / 2];
 
-  // Opposite view of each view: interpolated between the two views bracketing t + pi when
-  // they are at most 1.5 steps apart, else the nearest view when it is within one step
-  // (1% slack); otherwise the view has no partner.
+  // Opposite view of each view i: the view nearest to t_i + pi (it must lie within one angular
+  // step, 1% slack), linearly interpolated towards its neighbour on the target's side, or, at
+  // the end of a scan that covers just 180 (or 360) degrees, extrapolated from its neighbour on
+  // the other side, so that the partner sits at t_i + pi exactly (a profile rotated by one step
+  // would bias the registration). Views without a partner are skipped.
   struct partner {
     std::int64_t i, j, k;
     double w;  // mirrored view = (1 - w) view j + w view k
   };
+  auto signed_diff = [](double a, double b) {  // a - b on the circle, in (-pi, pi]
+    double d = wrap(a - b);
+    return d > std::numbers::pi ? d - two_pi : d;
+  };
   std::vector<partner> pairs;
-  const std::size_t ns = sorted.size();
   for (std::int64_t i = 0; i < nv; ++i) {
     const double target = wrap(angles[static_cast<std::size_t>(i)] + std::numbers::pi);
-    auto hi = std::lower_bound(sorted.begin(), sorted.end(), std::make_pair(target, std::int64_t{-1}));
-    const std::size_t k = hi == sorted.end() ? 0 : static_cast<std::size_t>(hi - sorted.begin());
-    const std::size_t j = (k + ns - 1) % ns;
-    const double gap = wrap(sorted[k].first - sorted[j].first);
-    const double dj = wrap(target - sorted[j].first);
-    if (ns > 1 && gap > 1e-12 && gap <= 1.5 * step && dj <= gap) {
-      pairs.push_back({i, sorted[j].second, sorted[k].second, dj / gap});
-      continue;
+    std::int64_t j = -1;
+    double dj = 1e300;
+    for (std::int64_t v = 0; v < nv; ++v) {
+      const double d = circular_distance(angles[static_cast<std::size_t>(v)], target);
+      if (d < dj) {
+        dj = d;
+        j = v;
+      }
     }
-    const double ej = circular_distance(sorted[j].first, target), ek = circular_distance(sorted[k].first, target);
-    const std::size_t best = ej <= ek ? j : k;
-    if (std::min(ej, ek) <= 1.01 * step) pairs.push_back({i, sorted[best].second, sorted[best].second, 0.0});
+    if (dj > 1.01 * step) continue;
+    const double t = signed_diff(target, angles[static_cast<std::size_t>(j)]);
+    // Neighbours of j about one step away; prefer the one on the target's side.
+    std::int64_t k = -1;
+    double best_score = 1e300;
+    for (std::int64_t v = 0; v < nv; ++v) {
+      const double u = signed_diff(angles[static_cast<std::size_t>(v)], angles[static_cast<std::size_t>(j)]);
+      if (std::abs(u) <= 0.5 * step || std::abs(u) > 1.5 * step) continue;
+      const double score = std::abs(std::abs(u) - step) + ((u > 0) == (t > 0) ? 0.0 : 10.0 * step);
+      if (score < best_score) {
+        best_score = score;
+        k = v;
+      }
+    }
+    if (k < 0 || std::abs(t) < 1e-9 * step) {
+      pairs.push_back({i, j, j, 0.0});
+    } else {
+      const double u = signed_diff(angles[static_cast<std::size_t>(k)], angles[static_cast<std::size_t>(j)]);
+      pairs.push_back({i, j, k, t / u});
+    }
   }
   CTFORGE_EXPECTS(!pairs.empty(),
                   "center of rotation: no pair of views 180 degrees apart (the scan must cover about "
