@@ -6,7 +6,7 @@
 
 #include "kernels/cuda_error.cuh"
 #include "kernels/cuda_raii.cuh"
-#include "kernels/cuda_stats.cuh"
+#include "kernels/cuda_host_api.cuh"
 #include "recon/cuda_dispatch.hpp"
 
 namespace ctforge::kernels::cuda {
@@ -76,6 +76,14 @@ cuda_memory_info cuda_device_memory(int device) {
   std::size_t free_b = 0, total_b = 0;
   CTFORGE_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b), "querying device memory");
   return {static_cast<std::int64_t>(free_b), static_cast<std::int64_t>(total_b)};
+}
+
+std::string cuda_device_description(int device) {
+  cudaDeviceProp prop{};
+  CTFORGE_CUDA_TRY(cudaGetDeviceProperties(&prop, device), "querying device properties");
+  return std::string(prop.name) + ", compute capability " + std::to_string(prop.major) + "." +
+         std::to_string(prop.minor) + ", " + std::to_string(prop.multiProcessorCount) + " SMs, " +
+         kernels::cuda::format_bytes(static_cast<std::int64_t>(prop.totalGlobalMem));
 }
 
 }  // namespace ctforge::detail

@@ -38,7 +38,7 @@
 #include "kernels/cuda_error.cuh"
 #include "kernels/cuda_pipeline.cuh"
 #include "kernels/cuda_raii.cuh"
-#include "kernels/cuda_stats.cuh"
+#include "kernels/cuda_host_api.cuh"
 #include "recon/cuda_dispatch.hpp"
 #include "recon/fdk_setup.hpp"
 #include "recon/filter.hpp"
@@ -580,8 +580,9 @@ volume cuda_reconstruct(const projection_stack& proj, const geometry& g, const v
   return kernels::cuda::run_pipeline(jb, copt);
 }
 
-volume cuda_back_project(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
-                         const cuda_options& copt) {
+namespace {
+volume back_project_job(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+                        const cuda_options& copt, kernels::bp_weighting w) {
   g.validate();
   vg.validate();
   CTFORGE_EXPECTS(proj.views == g.view_count() && proj.rows == g.rows && proj.cols == g.cols,
@@ -596,9 +597,22 @@ volume cuda_back_project(const projection_stack& proj, const geometry& g, const 
   jb.g = &g;
   jb.vg = vg;
   jb.filter = false;
-  jb.weighting = kernels::bp_weighting::none;
+  jb.weighting = w;
   jb.mode = copt.hardware_interpolation ? kernels::cuda::interp::hardware : kernels::cuda::interp::exact;
   return kernels::cuda::run_pipeline(jb, copt);
+}
+}  // namespace
+
+volume cuda_back_project(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+                         const cuda_options& copt) {
+  return back_project_job(proj, g, vg, copt, kernels::bp_weighting::none);
+}
+
+volume cuda_backproject_filtered(const projection_stack& proj, const geometry& g,
+                                 const volume_geometry& vg, const cuda_options& copt,
+                                 bool distance_weighting) {
+  return back_project_job(proj, g, vg, copt,
+                          distance_weighting ? kernels::bp_weighting::fdk : kernels::bp_weighting::none);
 }
 
 }  // namespace ctforge::detail

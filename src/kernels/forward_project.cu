@@ -1,7 +1,8 @@
 // Ray-driven (Joseph) forward projection on the GPU: one thread per detector pixel, the
 // per-ray body kernels::joseph_ray shared with the CPU path, the volume read through a 3D
 // texture (border addressing: zero outside). The ray set-up (pixel centre, direction, anchor
-// point nearest the volume centre) is computed in double precision exactly as the CPU does.
+// point nearest the volume centre, cone rays starting at the source) is computed in double
+// precision as the CPU does (src/recon/projector.cpp).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -37,29 +38,30 @@ struct fp_params {
 constexpr int k_block_x = 32;
 constexpr int k_block_y = 4;
 
-// Trilinear sample with the CPU sampler's arithmetic (kernels::sample_trilinear_border) from a
-// point-sampled 3D texture in border mode (each tap reads the voxel or 0 outside).
+// Trilinear sample with the CPU fast path's arithmetic (kernels::padded_volume_sampler: the
+// coordinates clamped to [-1, n], taps outside the volume reading zero) from a point-sampled
+// 3D texture in border mode. A tap whose weight is exactly zero is not fetched and enters as
+// 0, which leaves every product and sum bit-identical (0 * v == 0 * 0 for finite v); Joseph
+// samples lie on voxel planes, so this halves the fetches.
 __device__ __forceinline__ float sample_exact_3d(cudaTextureObject_t tex, int nx, int ny, int nz,
                                                  float x, float y, float z) {
-  if (!(x > -1.0f && x < static_cast<float>(nx) && y > -1.0f && y < static_cast<float>(ny) &&
-        z > -1.0f && z < static_cast<float>(nz)))
-    return 0.0f;
+  x = clamp_f(x, -1.0f, static_cast<float>(nx));
+  y = clamp_f(y, -1.0f, static_cast<float>(ny));
+  z = clamp_f(z, -1.0f, static_cast<float>(nz));
   const float fx = floorf(x), fy = floorf(y), fz = floorf(z);
   const float ax = x - fx, ay = y - fy, az = z - fz;
-  float acc = 0.0f;
-  for (int dk = 0; dk < 2; ++dk) {
-    const float wz = dk ? az : 1.0f - az;
-    if (wz == 0.0f) continue;
-    for (int dj = 0; dj < 2; ++dj) {
-      const float wy = dj ? ay : 1.0f - ay;
-      if (wy == 0.0f) continue;
-      const float tz = fz + static_cast<float>(dk) + 0.5f, ty = fy + static_cast<float>(dj) + 0.5f;
-      const float a = tex3D<float>(tex, fx + 0.5f, ty, tz);
-      const float b = tex3D<float>(tex, fx + 1.5f, ty, tz);
-      acc += wz * wy * ((1.0f - ax) * a + ax * b);
-    }
-  }
-  return acc;
+  const float x0 = fx + 0.5f, x1 = fx + 1.5f, y0 = fy + 0.5f, y1 = fy + 1.5f;
+  const bool ux = ax != 0.0f, uy = ay != 0.0f;
+  const auto plane = [&](float zc) -> float {
+    const float a0 = tex3D<float>(tex, x0, y0, zc);
+    const float a1 = ux ? tex3D<float>(tex, x1, y0, zc) : 0.0f;
+    const float b0 = uy ? tex3D<float>(tex, x0, y1, zc) : 0.0f;
+    const float b1 = (ux && uy) ? tex3D<float>(tex, x1, y1, zc) : 0.0f;
+    return (1.0f - ay) * ((1.0f - ax) * a0 + ax * a1) + ay * ((1.0f - ax) * b0 + ax * b1);
+  };
+  const float lo = plane(fz + 0.5f);
+  const float hi = az != 0.0f ? plane(fz + 1.5f) : 0.0f;
+  return (1.0f - az) * lo + az * hi;
 }
 
 template <interp Mode>
@@ -79,10 +81,17 @@ __global__ void __launch_bounds__(k_block_x * k_block_y)
   const double len2 = dir[0] * dir[0] + dir[1] * dir[1] + dir[2] * dir[2];
   const double t = ((p.centre[0] - px[0]) * dir[0] + (p.centre[1] - px[1]) * dir[1] +
                     (p.centre[2] - px[2]) * dir[2]) / len2;
+  double anchor[3];
+  for (int a = 0; a < 3; ++a) anchor[a] = px[a] + t * dir[a];
+  // Cone beam: integrate from the source on (its parameter along anchor + t dir), as the CPU.
+  const float t_min =
+      p.cone ? static_cast<float>(((w.src[0] - anchor[0]) * dir[0] + (w.src[1] - anchor[1]) * dir[1] +
+                                   (w.src[2] - anchor[2]) * dir[2]) / len2)
+             : -3.0e38f;
   f3 q, d;
-  q.x = static_cast<float>((px[0] + t * dir[0] - p.org[0]) * p.inv_sp[0]);
-  q.y = static_cast<float>((px[1] + t * dir[1] - p.org[1]) * p.inv_sp[1]);
-  q.z = static_cast<float>((px[2] + t * dir[2] - p.org[2]) * p.inv_sp[2]);
+  q.x = static_cast<float>((anchor[0] - p.org[0]) * p.inv_sp[0]);
+  q.y = static_cast<float>((anchor[1] - p.org[1]) * p.inv_sp[1]);
+  q.z = static_cast<float>((anchor[2] - p.org[2]) * p.inv_sp[2]);
   d.x = static_cast<float>(dir[0] * p.inv_sp[0]);
   d.y = static_cast<float>(dir[1] * p.inv_sp[1]);
   d.z = static_cast<float>(dir[2] * p.inv_sp[2]);
@@ -92,7 +101,8 @@ __global__ void __launch_bounds__(k_block_x * k_block_y)
     else
       return sample_exact_3d(tex, p.nx, p.ny, p.nz, x, y, z);
   };
-  const float value = joseph_ray(sample, q, d, p.nx, p.ny, p.nz, static_cast<float>(sqrt(len2)));
+  const float value =
+      joseph_ray(sample, q, d, p.nx, p.ny, p.nz, static_cast<float>(sqrt(len2)), t_min);
   out[(static_cast<std::int64_t>(i) * p.rows + r) * p.cols + c] = value;
 }
 

@@ -23,7 +23,7 @@
 #include "ctforge/phantom.hpp"
 #include "ctforge/recon.hpp"
 #include "kernels/cuda_plan.cuh"
-#include "kernels/cuda_stats.cuh"
+#include "kernels/cuda_host_api.cuh"
 #include "recon/cuda_dispatch.hpp"
 #include "recon/filter.hpp"
 

@@ -191,7 +191,7 @@ TEST(CudaPlan, SlabsPartitionTheVolume) {
 #include "ctforge/metrics.hpp"
 #include "ctforge/phantom.hpp"
 #include "ctforge/recon.hpp"
-#include "kernels/cuda_stats.cuh"
+#include "kernels/cuda_host_api.cuh"
 #include "recon/cuda_dispatch.hpp"
 #include "recon/filter.hpp"
 

@@ -22,7 +22,7 @@
 #include "ctforge/phantom.hpp"
 #include "ctforge/projector.hpp"
 #include "kernels/cuda_plan.cuh"
-#include "kernels/cuda_stats.cuh"
+#include "kernels/cuda_host_api.cuh"
 #include "recon/cuda_dispatch.hpp"
 
 using namespace ctforge;

@@ -1,9 +1,16 @@
-// Timings and decisions of the last GPU reconstruction / back-projection of this process, for
-// benchmarks and logs. Plain C++ (no CUDA types): host code compiled by g++ may include it.
-// Defined in src/kernels/fdk.cu (CUDA builds only).
+// Host-callable extras of the CUDA backend beyond src/recon/cuda_dispatch.hpp, for tests,
+// benchmarks and logs: timings and decisions of the last pipeline run, device memory and
+// description, and the FDK-weighted back-projection of already filtered projections (the
+// RabbitCT benchmark operation). Plain C++ (no CUDA types): host code compiled by g++ may
+// include it. Defined in src/kernels/*.cu (CUDA builds only).
 #pragma once
 
 #include <cstdint>
+#include <string>
+
+#include "ctforge/geometry.hpp"
+#include "ctforge/volume.hpp"
+#include "recon/cuda_dispatch.hpp"
 
 namespace ctforge::detail {
 
@@ -38,5 +45,15 @@ struct cuda_memory_info {
   std::int64_t free_bytes = 0, total_bytes = 0;
 };
 cuda_memory_info cuda_device_memory(int device = 0);
+
+/// Back-projection of already filtered projections on the GPU, with the FDK distance weight
+/// 1/w^2 when distance_weighting (the operation RabbitCT times), uploads included; the GPU
+/// counterpart of detail::backproject_filtered_cpu. Defined in src/kernels/fdk.cu.
+volume cuda_backproject_filtered(const projection_stack& proj, const geometry& g,
+                                 const volume_geometry& vg, const cuda_options& copt,
+                                 bool distance_weighting);
+
+/// "NVIDIA H200, compute capability 9.0, 132 SMs, 139.8 GiB" (throws when the query fails).
+std::string cuda_device_description(int device = 0);
 
 }  // namespace ctforge::detail
