@@ -25,6 +25,7 @@ runner add_simulate(CLI::App& app);
 runner add_recon(CLI::App& app);
 runner add_info(CLI::App& app);
 runner add_compare(CLI::App& app);
+runner add_convert(CLI::App& app);  // apps/convert.cpp (formats)
 
 // ---- option values ------------------------------------------------------------------------
 

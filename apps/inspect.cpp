@@ -7,6 +7,7 @@
 
 #include "cli.hpp"
 #include "ctforge/error.hpp"
+#include "ctforge/formats.hpp"
 #include "ctforge/io.hpp"
 #include "ctforge/metrics.hpp"
 
@@ -15,9 +16,10 @@ namespace ctforge::cli {
 runner add_info(CLI::App& app) {
   auto file = std::make_shared<std::string>();
   CLI::App* sub = app.add_subcommand(
-      "info", "Describe an HDF5 file: datasets, shapes, value ranges, geometry, voxel grid");
-  sub->add_option("file", *file, "HDF5 file")->required()->type_name("FILE.h5");
-  return [file] { fmt::print("{}", io::describe_file(*file)); };
+      "info", "Describe a file: datasets, shapes, value ranges, geometry, voxel grid (ctforge "
+              "HDF5, DataExchange, NXtomo, TIFF stacks, MetaImage, NRRD, NIfTI, DICOM)");
+  sub->add_option("file", *file, "File or directory (DICOM series, TIFF stack)")->required()->type_name("FILE");
+  return [file] { fmt::print("{}", io::describe_any(*file)); };
 }
 
 namespace {
@@ -30,8 +32,8 @@ struct compare_options {
 
 void run_compare(const compare_options& o) {
   if (o.peak_opt->count()) require_positive("--peak", o.peak);
-  const volume a = io::read_volume(o.a);
-  const volume b = io::read_volume(o.b);
+  const volume a = io::read_volume_any(o.a);
+  const volume b = io::read_volume_any(o.b);
   const auto& ga = a.geom;
   const auto& gb = b.geom;
   CTFORGE_CHECK(ga.nx == gb.nx && ga.ny == gb.ny && ga.nz == gb.nz,

@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   add("recon", ctforge::cli::add_recon(app));
   add("info", ctforge::cli::add_info(app));
   add("compare", ctforge::cli::add_compare(app));
+  add("convert", ctforge::cli::add_convert(app));
 
   try {
     app.parse(argc, argv);

@@ -1,10 +1,12 @@
 // ctforge recon: FDK / FBP reconstruction of a projection file.
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <memory>
 
 #include "cli.hpp"
 #include "ctforge/error.hpp"
+#include "ctforge/formats.hpp"
 #include "ctforge/io.hpp"
 #include "ctforge/recon.hpp"
 
@@ -25,6 +27,12 @@ struct recon_cli_options {
   std::string preview;
   bool quiet = false;
   bool reference = false;
+  // Foreign inputs and outputs (formats.hpp).
+  std::string flat, dark;
+  double pixel_size = 1;
+  int bin = 1;
+  std::string center_of_rotation;  // empty, a column, or "auto"
+  double mu_water = io::default_mu_water_per_mm;
 };
 
 void run(const recon_cli_options& o) {
@@ -44,24 +52,41 @@ void run(const recon_cli_options& o) {
                   "--reference: the reference path runs on the CPU; drop --backend cuda");
   std::string notice;
   const backend where = o.reference ? backend::cpu : resolve_backend(ro.where, &notice);
-  require_writable_dir("--output", o.output);
+  if (io::volume_format_of(o.output) == io::volume_format::dicom) {  // a series directory
+    std::string dir = o.output;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    const std::filesystem::path p(dir);
+    const auto parent = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+    CTFORGE_EXPECTS(std::filesystem::is_directory(parent),
+                    fmt::format("--output: directory '{}' does not exist", parent.string()));
+  } else {
+    require_writable_dir("--output", o.output);
+  }
   if (!o.preview.empty()) require_writable_dir("--preview", o.preview);
 
   const stopwatch t_read;
-  io::projection_file in = io::read_projections(o.input);
+  // Any projection format (native, DataExchange, NXtomo, TIFF stack); --geometry describes
+  // the whole stored scan and overrides the file's.
+  require_positive("--pixel-size", o.pixel_size);
+  require_positive("--mu-water", o.mu_water);
+  CTFORGE_EXPECTS(o.bin >= 1, fmt::format("--bin: must be >= 1 (got {})", o.bin));
+  io::projection_read_options read;
+  read.flat_path = o.flat;
+  read.dark_path = o.dark;
+  read.geometry_path = o.geometry;
+  read.pixel_size_mm = o.pixel_size;
+  read.bin_rows = read.bin_cols = o.bin;
+  io::loaded_projections in = io::read_projections_any(o.input, read);
+  if (!in.warnings.empty()) note(o.quiet, "note: " + in.warnings);
   const projection_stack& proj = in.projections;
-  geometry g;
-  if (!o.geometry.empty()) {
-    g = load_geometry(o.geometry);
-    CTFORGE_CHECK(g.view_count() == proj.views && g.rows == proj.rows && g.cols == proj.cols,
-                  fmt::format("--geometry {}: {} views of {} rows x {} cols, but {} holds "
-                              "projections [{}][{}][{}] (views, rows, cols)",
-                              o.geometry, g.view_count(), g.rows, g.cols, o.input, proj.views,
-                              proj.rows, proj.cols));
-  } else {
-    CTFORGE_EXPECTS(in.geom.has_value(),
-                    fmt::format("{}: no /geometry dataset; pass --geometry FILE", o.input));
-    g = *in.geom;
+  geometry g = *in.geom;
+  if (o.center_of_rotation == "auto") {
+    const double col = estimate_center_of_rotation(proj, g);
+    fmt::print("center of rotation: column {:.2f} (estimated; detector middle {:.1f})\n", col,
+               0.5 * static_cast<double>(g.cols - 1));
+    g = with_center_of_rotation(g, col);
+  } else if (!o.center_of_rotation.empty()) {
+    g = with_center_of_rotation(g, parse_doubles("--center-of-rotation", o.center_of_rotation, {1})[0]);
   }
   ro.algo = o.algorithm.empty() ? (g.beam == beam_kind::cone ? algorithm::fdk : algorithm::fbp)
                                 : parse_algorithm(o.algorithm);
@@ -80,7 +105,10 @@ void run(const recon_cli_options& o) {
   bar.done();
 
   const stopwatch t_write;
-  io::write_volume(o.output, vol);
+  io::volume_write_options wo;
+  wo.mu_water_per_mm = o.mu_water;
+  wo.series_description = "ctforge " + algo_name + " reconstruction";
+  io::write_volume_any(o.output, vol, wo);
   if (!o.preview.empty()) io::write_preview_png(o.preview, vol);
   note(o.quiet,
        fmt::format("recon: wrote {}{} ({} x {} x {} voxels of {:g} x {:g} x {:g} mm; {} {} "
@@ -97,10 +125,13 @@ void run(const recon_cli_options& o) {
 runner add_recon(CLI::App& app) {
   auto o = std::make_shared<recon_cli_options>();
   CLI::App* sub = app.add_subcommand("recon", "Reconstruct a volume from a projection file (FDK / FBP)");
-  sub->add_option("input", o->input, "Projection file (HDF5: /projections, /geometry)")
+  sub->add_option("input", o->input,
+                  "Projections: ctforge / DataExchange / NXtomo HDF5, or a TIFF stack (directory, "
+                  "glob in quotes, multi-page .tif)")
       ->required()
       ->type_name("PROJ.h5");
-  sub->add_option("-o,--output", o->output, "Output volume file (HDF5)")
+  sub->add_option("-o,--output", o->output,
+                  "Output volume: .h5, .mha/.mhd, .nrrd, .nii/.nii.gz, or a DICOM series directory")
       ->required()
       ->type_name("FILE");
   sub->add_option("--algorithm", o->algorithm,
@@ -117,8 +148,26 @@ runner add_recon(CLI::App& app) {
       ->type_name("F")
       ->capture_default_str();
   sub->add_option("--geometry", o->geometry,
-                  "Geometry JSON file to use instead of the file's /geometry")
+                  "Geometry JSON file (whole stored scan) to use instead of the file's; required "
+                  "for TIFF stacks")
       ->type_name("FILE");
+  sub->add_option("--flat", o->flat, "Flat-field TIFF image(s) (file, directory or glob)")->type_name("PATH");
+  sub->add_option("--dark", o->dark, "Dark-field TIFF image(s) (file, directory or glob)")->type_name("PATH");
+  sub->add_option("--pixel-size", o->pixel_size,
+                  "Detector pixel pitch (mm) where the file does not record it (DataExchange)")
+      ->type_name("MM")
+      ->capture_default_str();
+  sub->add_option("--bin", o->bin, "Average N x N detector pixels before reconstructing")
+      ->type_name("N")
+      ->capture_default_str();
+  sub->add_option("--center-of-rotation", o->center_of_rotation,
+                  "Detector column (0-based) the rotation axis projects to, or auto to estimate "
+                  "it from opposite views (printed)")
+      ->type_name("COL|auto");
+  sub->add_option("--mu-water", o->mu_water,
+                  "DICOM output: HU = 1000 (mu - mu_water) / mu_water, mu_water in 1/mm")
+      ->type_name("MU")
+      ->capture_default_str();
   sub->add_option("--backend", o->backend,
                   "auto (CUDA when a usable device exists, else CPU), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))

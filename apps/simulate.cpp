@@ -1,14 +1,18 @@
 // ctforge simulate: exact projections of an analytic phantom (+ noise, + voxelized truth).
 #include <fmt/format.h>
 
+#include <cmath>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "cli.hpp"
 #include "ctforge/error.hpp"
+#include "ctforge/formats.hpp"
 #include "ctforge/io.hpp"
 #include "ctforge/phantom.hpp"
+#include "ctforge/projector.hpp"
 
 namespace ctforge::cli {
 namespace {
@@ -28,7 +32,32 @@ struct simulate_options {
   bool quiet = false;
   CLI::Option* phantom_size_opt = nullptr;
   CLI::Option* noise_i0_opt = nullptr;
+  // Voxel phantoms (formats.hpp): any volume file or DICOM series, centred on the isocentre.
+  double mu_water = io::default_mu_water_per_mm;
+  double phantom_scale = 1;
+  CLI::Option* phantom_scale_opt = nullptr;
 };
+
+/// --phantom names a volume (file or DICOM directory) rather than shepp-logan or a JSON file.
+bool is_voxel_phantom(const std::string& name) {
+  return name != "shepp-logan" && !(name.size() >= 5 && name.substr(name.size() - 5) == ".json");
+}
+
+/// The volume as attenuation (DICOM HU -> mu with --mu-water; others scaled by
+/// --phantom-scale), on its own spacing but centred on the isocentre.
+volume load_voxel_phantom(const simulate_options& o) {
+  CTFORGE_EXPECTS(o.phantom_size_opt->count() == 0,
+                  "--phantom-size: applies to --phantom shepp-logan only (a volume keeps its spacing)");
+  io::volume_read_options r;
+  r.mu_water_per_mm = o.mu_water;  // used for DICOM inputs only
+  volume v = io::read_volume_any(o.phantom, r);
+  for (float& x : v.data) {
+    x = static_cast<float>(x * o.phantom_scale);
+    CTFORGE_CHECK(std::isfinite(x), o.phantom + ": phantom volume holds non-finite values");
+  }
+  v.geom = volume_geometry::centered(v.geom.nx, v.geom.ny, v.geom.nz, v.geom.spacing_mm);
+  return v;
+}
 
 phantom load_phantom(const simulate_options& o) {
   if (o.phantom == "shepp-logan") return shepp_logan_phantom(o.phantom_size);
@@ -58,17 +87,30 @@ void run(const simulate_options& o) {
   require_writable_dir("--output", o.output);
   if (!o.truth.empty()) require_writable_dir("--truth", o.truth);
 
-  const phantom ph = load_phantom(o);
+  require_positive("--mu-water", o.mu_water);
+  CTFORGE_EXPECTS(std::isfinite(o.phantom_scale), "--phantom-scale: must be finite");
+  const bool voxel = is_voxel_phantom(o.phantom);
+  CTFORGE_EXPECTS(voxel || o.phantom_scale_opt->count() == 0,
+                  "--phantom-scale: applies to volume phantoms only");
+  const std::optional<volume> voxels = voxel ? std::optional<volume>(load_voxel_phantom(o)) : std::nullopt;
+  const phantom ph = voxel ? phantom{} : load_phantom(o);
   const geometry g = load_geometry(o.geometry);
   volume_geometry vg;
-  if (!o.truth.empty()) vg = make_grid(o.grid, g);
+  if (!o.truth.empty()) {
+    CTFORGE_EXPECTS(!voxel || (o.grid.size_opt->count() == 0 && o.grid.size_xyz_opt->count() == 0 &&
+                               o.grid.spacing_opt->count() == 0 && o.grid.origin_opt->count() == 0),
+                    "--truth with a volume phantom writes the phantom itself; drop the grid options");
+    vg = voxel ? voxels->geom : make_grid(o.grid, g);
+  }
 
   const bool bar = !o.quiet && stderr_is_terminal();
   if (bar)
-    fmt::print(stderr, "ctforge: projecting {} ellipsoids onto {} views of {} x {} pixels\n",
-               ph.ellipsoids.size(), g.view_count(), g.cols, g.rows);
+    fmt::print(stderr, "ctforge: projecting {} onto {} views of {} x {} pixels\n",
+               voxel ? fmt::format("a {} x {} x {} voxel phantom", voxels->geom.nx, voxels->geom.ny, voxels->geom.nz)
+                     : fmt::format("{} ellipsoids", ph.ellipsoids.size()),
+               g.view_count(), g.cols, g.rows);
   const stopwatch t_proj;
-  projection_stack proj = project_analytic(ph, g, o.threads);
+  projection_stack proj = voxel ? forward_project(*voxels, g, o.threads) : project_analytic(ph, g, o.threads);
   const double s_proj = t_proj.seconds();
 
   std::string noise_text;
@@ -97,10 +139,10 @@ void run(const simulate_options& o) {
       fmt::print(stderr, "ctforge: voxelizing onto {} x {} x {} voxels ({}^3 samples each)\n",
                  vg.nx, vg.ny, vg.nz, o.supersample);
     const stopwatch t_vox;
-    const volume truth = voxelize(ph, vg, o.supersample, o.threads);
+    const volume truth = voxel ? *voxels : voxelize(ph, vg, o.supersample, o.threads);
     const double s_vox = t_vox.seconds();
     const stopwatch t_write_truth;
-    io::write_volume(o.truth, truth);
+    io::write_volume_any(o.truth, truth);
     note(o.quiet, fmt::format("simulate: wrote {} ({} x {} x {} voxels of {:g} x {:g} x {:g} mm): "
                               "voxelize {:.2f} s, write {:.2f} s",
                               o.truth, vg.nx, vg.ny, vg.nz, vg.spacing_mm[0], vg.spacing_mm[1],
@@ -117,7 +159,9 @@ runner add_simulate(CLI::App& app) {
       "simulate",
       "Exact projections (line integrals) of an analytic phantom, with optional noise and a "
       "voxelized ground truth");
-  sub->add_option("--phantom", o->phantom, "shepp-logan, or a phantom JSON file")
+  sub->add_option("--phantom", o->phantom,
+                  "shepp-logan, a phantom JSON file, or a volume (.h5, .mha, .nrrd, .nii, DICOM "
+                  "series directory) projected voxel by voxel (Joseph), centred on the isocentre")
       ->required()
       ->type_name("NAME|FILE");
   sub->add_option("--geometry", o->geometry, "Acquisition geometry JSON file")
@@ -131,6 +175,14 @@ runner add_simulate(CLI::App& app) {
                       "Edge of the cube the Shepp-Logan phantom is scaled to, in mm")
           ->type_name("MM")
           ->capture_default_str();
+  sub->add_option("--mu-water", o->mu_water,
+                  "DICOM phantoms: mu = mu_water (1 + HU / 1000), mu_water in 1/mm")
+      ->type_name("MU")
+      ->capture_default_str();
+  o->phantom_scale_opt = sub->add_option("--phantom-scale", o->phantom_scale,
+                                         "Volume phantoms: factor turning the values into 1/mm (after HU -> mu)")
+                             ->type_name("F")
+                             ->capture_default_str();
   o->noise_i0_opt =
       sub->add_option("--noise-i0", o->noise_i0,
                       "Add Poisson noise: incident photons per pixel (e.g. 1e5)")

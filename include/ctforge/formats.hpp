@@ -196,6 +196,12 @@ std::string describe_itk_volume(const std::string& path);
 /// Summary of any file or directory that read_projections_any or read_volume_any accepts.
 std::string describe_any(const std::string& path);
 
+/// What a path holds, from its name and (HDF5) content: "geometry" (.json, .xml, .txt, .vec),
+/// "projections" (TIFF stack or glob, .tif/.tiff, HDF5 without /volume) or "volume" (every
+/// other volume format, a directory without TIFF files = DICOM). Throws error when an HDF5 file
+/// cannot be opened, usage_error for an unknown extension.
+std::string content_kind(const std::string& path);
+
 // ---- geometry interchange --------------------------------------------------------------------
 //
 // RTK (ThreeDCircularProjectionGeometry, XML "RTKThreeDCircularGeometry" version 3): RTK's

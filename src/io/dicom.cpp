@@ -497,6 +497,8 @@ void write_dicom_series(const std::string& dir_in, const volume& v, const volume
     put("0020|0032", fmt::format("{}\\{}\\{}", ds(v.geom.origin_mm[0]), ds(v.geom.origin_mm[1]), ds(z)));
     put("0020|0037", "1\\0\\0\\0\\1\\0");
     put("0020|1041", ds(z));
+    put("0028|0002", "1");
+    put("0028|0004", "MONOCHROME2");
     put("0028|0100", "16");
     put("0028|0101", "16");
     put("0028|0102", "15");

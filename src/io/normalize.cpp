@@ -318,6 +318,27 @@ loaded_projections read_projections_any(const std::string& path, const projectio
   return out;
 }
 
+std::string content_kind(const std::string& path) {
+  const std::string ext = lower_extension(path);
+  std::error_code ec;
+  const bool dir = fs::is_directory(path, ec);
+  if (!dir && (ext == ".json" || ext == ".xml" || ext == ".txt" || ext == ".vec")) return "geometry";
+  if (dir) {
+    for (const auto& e : fs::directory_iterator(path, ec)) {
+      const std::string x = lower_extension(e.path().string());
+      if (x == ".tif" || x == ".tiff") return "projections";
+    }
+    return "volume";
+  }
+  if (has_glob_chars(path) || ext == ".tif" || ext == ".tiff") return "projections";
+  if (ext == ".h5" || ext == ".hdf5" || ext == ".hdf" || ext == ".nx" || ext == ".nxs") {
+    auto f = detail::h5::file::open(path);
+    return f.has_dataset("/volume") ? "volume" : "projections";
+  }
+  (void)volume_format_of(path);  // throws usage_error for unknown extensions
+  return "volume";
+}
+
 std::string describe_any(const std::string& path) {
   std::error_code ec;
   const bool dir = fs::is_directory(path, ec);

@@ -1,0 +1,191 @@
+// ctforge convert: between file formats (see include/ctforge/formats.hpp).
+//  * volumes: .h5, .mha/.mhd, .nrrd/.nhdr, .nii/.nii.gz, DICOM series (directory) or file;
+//  * projections: ctforge .h5, DataExchange / NXtomo .h5, TIFF stacks -> ctforge .h5 or a TIFF
+//    stack (directory of float32 line integrals plus geometry.json);
+//  * geometries: JSON -> RTK XML (.xml) or ASTRA vectors (.txt / .vec); RTK XML or ASTRA
+//    vectors -> JSON with --detector and --pixel (and --beam for ASTRA).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "cli.hpp"
+#include "ctforge/error.hpp"
+#include "ctforge/formats.hpp"
+#include "ctforge/io.hpp"
+
+namespace ctforge::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct convert_options {
+  std::string input, output;
+  double mu_water = io::default_mu_water_per_mm;
+  CLI::Option* mu_water_opt = nullptr;
+  bool hu = false;
+  std::string description = "ctforge conversion";
+  // projections
+  std::string flat, dark, geometry;
+  double pixel_size = 1;
+  std::string views, rows, cols;
+  int bin = 1;
+  // geometry files
+  std::string detector, pixel, beam = "cone";
+  bool quiet = false;
+};
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+bool ends_with(const std::string& s, const char* e) { return lower(s).ends_with(e); }
+
+/// "first:count" or "first" (count to the end).
+io::index_range parse_range(const std::string& option, const std::string& text) {
+  io::index_range r;
+  if (text.empty()) return r;
+  const auto colon = text.find(':');
+  const auto v = parse_ints(option, colon == std::string::npos ? text : text.substr(0, colon) + "," + text.substr(colon + 1),
+                            {1, 2});
+  r.first = v[0];
+  if (v.size() == 2) r.count = v[1];
+  return r;
+}
+
+void convert_geometry(const convert_options& o) {
+  geometry g;
+  if (ends_with(o.input, ".json")) {
+    g = load_geometry(o.input);
+  } else {
+    const bool rtk = ends_with(o.input, ".xml");
+    CTFORGE_EXPECTS(!o.detector.empty() && (!rtk || !o.pixel.empty()),
+                    fmt::format("{}: {} geometries do not record the detector size: give --detector "
+                                "COLS,ROWS{}",
+                                o.input, rtk ? "RTK" : "ASTRA", rtk ? " and --pixel DU[,DV]" : ""));
+    const auto det = parse_ints("--detector", o.detector, {2});
+    if (rtk) {
+      const auto px = parse_doubles("--pixel", o.pixel, {1, 2});
+      g = io::read_rtk_geometry(o.input, det[0], det[1], px[0], px.size() == 2 ? px[1] : px[0]);
+    } else
+      g = io::read_astra_vectors(o.input, o.beam == "parallel" ? beam_kind::parallel : beam_kind::cone, det[0], det[1]);
+  }
+  if (ends_with(o.output, ".json")) {
+    io::write_atomically(o.output, [&](const std::string& tmp) {
+      std::ofstream out(tmp);
+      out << geometry_to_json(g) << "\n";
+      CTFORGE_CHECK(out.good(), tmp + ": write error");
+    });
+  } else if (ends_with(o.output, ".xml")) {
+    io::write_rtk_geometry(o.output, g);
+  } else {
+    io::write_astra_vectors(o.output, g);
+  }
+  note(o.quiet, fmt::format("convert: wrote {} ({} geometry, {} views)", o.output, g.type_name(), g.view_count()));
+}
+
+void convert_projections(const convert_options& o) {
+  io::projection_read_options r;
+  r.flat_path = o.flat;
+  r.dark_path = o.dark;
+  r.geometry_path = o.geometry;
+  r.pixel_size_mm = o.pixel_size;
+  r.select.views = parse_range("--views", o.views);
+  r.select.rows = parse_range("--rows", o.rows);
+  r.select.cols = parse_range("--cols", o.cols);
+  r.bin_rows = r.bin_cols = o.bin;
+  const io::loaded_projections in = io::read_projections_any(o.input, r);
+  if (!in.warnings.empty()) note(o.quiet, "note: " + in.warnings);
+  const auto& p = in.projections;
+  if (ends_with(o.output, ".h5") || ends_with(o.output, ".hdf5")) {
+    io::write_projections(o.output, p, *in.geom);
+  } else {
+    io::write_tiff_stack(o.output, p);
+    io::write_atomically((fs::path(o.output) / "geometry.json").string(), [&](const std::string& tmp) {
+      std::ofstream out(tmp);
+      out << in.geometry_json << "\n";
+      CTFORGE_CHECK(out.good(), tmp + ": write error");
+    });
+  }
+  note(o.quiet, fmt::format("convert: wrote {} ({} projections -> {} views x {} rows x {} cols of line integrals)",
+                            o.output, in.format, p.views, p.rows, p.cols));
+}
+
+void convert_volume(const convert_options& o) {
+  const bool dicom_in = io::volume_format_of(o.input) == io::volume_format::dicom;
+  const bool dicom_out = io::volume_format_of(o.output) == io::volume_format::dicom;
+  io::volume_read_options r;
+  if (o.mu_water_opt->count()) r.mu_water_per_mm = o.mu_water;
+  const volume v = io::read_volume_any(o.input, r);
+  io::volume_write_options w;
+  w.mu_water_per_mm = o.mu_water;
+  // HU in: a DICOM input read without --mu-water, or --hu for other inputs.
+  w.values_are_hu = o.hu || (dicom_in && !o.mu_water_opt->count());
+  w.series_description = o.description;
+  io::write_volume_any(o.output, v, w);
+  std::string values = w.values_are_hu ? "HU" : "attenuation (1/mm)";
+  if (dicom_out && !w.values_are_hu) values += fmt::format(" -> HU with mu_water {:g} /mm", w.mu_water_per_mm);
+  note(o.quiet, fmt::format("convert: wrote {} ({} -> {}, {} x {} x {} voxels, values {})", o.output,
+                            io::to_string(io::volume_format_of(o.input)), io::to_string(io::volume_format_of(o.output)),
+                            v.geom.nx, v.geom.ny, v.geom.nz, values));
+}
+
+void run(const convert_options& o) {
+  require_positive("--mu-water", o.mu_water);
+  require_positive("--pixel-size", o.pixel_size);
+  CTFORGE_EXPECTS(o.bin >= 1, fmt::format("--bin: must be >= 1 (got {})", o.bin));
+  const std::string kind = io::content_kind(o.input);
+  if (kind == "geometry") return convert_geometry(o);
+  if (kind == "projections") {
+    CTFORGE_EXPECTS(!o.hu && !o.mu_water_opt->count(), "--hu / --mu-water: apply to volumes, not projections");
+    return convert_projections(o);
+  }
+  convert_volume(o);
+}
+
+}  // namespace
+
+runner add_convert(CLI::App& app) {
+  auto o = std::make_shared<convert_options>();
+  CLI::App* sub = app.add_subcommand(
+      "convert",
+      "Convert between formats (by extension): volumes (.h5, .mha/.mhd, .nrrd, .nii/.nii.gz, DICOM "
+      "directory), projections (ctforge/DataExchange/NXtomo .h5, TIFF stacks -> .h5 or a TIFF "
+      "directory), geometries (.json <-> RTK .xml / ASTRA .txt)");
+  sub->add_option("input", o->input, "Input file or directory (DICOM series, TIFF stack, or a glob in quotes)")
+      ->required()
+      ->type_name("IN");
+  sub->add_option("output", o->output, "Output file or directory (DICOM series / TIFF stack)")
+      ->required()
+      ->type_name("OUT");
+  o->mu_water_opt = sub->add_option("--mu-water", o->mu_water,
+                                    "Water attenuation (1/mm) for HU <-> mu: DICOM input is converted to mu, "
+                                    "volumes written as DICOM are converted to HU with it")
+                        ->type_name("MU")
+                        ->capture_default_str();
+  sub->add_flag("--hu", o->hu, "The input volume holds HU already (written to DICOM unchanged)");
+  sub->add_option("--description", o->description, "DICOM Series Description")->type_name("TEXT")->capture_default_str();
+  sub->add_option("--flat", o->flat, "Flat-field TIFF image(s): file, directory or glob")->type_name("PATH");
+  sub->add_option("--dark", o->dark, "Dark-field TIFF image(s): file, directory or glob")->type_name("PATH");
+  sub->add_option("--geometry", o->geometry, "Geometry JSON of the whole stored scan (required for TIFF stacks)")
+      ->type_name("FILE");
+  sub->add_option("--pixel-size", o->pixel_size, "Detector pixel pitch (mm) when the file does not record it")
+      ->type_name("MM")
+      ->capture_default_str();
+  sub->add_option("--views", o->views, "Views to read: FIRST[:COUNT]")->type_name("RANGE");
+  sub->add_option("--rows", o->rows, "Detector rows to read: FIRST[:COUNT]")->type_name("RANGE");
+  sub->add_option("--cols", o->cols, "Detector columns to read: FIRST[:COUNT]")->type_name("RANGE");
+  sub->add_option("--bin", o->bin, "Average N x N detector pixels")->type_name("N")->capture_default_str();
+  sub->add_option("--detector", o->detector, "Geometry import: detector COLS,ROWS")->type_name("C,R");
+  sub->add_option("--pixel", o->pixel, "Geometry import: pixel pitch DU[,DV] in mm")->type_name("MM");
+  sub->add_option("--beam", o->beam, "ASTRA import: cone (cone_vec) or parallel (parallel3d_vec)")
+      ->check(CLI::IsMember({"cone", "parallel"}))
+      ->capture_default_str();
+  sub->add_flag("--quiet", o->quiet, "Print nothing but errors");
+  return [o] { run(*o); };
+}
+
+}  // namespace ctforge::cli
