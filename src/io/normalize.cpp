@@ -288,12 +288,13 @@ loaded_projections read_projections_any(const std::string& path, const projectio
   geometry full;
   if (!opt.geometry_path.empty()) {
     full = load_geometry(opt.geometry_path);
-    CTFORGE_EXPECTS(full.view_count() == scan.full_views && full.rows == scan.full_rows &&
-                        full.cols == scan.full_cols,
-                    fmt::format("{}: geometry has {} views of {}x{} pixels, but {} stores {} views of {}x{} "
-                                "(the geometry must describe the whole stored data set)",
-                                opt.geometry_path, full.view_count(), full.rows, full.cols, path,
-                                scan.full_views, scan.full_rows, scan.full_cols));
+    // A runtime error (the files disagree), naming both sides.
+    CTFORGE_CHECK(full.view_count() == scan.full_views && full.rows == scan.full_rows &&
+                      full.cols == scan.full_cols,
+                  fmt::format("--geometry {}: {} views of {} rows x {} cols, but {} holds projections "
+                              "[{}][{}][{}] (views, rows, cols; the geometry describes the whole stored scan)",
+                              opt.geometry_path, full.view_count(), full.rows, full.cols, path,
+                              scan.full_views, scan.full_rows, scan.full_cols));
   } else if (stored_geometry) {
     full = *stored_geometry;
     CTFORGE_CHECK(full.view_count() == scan.full_views && full.rows == scan.full_rows &&
@@ -303,6 +304,7 @@ loaded_projections read_projections_any(const std::string& path, const projectio
                               scan.full_rows, scan.full_cols));
   } else {
     CTFORGE_EXPECTS(format != "tiff", fmt::format("{}: TIFF stacks need a geometry JSON file (--geometry)", path));
+    CTFORGE_EXPECTS(format != "ctforge", fmt::format("{}: no /geometry dataset; pass --geometry FILE", path));
     CTFORGE_CHECK(static_cast<std::int64_t>(scan.angles_rad.size()) == scan.full_views,
                   fmt::format("{}: {} rotation angles for {} views and no geometry given", path,
                               scan.angles_rad.size(), scan.full_views));
