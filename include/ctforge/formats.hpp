@@ -54,7 +54,8 @@ struct detector_selection {
 
 /// How stored frames are interpreted.
 enum class intensity_mode {
-  automatic,       ///< raw counts when a flat field is available, line integrals otherwise
+  automatic,       ///< raw counts when a flat field is available; otherwise float frames are
+                   ///< taken as line integrals and integer frames are an error (counts need a flat)
   raw,             ///< raw counts: normalised by flat/dark and -log (a flat field is required)
   line_integrals,  ///< already -log(I / I0): only cropped and binned
 };
