@@ -76,7 +76,7 @@ inline std::string format_mib(std::int64_t bytes) {
 /// estimate the cuFFT work area; otherwise use it for every batch size tried. The batch starts
 /// at the requested size (auto: 32), halves until the buffers fit, and the volume is split
 /// when whole it does not fit next to them. Slab mode keeps the filtered projections on the
-/// device when that still leaves room for min(nz, 32) planes. Throws ctforge::error (with the
+/// device when that still leaves room for max(min(nz, 8), min(nz / 4, 32)) planes. Throws ctforge::error (with the
 /// sizes and the --gpu-memory-limit hint) when even one view and 8 planes do not fit.
 inline plan make_plan(const plan_input& in, std::int64_t budget, std::int64_t fft_work = -1) {
   CTFORGE_EXPECTS(in.views >= 1 && in.rows >= 1 && in.cols >= 1 && in.nx >= 1 && in.ny >= 1 &&
@@ -103,7 +103,10 @@ inline plan make_plan(const plan_input& in, std::int64_t budget, std::int64_t ff
     if (fixed + min_planes * plane <= budget) {
       p.slab_mode = true;
       const std::int64_t store = in.views * in.rows * in.cols * 4;
-      const std::int64_t good_planes = std::min<std::int64_t>(in.nz, 32);
+      // Keep the store on the device if that still leaves a quarter of the volume (at most
+      // 32 and at least the minimum planes) per slab.
+      const std::int64_t good_planes =
+          std::max(min_planes, std::clamp<std::int64_t>(in.nz / 4, 1, 32));
       p.device_store = fixed + store + good_planes * plane <= budget;
       const std::int64_t avail = budget - fixed - (p.device_store ? store : 0);
       p.slab_nz = std::clamp<std::int64_t>(avail / plane, 1, in.nz);

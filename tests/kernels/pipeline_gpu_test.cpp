@@ -74,7 +74,7 @@ TEST(CudaPlan, SplitsTheVolumeIntoBalancedSlabsThatFit) {
     EXPECT_EQ(n_slabs, (in.nz + planes - 1) / planes) << planes;
     EXPECT_LT(n_slabs * p.slab_nz - in.nz, n_slabs) << planes;
     // The projection store (100 x 64 x 80 floats = 59 planes) is never on the device here:
-    // it would leave fewer than 32 planes.
+    // it would leave fewer than 17 planes (a quarter of the volume).
     EXPECT_FALSE(p.device_store) << planes;
   }
 }
@@ -90,10 +90,10 @@ TEST(CudaPlan, KeepsTheStoreOnTheDeviceWhenRoomRemains) {
   EXPECT_TRUE(p.device_store);
   EXPECT_EQ(p.slab_nz, 35);  // 40 planes fit: 2 slabs of 35
   EXPECT_LE(p.planned, fixed + store + 40 * plane);
-  const kc::plan q = kc::make_plan(in, fixed + store + 31 * plane);
+  const kc::plan q = kc::make_plan(in, fixed + store + 16 * plane);
   ASSERT_TRUE(q.slab_mode);
-  EXPECT_FALSE(q.device_store) << "31 planes next to the store is below the 32-plane minimum";
-  EXPECT_LE(q.planned, fixed + store + 31 * plane);
+  EXPECT_FALSE(q.device_store) << "16 planes next to the store is below a quarter of the volume";
+  EXPECT_LE(q.planned, fixed + store + 16 * plane);
 }
 
 TEST(CudaPlan, HalvesTheBatchBeforeGivingUp) {
@@ -241,6 +241,20 @@ class CudaPipeline : public ctforge::testing::gpu_test {
     p.proj = project_analytic(shepp_logan_phantom(0.6 * static_cast<double>(n)), p.g);
     return p;
   }
+  // Budget of the batch buffers for `batch` views (cuFFT work area at its estimate, an upper
+  // bound) plus `planes` volume planes: forces a z-slab split when planes < nz.
+  static std::int64_t slab_budget(const problem& p, int batch, std::int64_t planes) {
+    kc::plan_input in;
+    in.views = p.proj.views;
+    in.rows = p.proj.rows;
+    in.cols = p.proj.cols;
+    in.nx = p.vg.nx;
+    in.ny = p.vg.ny;
+    in.nz = p.vg.nz;
+    in.filter = true;
+    in.padded_len = detail::padded_length(p.proj.cols);
+    return kc::batch_bytes(in, batch, kc::fft_work_estimate(in, batch)) + planes * p.vg.nx * p.vg.ny * 4;
+  }
 };
 
 // Repeated reconstructions leave device memory where it was: every call frees what it
@@ -251,33 +265,23 @@ TEST_F(CudaPipeline, RepeatedCallsDoNotGrowDeviceMemory) {
   const problem p = make(96, 64);
   recon_options opt;
   detail::cuda_options copt;
-  // Warm-up: module loading and library initialisation allocate once per process.
-  (void)detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, copt);
-  (void)detail::cuda_back_project(p.proj, p.g, p.vg, copt);
-  const std::int64_t before = detail::cuda_device_memory(0).free_bytes;
-  for (int i = 0; i < 3; ++i) {
-    (void)detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, copt);
-    (void)detail::cuda_back_project(p.proj, p.g, p.vg, copt);
-  }
-  // Also the slab path (a budget of the batch buffers plus 20 of the 48 planes) and a call the
-  // planner rejects.
-  kc::plan_input in;
-  in.views = p.proj.views;
-  in.rows = p.proj.rows;
-  in.cols = p.proj.cols;
-  in.nx = p.vg.nx;
-  in.ny = p.vg.ny;
-  in.nz = p.vg.nz;
-  in.filter = true;
-  in.padded_len = detail::padded_length(p.proj.cols);
+  // The slab path: a budget of the batch buffers plus 20 of the 48 planes.
   detail::cuda_options small = copt;
   small.views_per_batch = 8;
-  small.memory_limit_bytes = kc::batch_bytes(in, 8, kc::fft_work_estimate(in, 8)) + 20 * p.vg.nx * p.vg.ny * 4;
-  (void)detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, small);
-  EXPECT_GT(detail::cuda_last_pipeline_stats().slabs, 1);
+  small.memory_limit_bytes = slab_budget(p, 8, 20);
   detail::cuda_options tiny = copt;
   tiny.memory_limit_bytes = 1 << 20;
-  EXPECT_THROW((void)detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, tiny), ctforge::error);
+  const auto all_paths = [&] {
+    (void)detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, copt);
+    (void)detail::cuda_back_project(p.proj, p.g, p.vg, copt);
+    (void)detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, small);
+    EXPECT_GT(detail::cuda_last_pipeline_stats().slabs, 1);
+    EXPECT_THROW((void)detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, tiny), ctforge::error);
+  };
+  // Warm-up: module loading and library initialisation allocate once per process.
+  all_paths();
+  const std::int64_t before = detail::cuda_device_memory(0).free_bytes;
+  for (int i = 0; i < 3; ++i) all_paths();
   const std::int64_t after = detail::cuda_device_memory(0).free_bytes;
   EXPECT_GE(after, before - (2 << 20)) << "device memory grew by " << (before - after) << " bytes";
 }
@@ -322,12 +326,30 @@ TEST_F(CudaPipeline, ResultIndependentOfBatchingAndSlabs) {
   const volume ref = detail::cuda_reconstruct(p.proj, p.g, p.vg, recon_options{}, {});
   double peak = 0;
   for (float v : ref.data) peak = std::max(peak, static_cast<double>(std::abs(v)));
-  for (int batch : {1, 4, 29, 30}) {
+  struct variant {
+    int batch;
+    std::int64_t planes;  // 0: no budget; > 0: batch buffers + this many planes (+ the store)
+    bool device_store;
+  };
+  // Slab variants: the cuFFT work area enters the budget at its estimate (B x rows x pitch
+  // floats: 6.5 planes for B = 2, 3.3 for B = 1), so the pipeline finds at most 12.5 (13.3)
+  // of the 20 planes and must split; the store (48 planes) fits next to 10 planes only when
+  // budgeted for.
+  for (const variant& v : {variant{1, 0, false}, variant{4, 0, false}, variant{29, 0, false},
+                           variant{30, 0, false}, variant{2, 6, false}, variant{1, 10, true}}) {
     detail::cuda_options copt;
-    copt.views_per_batch = batch;
-    const volume v = detail::cuda_reconstruct(p.proj, p.g, p.vg, recon_options{}, copt);
+    copt.views_per_batch = v.batch;
+    if (v.planes > 0)
+      copt.memory_limit_bytes = slab_budget(p, v.batch, v.planes) + (v.device_store ? p.proj.size() * 4 : 0);
+    const volume out = detail::cuda_reconstruct(p.proj, p.g, p.vg, recon_options{}, copt);
+    const detail::cuda_pipeline_stats st = detail::cuda_last_pipeline_stats();
+    if (v.planes > 0) {
+      EXPECT_GT(st.slabs, 1) << "batch " << v.batch;
+      EXPECT_EQ(st.device_store, v.device_store) << "batch " << v.batch;
+    }
     // Only the order of the float sums over views changes: ~sqrt(30) * 6e-8 of the peak.
-    EXPECT_LE(mean_abs_error(v.data, ref.data), 1e-6 * peak) << "batch " << batch;
+    EXPECT_LE(mean_abs_error(out.data, ref.data), 1e-6 * peak)
+        << "batch " << v.batch << ", " << st.slabs << " slabs";
   }
 }
 
