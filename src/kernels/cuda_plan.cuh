@@ -13,6 +13,7 @@
 #include "ctforge/error.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/volume.hpp"
+#include "kernels/geometry.cuh"
 
 namespace ctforge::kernels::cuda {
 
@@ -176,6 +177,21 @@ inline slab_info slab_rows(const volume_geometry& vg, const std::vector<projecti
   s.row_offset = static_cast<int>(r0);
   s.rows_valid = static_cast<int>(r1 - r0);
   return s;
+}
+
+/// Float matrices whose detector rows are counted from row_offset (row' = row - row_offset:
+/// p1' = p1 - row_offset * p2), shifted in double precision. row_offset = 0 gives
+/// kernels::float_matrices.
+inline void shifted_matrices(const std::vector<projection_matrix>& mats, int row_offset,
+                             proj_matrix* out) {
+  for (std::size_t v = 0; v < mats.size(); ++v) {
+    const auto& m = mats[v];
+    for (int i = 0; i < 12; ++i) {
+      double value = m[static_cast<std::size_t>(i)];
+      if (i >= 4 && i < 8) value -= static_cast<double>(row_offset) * m[static_cast<std::size_t>(i + 4)];
+      out[v].m[i] = static_cast<float>(value);
+    }
+  }
 }
 
 /// The slabs of a plan (one slab of the whole volume when not in slab mode).

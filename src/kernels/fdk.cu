@@ -99,19 +99,6 @@ void report(const job& jb, double f) {
   if (jb.progress && *jb.progress) (*jb.progress)(std::clamp(f, 0.0, 1.0));
 }
 
-/// Matrices with rows shifted by row_offset (row' = row - row_offset), as floats.
-void shifted_matrices(const std::vector<projection_matrix>& mats, int row_offset,
-                      proj_matrix* out) {
-  for (std::size_t v = 0; v < mats.size(); ++v) {
-    const auto& m = mats[v];
-    for (int i = 0; i < 12; ++i) {
-      double value = m[static_cast<std::size_t>(i)];
-      if (i >= 4 && i < 8) value -= static_cast<double>(row_offset) * m[static_cast<std::size_t>(i + 4)];
-      out[v].m[i] = static_cast<float>(value);
-    }
-  }
-}
-
 /// Timing event pair per batch; elapsed times are summed once the work has completed.
 struct stage_timer {
   std::vector<event> start, stop;
