@@ -39,6 +39,9 @@ std::vector<std::int64_t> parse_ints(const std::string& option, const std::strin
 /// Throws usage_error "<option>: must be ... (got x)" unless the check holds.
 void require_positive(const std::string& option, double value);
 void require_non_negative(const std::string& option, double value);
+/// Parses a byte count: an integer optionally followed by K, M or G (powers of 1024), e.g.
+/// "512M". Throws usage_error "<option>: ..." unless it is a positive size.
+std::int64_t parse_byte_size(const std::string& option, const std::string& text);
 /// The directory of an output path must exist (checked before any long computation).
 void require_writable_dir(const std::string& option, const std::string& path);
 

@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <string>
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
@@ -81,6 +82,26 @@ void require_positive(const std::string& option, double value) {
 void require_non_negative(const std::string& option, double value) {
   CTFORGE_EXPECTS(std::isfinite(value) && value >= 0,
                   fmt::format("{}: must be >= 0 (got {})", option, value));
+}
+
+std::int64_t parse_byte_size(const std::string& option, const std::string& text) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string suffix = text.substr(used);
+  double scale = 1;
+  if (suffix == "K" || suffix == "k") scale = 1024.0;
+  else if (suffix == "M" || suffix == "m") scale = 1024.0 * 1024.0;
+  else if (suffix == "G" || suffix == "g") scale = 1024.0 * 1024.0 * 1024.0;
+  else if (!suffix.empty()) used = 0;
+  CTFORGE_EXPECTS(used > 0 && std::isfinite(value) && value > 0 && value * scale < 9.0e18,
+                  fmt::format("{}: expected a positive size in bytes, optionally with a K, M or G "
+                              "suffix (got '{}')", option, text));
+  return static_cast<std::int64_t>(value * scale);
 }
 
 void require_writable_dir(const std::string& option, const std::string& path) {

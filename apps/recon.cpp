@@ -23,6 +23,7 @@ struct recon_cli_options {
   std::string geometry;
   std::string backend = "auto";
   int device = 0;
+  std::string gpu_memory_limit;  // empty: automatic
   int threads = 0;
   std::string preview;
   bool quiet = false;
@@ -46,6 +47,7 @@ void run(const recon_cli_options& o) {
   require_non_negative("--device", o.device);
   ro.threads = o.threads;
   ro.device = o.device;
+  if (!o.gpu_memory_limit.empty()) ro.gpu_memory_limit_bytes = parse_byte_size("--gpu-memory-limit", o.gpu_memory_limit);
   ro.reference = o.reference;
   ro.where = parse_backend(o.backend);
   CTFORGE_EXPECTS(!(o.reference && ro.where == backend::cuda),
@@ -174,6 +176,10 @@ runner add_recon(CLI::App& app) {
       ->type_name("NAME")
       ->capture_default_str();
   sub->add_option("--device", o->device, "CUDA device ordinal")->type_name("N")->capture_default_str();
+  sub->add_option("--gpu-memory-limit", o->gpu_memory_limit,
+                  "Upper bound on GPU memory used (bytes, or with a K/M/G suffix, e.g. 2G); a small "
+                  "value forces the volume to be split into z-slabs")
+      ->type_name("SIZE");
   sub->add_option("--threads", o->threads, "CPU threads (0 = all cores)")
       ->type_name("N")
       ->capture_default_str();

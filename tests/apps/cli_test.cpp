@@ -353,6 +353,9 @@ TEST_F(Cli, OptionValuesValidatedWithOptionName) {
       {"--cutoff 1.5", "--cutoff"},
       {"--cutoff 0", "--cutoff"},
       {"--device -2", "--device"},
+      {"--gpu-memory-limit 0", "--gpu-memory-limit"},
+      {"--gpu-memory-limit 12X", "--gpu-memory-limit"},
+      {"--gpu-memory-limit lots", "--gpu-memory-limit"},
       {"-o nodir/vol.h5", "--output"},
   };
   for (const auto& [opt, name] : cases) {
