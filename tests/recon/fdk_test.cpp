@@ -399,6 +399,7 @@ INSTANTIATE_TEST_SUITE_P(Odd, FdkSizes,
                                            size_case{1, 1, 1, 1, 1, 1, 360},       // 1 pixel
                                            size_case{33, 1, 7, 15, 15, 1, 360},    // fan, 7 views
                                            size_case{41, 3, 45, 31, 1, 3, 360},    // ny = 1
+                                           size_case{33, 1, 20, 15, 15, 4, 360},   // fan, nz = 4
                                            size_case{29, 17, 61, 13, 21, 11, 215}  // short scan
                                            ));
 
