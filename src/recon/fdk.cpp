@@ -36,9 +36,12 @@ namespace ctforge {
 
 // ---- fast back-projection ------------------------------------------------------------------
 //
-// Same arithmetic as kernels::bp_contribution with kernels::sample_bilinear_padded (clamp of the
-// detector coordinates to [-1, cols] x [-1, rows] of a zero-bordered view, bilinear taps, weight
-// 1/w^2 or 1, nothing for p2 <= 1e-6), written with AVX2 intrinsics and organised for the cache:
+// Same computation as kernels::bp_contribution with kernels::sample_bilinear_padded (clamp of
+// the detector coordinates to [-1, cols] x [-1, rows] of a zero-bordered view, bilinear taps,
+// weight 1/w^2 or 1, nothing for p2 <= 1e-6; rounding differs by a few ulp: fused multiply-adds,
+// 1/w by reciprocal estimate + Newton step), written with AVX2 intrinsics and organised for the
+// cache (fdk tests compare it with the double-precision reference path):
+//  * voxels whose projection misses the detector (contribution exactly 0) are skipped;
 //  * views in batches of ~6 MiB that stay in the last-level cache while all voxels visit them;
 //  * work unit = a block of up to k_block_rows consecutive y rows at one z; for each view the
 //    rows of a block project onto nearly the same detector rows, so the view's footprint stays
