@@ -12,6 +12,7 @@
 #include "kernels/forward_project.cuh"
 #include "kernels/geometry.cuh"
 #include "recon/backproject_cpu.hpp"
+#include "recon/fdk.hpp"
 
 namespace ctforge {
 namespace {
@@ -96,8 +97,9 @@ volume back_project(const projection_stack& proj, const geometry& g, const volum
   if (!reference) {
     const auto padded = detail::make_padded_projections(proj);
     const auto mats = kernels::float_matrices(g);
-    detail::backproject_cpu<kernels::bp_weighting::none>(padded, mats.data(), vg, out.data.data(),
-                                                         0, vg.nz, nt);
+    // The loop FDK/FBP run (AVX2 where the library is built for it, else backproject_cpu).
+    detail::backproject_filtered_cpu(padded, mats.data(), vg, /*distance_weighting=*/false,
+                                     out.data.data(), nt);
     return out;
   }
   // Reference: double matrices and accumulation, bounds-checked bilinear sampler.
