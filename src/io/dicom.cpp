@@ -36,6 +36,7 @@
 
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
+#include "io/itk_image.hpp"
 
 namespace ctforge::io {
 
@@ -47,7 +48,7 @@ volume volume_from_itk(const itk::Image<float, 3>* img, const std::string& path)
 namespace {
 
 namespace fs = std::filesystem;
-using image3 = itk::Image<float, 3>;
+using image3 = ctforge::detail::itk_image3;
 using image2 = itk::Image<float, 2>;
 
 std::string tag(const itk::MetaDataDictionary& d, const char* key) {
@@ -442,22 +443,7 @@ void write_dicom_series(const std::string& dir_in, const volume& v, const volume
   }
   double slope = 1;
   while (maxabs / slope > 32767.0) slope *= 2;
-  auto img = image3::New();
-  image3::RegionType region;
-  image3::SizeType size;
-  size[0] = static_cast<itk::SizeValueType>(v.geom.nx);
-  size[1] = static_cast<itk::SizeValueType>(v.geom.ny);
-  size[2] = static_cast<itk::SizeValueType>(v.geom.nz);
-  region.SetSize(size);
-  img->SetRegions(region);
-  image3::SpacingType spacing;
-  image3::PointType origin;
-  for (int a = 0; a < 3; ++a) {
-    spacing[a] = v.geom.spacing_mm[a];
-    origin[a] = v.geom.origin_mm[a];
-  }
-  img->SetSpacing(spacing);
-  img->SetOrigin(origin);
+  auto img = ctforge::detail::new_itk_image(v.geom);
   img->Allocate();
   float* buf = img->GetBufferPointer();
   for (std::size_t i = 0; i < hu.size(); ++i)

@@ -22,13 +22,14 @@
 
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
+#include "io/itk_image.hpp"
 #include "ctforge/io.hpp"
 
 namespace ctforge::io {
 namespace {
 
 namespace fs = std::filesystem;
-using image3 = itk::Image<float, 3>;
+using image3 = ctforge::detail::itk_image3;
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -263,22 +264,7 @@ void write_itk_volume(const std::string& path, const volume& v, bool compress) {
   CTFORGE_EXPECTS(static_cast<std::int64_t>(v.data.size()) == v.geom.voxel_count(),
                   fmt::format("{}: volume holds {} values for {} voxels", path, v.data.size(), v.geom.voxel_count()));
   auto io = make_io(path);
-  auto img = image3::New();
-  image3::RegionType region;
-  image3::SizeType size;
-  size[0] = static_cast<itk::SizeValueType>(v.geom.nx);
-  size[1] = static_cast<itk::SizeValueType>(v.geom.ny);
-  size[2] = static_cast<itk::SizeValueType>(v.geom.nz);
-  region.SetSize(size);
-  img->SetRegions(region);
-  image3::SpacingType spacing;
-  image3::PointType origin;
-  for (int a = 0; a < 3; ++a) {
-    spacing[a] = v.geom.spacing_mm[a];
-    origin[a] = v.geom.origin_mm[a];
-  }
-  img->SetSpacing(spacing);
-  img->SetOrigin(origin);
+  auto img = ctforge::detail::new_itk_image(v.geom);
   // Shares the volume's buffer (no copy); ITK does not take ownership.
   img->GetPixelContainer()->SetImportPointer(const_cast<float*>(v.data.data()), v.data.size(), false);
 
