@@ -36,7 +36,8 @@ void write_volume(const std::string& path, const volume& v);
 std::string describe_file(const std::string& path);
 
 /// Writes the three central orthogonal slices (axial z, coronal y, sagittal x) side by side as
-/// an 8-bit grey PNG, windowed to [lo, hi] (lo == hi: the volume's 0.5 / 99.5 percentiles).
+/// an 8-bit grey PNG (+y and +z up), windowed to [lo, hi] (lo == hi: the volume's 0.5 / 99.5
+/// percentiles). A single-slice volume (nz = 1) gives the axial panel only.
 void write_preview_png(const std::string& path, const volume& v, float lo = 0, float hi = 0);
 
 /// Writes `path` atomically: calls write(tmp) then renames tmp over path; removes tmp on error.
