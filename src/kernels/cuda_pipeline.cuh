@@ -71,6 +71,9 @@ void enqueue_backprojection(cudaStream_t s, bp_weighting w, interp mode, const b
 
 /// Loads the back-projection kernels (so that none loads lazily during stream capture).
 void preload_backprojection_kernels();
+/// Loads the batch counter, projection store and row gather kernels, which are first launched
+/// inside stream capture. Defined in pipeline_kernels.cu.
+void preload_pipeline_kernels();
 
 /// Pre-weighting fused with zero padding: for view i of batch b (b from *counter) and detector
 /// pixel (col, row), out[(i * rows + row) * pitch + col] = raw[(i * rows + row) * cols + col]

@@ -350,6 +350,7 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   // Warm-up outside capture: loads every kernel and lets cuFFT finish any lazy initialisation
   // (nothing may allocate or load modules while a stream is being captured).
   preload_backprojection_kernels();
+  preload_pipeline_kernels();
   if (jb.filter) pad_and_filter(s_f, 0);
   CTFORGE_CUDA_TRY(cudaMemsetAsync(counters.data(), 0, counters.bytes(), s_f));
   s_f.synchronize("warming up the filter");

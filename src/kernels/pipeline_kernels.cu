@@ -44,6 +44,13 @@ __global__ void gather_kernel(gather_batch b) {
 
 }  // namespace
 
+void preload_pipeline_kernels() {
+  cudaFuncAttributes a{};
+  CTFORGE_CUDA_TRY(cudaFuncGetAttributes(&a, bump_kernel), "loading the batch counter kernel");
+  CTFORGE_CUDA_TRY(cudaFuncGetAttributes(&a, store_kernel), "loading the projection store kernel");
+  CTFORGE_CUDA_TRY(cudaFuncGetAttributes(&a, gather_kernel), "loading the row gather kernel");
+}
+
 void enqueue_bump(cudaStream_t s, int* counter) {
   bump_kernel<<<1, 1, 0, s>>>(counter);
   CTFORGE_CUDA_CHECK_LAUNCH("launching the batch counter kernel");
