@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/json_reader.hpp"
 #include "ctforge/error.hpp"
 
 namespace ctforge {
@@ -26,41 +27,8 @@ std::vector<double> per_view(std::vector<double> values, std::size_t n, const ch
   return values;
 }
 
-// Reports JSON problems with the field path.
-struct reader {
-  std::string origin;
-
-  [[noreturn]] void fail(const std::string& field, const std::string& what) const {
-    throw usage_error(fmt::format("{}: field '{}': {}", origin, field, what));
-  }
-  const json& member(const json& obj, const std::string& path, const char* key) const {
-    if (!obj.is_object()) fail(path, "expected an object");
-    auto it = obj.find(key);
-    if (it == obj.end()) fail(path.empty() ? key : path + "." + key, "missing");
-    return *it;
-  }
-  double number(const json& j, const std::string& field) const {
-    if (!j.is_number()) fail(field, "expected a number");
-    double v = j.get<double>();
-    if (!std::isfinite(v)) fail(field, "not a finite number");
-    return v;
-  }
-  std::int64_t integer(const json& j, const std::string& field) const {
-    if (!j.is_number_integer() && !j.is_number_unsigned()) fail(field, "expected an integer");
-    return j.get<std::int64_t>();
-  }
-  std::vector<double> numbers(const json& j, const std::string& field) const {
-    if (!j.is_array()) fail(field, "expected an array of numbers");
-    std::vector<double> out;
-    for (std::size_t i = 0; i < j.size(); ++i) out.push_back(number(j[i], fmt::format("{}[{}]", field, i)));
-    return out;
-  }
-  vec3 vector3(const json& j, const std::string& field) const {
-    auto v = numbers(j, field);
-    if (v.size() != 3) fail(field, "expected 3 numbers [x, y, z]");
-    return {v[0], v[1], v[2]};
-  }
-};
+using reader = detail::json_reader;
+using detail::vec_json;
 
 std::vector<double> parse_angles(const reader& r, const json& j) {
   const std::string field = "angles_deg";
@@ -105,8 +73,6 @@ void parse_offsets(const reader& r, const json& det, std::vector<double>& ou,
     ov.push_back(p[1]);
   }
 }
-
-json vec_json(vec3 a) { return json::array({a.x, a.y, a.z}); }
 
 }  // namespace
 
@@ -239,12 +205,7 @@ geometry make_vec_geometry(beam_kind beam, std::int64_t cols, std::int64_t rows,
 
 geometry geometry_from_json(std::string_view text, std::string_view origin) {
   reader r{std::string(origin)};
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {  // parse_error, or out_of_range (e.g. 1e999)
-    throw usage_error(fmt::format("{}: invalid JSON: {}", origin, e.what()));
-  }
+  const json j = r.parse(text);
   if (!j.is_object()) r.fail("", "expected a JSON object");
   const json& type_j = r.member(j, "", "type");
   if (!type_j.is_string()) r.fail("type", "expected a string");
@@ -284,10 +245,10 @@ geometry geometry_from_json(std::string_view text, std::string_view origin) {
       const std::string p = fmt::format("views[{}]", i);
       view_vectors w;
       const char* src = cone ? "source" : "ray";
-      w.source = r.vector3(r.member(vj[i], p, src), p + "." + src);
-      w.detector_center = r.vector3(r.member(vj[i], p, "detector_center"), p + ".detector_center");
-      w.u = r.vector3(r.member(vj[i], p, "u"), p + ".u");
-      w.v = r.vector3(r.member(vj[i], p, "v"), p + ".v");
+      w.source = r.triple(r.member(vj[i], p, src), p + "." + src);
+      w.detector_center = r.triple(r.member(vj[i], p, "detector_center"), p + ".detector_center");
+      w.u = r.triple(r.member(vj[i], p, "u"), p + ".u");
+      w.v = r.triple(r.member(vj[i], p, "v"), p + ".v");
       views.push_back(w);
     }
     try {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "core/json_reader.hpp"
 #include "ctforge/error.hpp"
 
 namespace ctforge {
@@ -83,31 +84,8 @@ double integral(const std::vector<unit_frame>& frames, vec3 point, vec3 dir,
   return sum;
 }
 
-struct reader {
-  std::string origin;
-  [[noreturn]] void fail(const std::string& field, const std::string& what) const {
-    throw usage_error(fmt::format("{}: field '{}': {}", origin, field, what));
-  }
-  double number(const json& j, const std::string& field) const {
-    if (!j.is_number()) fail(field, "expected a number");
-    const double v = j.get<double>();
-    if (!std::isfinite(v)) fail(field, "not a finite number");
-    return v;
-  }
-  vec3 triple(const json& j, const std::string& field, bool positive) const {
-    const char* what = positive ? "expected 3 positive numbers" : "expected 3 finite numbers";
-    if (!j.is_array() || j.size() != 3) fail(field, what);
-    double v[3];
-    for (int i = 0; i < 3; ++i) {
-      if (!j[i].is_number()) fail(field, what);
-      v[i] = j[i].get<double>();
-      if (!std::isfinite(v[i]) || (positive && !(v[i] > 0))) fail(field, what);
-    }
-    return {v[0], v[1], v[2]};
-  }
-};
-
-json vec_json(vec3 a) { return json::array({a.x, a.y, a.z}); }
+using detail::vec_json;
+using reader = detail::json_reader;
 
 /// splitmix64 step: a well-mixed 64-bit value from a 64-bit state.
 std::uint64_t splitmix64(std::uint64_t x) {
@@ -150,12 +128,7 @@ phantom shepp_logan_phantom(double size_mm) {
 
 phantom phantom_from_json(std::string_view text, std::string_view origin) {
   reader r{std::string(origin)};
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {  // parse_error, or out_of_range (e.g. 1e999)
-    throw usage_error(fmt::format("{}: invalid JSON: {}", origin, e.what()));
-  }
+  const json j = r.parse(text);
   if (!j.is_object()) r.fail("", "expected a JSON object");
   auto it = j.find("ellipsoids");
   if (it == j.end()) r.fail("ellipsoids", "missing");
