@@ -12,6 +12,7 @@
 
 #include "cli.hpp"
 #include "ctforge/error.hpp"
+#include "ctforge/io.hpp"
 
 #ifndef CTFORGE_VERSION
 #define CTFORGE_VERSION "unknown"
@@ -37,6 +38,8 @@ int fail(int status, const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Ctrl-C / SIGTERM while an output is being written removes the half-written file.
+  ctforge::io::install_interrupt_cleanup();
   CLI::App app{"ctforge: CT simulation and reconstruction (FDK / FBP, CPU and CUDA)", "ctforge"};
   app.set_version_flag("--version", version_text(), "Print the version and exit");
   app.require_subcommand(1);
