@@ -151,15 +151,8 @@ json run_gpu(const problem_def& d, const options& o, bool hardware) {
   json out;
   if (d.force_slabs) {
     // Budget: the batch buffers, the filtered-projection store and a third of the volume.
-    kernels::cuda::plan_input in;
-    in.views = proj.views;
-    in.rows = proj.rows;
-    in.cols = proj.cols;
-    in.nx = vg.nx;
-    in.ny = vg.ny;
-    in.nz = vg.nz;
-    in.filter = true;
-    in.padded_len = detail::padded_length(proj.cols);
+    const kernels::cuda::plan_input in = kernels::cuda::make_plan_input(
+        proj.views, proj.rows, proj.cols, vg, true, detail::padded_length(proj.cols));
     const std::int64_t b = std::min<std::int64_t>(32, proj.views);
     const std::int64_t planes = std::max<std::int64_t>(32, (vg.nz + 2) / 3);
     copt.memory_limit_bytes = kernels::cuda::batch_bytes(in, b, kernels::cuda::fft_work_estimate(in, b)) +

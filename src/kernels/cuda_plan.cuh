@@ -33,6 +33,23 @@ struct plan_input {
   int max_batch = k_max_batch_views;            ///< device limit on array layers
 };
 
+/// plan_input for `views` projections of rows x cols into the grid `vg`; padded_len is the FFT
+/// length when `filter` (FDK / FBP), ignored otherwise.
+inline plan_input make_plan_input(std::int64_t views, std::int64_t rows, std::int64_t cols,
+                                  const volume_geometry& vg, bool filter,
+                                  std::int64_t padded_len = 0) {
+  plan_input in;
+  in.views = views;
+  in.rows = rows;
+  in.cols = cols;
+  in.nx = vg.nx;
+  in.ny = vg.ny;
+  in.nz = vg.nz;
+  in.filter = filter;
+  in.padded_len = filter ? padded_len : 0;
+  return in;
+}
+
 struct plan {
   int views_per_batch = 1;
   int batches = 1;

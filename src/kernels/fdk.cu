@@ -159,15 +159,7 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   if (copt.memory_limit_bytes > 0) budget = std::min(budget, copt.memory_limit_bytes);
   CTFORGE_EXPECTS(copt.views_per_batch >= 0, "views per batch must be >= 0");
   budget = std::max<std::int64_t>(budget, 0);
-  plan_input pin;
-  pin.views = V;
-  pin.rows = R;
-  pin.cols = C;
-  pin.nx = vg.nx;
-  pin.ny = vg.ny;
-  pin.nz = vg.nz;
-  pin.filter = jb.filter;
-  pin.padded_len = jb.padded_len;
+  plan_input pin = make_plan_input(V, R, C, vg, jb.filter, jb.padded_len);
   pin.requested_batch = copt.views_per_batch;
   pin.max_batch = max_layers;
   plan pl = make_plan(pin, budget);

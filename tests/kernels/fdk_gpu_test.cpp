@@ -126,15 +126,8 @@ TEST_P(FdkGpu, MatchesCpuPath) {
   if (c.memory < 0) {
     // Budget = the pipeline's batch buffers (with the cuFFT work area estimated at its upper
     // bound) plus -memory volume planes: the volume must be split.
-    kernels::cuda::plan_input in;
-    in.views = proj.views;
-    in.rows = proj.rows;
-    in.cols = proj.cols;
-    in.nx = vg.nx;
-    in.ny = vg.ny;
-    in.nz = vg.nz;
-    in.filter = true;
-    in.padded_len = detail::padded_length(proj.cols);
+    kernels::cuda::plan_input in = kernels::cuda::make_plan_input(
+        proj.views, proj.rows, proj.cols, vg, true, detail::padded_length(proj.cols));
     in.requested_batch = c.views_per_batch;
     const std::int64_t batch = std::min<std::int64_t>(c.views_per_batch > 0 ? c.views_per_batch : 32, proj.views);
     copt.memory_limit_bytes = kernels::cuda::batch_bytes(in, batch, kernels::cuda::fft_work_estimate(in, batch)) +

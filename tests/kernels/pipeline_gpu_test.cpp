@@ -338,15 +338,8 @@ class CudaPipeline : public ctforge::testing::gpu_test {
   // Budget of the batch buffers for `batch` views (cuFFT work area at its estimate, an upper
   // bound) plus `planes` volume planes: forces a z-slab split when planes < nz.
   static std::int64_t slab_budget(const problem& p, int batch, std::int64_t planes) {
-    kc::plan_input in;
-    in.views = p.proj.views;
-    in.rows = p.proj.rows;
-    in.cols = p.proj.cols;
-    in.nx = p.vg.nx;
-    in.ny = p.vg.ny;
-    in.nz = p.vg.nz;
-    in.filter = true;
-    in.padded_len = detail::padded_length(p.proj.cols);
+    const kc::plan_input in = kc::make_plan_input(p.proj.views, p.proj.rows, p.proj.cols, p.vg,
+                                                  true, detail::padded_length(p.proj.cols));
     return kc::batch_bytes(in, batch, kc::fft_work_estimate(in, batch)) + planes * p.vg.nx * p.vg.ny * 4;
   }
 };

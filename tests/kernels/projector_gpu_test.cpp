@@ -123,14 +123,9 @@ TEST_P(ProjectorGpu, BackProjectionMatchesCpu) {
   copt.hardware_interpolation = c.hardware;
   copt.views_per_batch = c.views_per_batch;
   if (c.slab_planes > 0) {
-    kernels::cuda::plan_input in;
-    in.views = proj.views;
-    in.rows = proj.rows;
-    in.cols = proj.cols;
-    in.nx = vg.nx;
-    in.ny = vg.ny;
-    in.nz = vg.nz;
-    in.filter = false;  // no FFT buffers: the budget is exact
+    // No FFT buffers (filter = false): the budget is exact.
+    kernels::cuda::plan_input in =
+        kernels::cuda::make_plan_input(proj.views, proj.rows, proj.cols, vg, false);
     const std::int64_t batch = std::min<std::int64_t>(c.views_per_batch > 0 ? c.views_per_batch : 32, proj.views);
     copt.memory_limit_bytes = kernels::cuda::batch_bytes(in, batch, 0) + c.slab_planes * vg.nx * vg.ny * 4;
   }
