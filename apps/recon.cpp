@@ -53,7 +53,7 @@ void run(const recon_cli_options& o) {
   CTFORGE_EXPECTS(!(o.reference && ro.where == backend::cuda),
                   "--reference: the reference path runs on the CPU; drop --backend cuda");
   std::string notice;
-  const backend where = o.reference ? backend::cpu : resolve_backend(ro.where, &notice);
+  const backend where = o.reference ? backend::cpu : resolve_backend(ro.where, &notice, ro.device);
   if (io::volume_format_of(o.output) == io::volume_format::dicom) {  // a series directory
     std::string dir = o.output;
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();

@@ -181,7 +181,10 @@ json run_gpu(const problem_def& d, const options& o, bool hardware) {
   out["download_ms"] = st.download_ms;
   out["filter_device_ms"] = st.filter_ms;
   out["backproject_device_ms"] = st.backproject_ms;
-  out["filter_share"] = st.filter_ms + st.backproject_ms > 0 ? st.filter_ms / (st.filter_ms + st.backproject_ms) : 0.0;
+  out["gather_device_ms"] = st.gather_ms;
+  const double device_ms = st.filter_ms + st.gather_ms + st.backproject_ms;
+  out["filter_share"] = device_ms > 0 ? st.filter_ms / device_ms : 0.0;
+  out["fft_plans_created"] = st.fft_plans_created;
   out["backproject_gups"] = st.backproject_ms > 0 ? d.p.updates() / (st.backproject_ms * 1e-3) / 1e9 : 0.0;
   out["views_per_batch"] = st.views_per_batch;
   out["slabs"] = st.slabs;
@@ -312,8 +315,9 @@ int main(int argc, char** argv) {
       }
     }
     fmt::print("GUPS = voxels x views / s / 1e9, uploads and download included (bp GUPS: device time of the\n"
-               "back-projection kernels only); filt% = device time in pre-weighting + filtering over filtering\n"
-               "+ back-projection. CPU figures are measured on the problem scaled by the 'cpu scl' factor;\n"
+               "back-projection kernels only); filt% = device time in pre-weighting + filtering over all device\n"
+               "stages (filtering + slab row gathers + back-projection). CPU figures are measured on the problem\n"
+               "scaled by the 'cpu scl' factor; "
                "* cpuN full = full problem time EXTRAPOLATED from that GUPS; speedup = GPU GUPS / CPU all-threads GUPS.\n");
     if (!o.json_path.empty()) {
       std::ofstream f(o.json_path);

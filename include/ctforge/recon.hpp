@@ -43,8 +43,9 @@ struct recon_options {
 volume reconstruct(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
                    const recon_options& opt);
 
-/// Which backend `where` resolves to on this machine ("cpu" or "cuda"), with a one-line reason
-/// when automatic selection falls back to the CPU (empty otherwise).
-backend resolve_backend(backend where, std::string* notice = nullptr);
+/// Which backend `where` resolves to on this machine ("cpu" or "cuda") for CUDA device ordinal
+/// `device`, with a one-line reason when automatic selection falls back to the CPU (empty
+/// otherwise). backend::cuda without a usable device throws (the reason in the message).
+backend resolve_backend(backend where, std::string* notice = nullptr, int device = 0);
 
 }  // namespace ctforge

@@ -1,6 +1,8 @@
-// Device discovery for the CUDA backend: ctforge::detail::cuda_device_available.
+// Device discovery for the CUDA backend: ctforge::detail::cuda_device_available (per device
+// ordinal), device memory and description.
 #include <cuda_runtime.h>
 
+#include <map>
 #include <mutex>
 #include <string>
 
@@ -21,7 +23,8 @@ struct probe_result {
   std::string why;
 };
 
-probe_result probe() {
+/// Whether `device` exists and can run this binary's kernels. Never throws.
+probe_result probe(int device) {
   probe_result r;
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
@@ -34,22 +37,38 @@ probe_result probe() {
     r.why = "no CUDA device found";
     return r;
   }
+  if (device < 0 || device >= count) {
+    r.why = "CUDA device " + std::to_string(device) + " does not exist (" + std::to_string(count) +
+            " found; --device counts from 0)";
+    return r;
+  }
+  int previous = 0;
+  e = cudaGetDevice(&previous);
+  if (e == cudaSuccess && previous != device) e = cudaSetDevice(device);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    r.why = "selecting CUDA device " + std::to_string(device) + " failed (" + cudaGetErrorName(e) +
+            ": " + cudaGetErrorString(e) + ")";
+    return r;
+  }
   cudaFuncAttributes attr{};
   e = cudaFuncGetAttributes(&attr, probe_kernel);
   if (e != cudaSuccess) {
     cudaGetLastError();
     cudaDeviceProp prop{};
-    int dev = 0;
-    std::string name = "device";
-    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
-      name = std::string(prop.name) + " (compute capability " + std::to_string(prop.major) + "." +
+    std::string name = "device " + std::to_string(device);
+    if (cudaGetDeviceProperties(&prop, device) == cudaSuccess)
+      name = std::string(prop.name) + " (device " + std::to_string(device) +
+             ", compute capability " + std::to_string(prop.major) + "." +
              std::to_string(prop.minor) + ")";
     cudaGetLastError();
     r.why = name + " cannot run this build's kernels (" + cudaGetErrorName(e) +
             "); rebuild with CTFORGE_CUDA_ARCHITECTURES including its architecture";
-    return r;
+  } else {
+    r.ok = true;
   }
-  r.ok = true;
+  if (previous != device) cudaSetDevice(previous);
+  cudaGetLastError();
   return r;
 }
 
@@ -58,17 +77,34 @@ probe_result probe() {
 
 namespace ctforge::detail {
 
-bool cuda_device_available(std::string* why) {
-  static std::once_flag once;
-  static kernels::cuda::probe_result result;
+bool cuda_device_available(std::string* why, int device) {
+  // One probe per device ordinal per process (the answer cannot change while it runs).
+  static std::mutex m;
+  static std::map<int, kernels::cuda::probe_result> results;
+  kernels::cuda::probe_result result;
   try {
-    std::call_once(once, [] { result = kernels::cuda::probe(); });
+    const std::lock_guard<std::mutex> lock(m);
+    auto it = results.find(device);
+    if (it == results.end()) it = results.emplace(device, kernels::cuda::probe(device)).first;
+    result = it->second;
   } catch (...) {
     if (why) *why = "CUDA device probe failed";
     return false;
   }
   if (why) *why = result.ok ? std::string() : result.why;
   return result.ok;
+}
+
+void require_cuda_device(int device) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+  cudaGetLastError();
+  if (count > 0)
+    CTFORGE_EXPECTS(device >= 0 && device < count,
+                    "--device: CUDA device " + std::to_string(device) + " does not exist (" +
+                        std::to_string(count) + " found; ordinals count from 0)");
+  std::string why;
+  CTFORGE_CHECK(cuda_device_available(&why, device), "CUDA backend: no usable device (" + why + ")");
 }
 
 cuda_memory_info cuda_device_memory(int device) {

@@ -5,6 +5,7 @@
 // include it. Defined in src/kernels/*.cu (CUDA builds only).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -22,8 +23,9 @@ struct cuda_pipeline_stats {
   double download_ms = 0;  ///< device -> host copy of the volume
   // Device time (ms) summed over batches, from events around each stage's graph launch.
   // The stages overlap, so the sum can exceed stream_ms.
-  double filter_ms = 0;        ///< pre-weighting + FFT filter + copy into the texture array
+  double filter_ms = 0;        ///< pre-weighting + FFT filter (+ copy into the arrays or the store)
   double backproject_ms = 0;   ///< back-projection kernels
+  double gather_ms = 0;        ///< slab mode: copying each slab's rows from the store into the arrays
   // Decisions.
   int views_per_batch = 0;
   int batches = 0;
@@ -33,7 +35,13 @@ struct cuda_pipeline_stats {
   bool hardware_interpolation = false;
   std::int64_t budget_bytes = 0;    ///< device memory budget the plan had to fit
   std::int64_t planned_bytes = 0;   ///< device memory the plan allocated (estimate)
+  int fft_plans_created = 0;        ///< cuFFT plan pairs made by this call (0: all from the cache)
 };
+
+/// Releases the cached cuFFT plans of the ramp filter (they are kept across calls, per device
+/// and shape; see kernels::cuda::ramp_filter_gpu), and reports how many shapes are cached.
+void cuda_clear_fft_plan_cache();
+std::size_t cuda_fft_plan_cache_size();
 
 /// Statistics of the last cuda_reconstruct / cuda_back_project call on this thread
 /// (all zero before the first).

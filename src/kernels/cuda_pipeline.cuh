@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/backproject.cuh"
@@ -90,16 +91,27 @@ struct preweight_batch {
 };
 void enqueue_preweight(cudaStream_t s, const preweight_batch& b, bool apply_weights);
 
+/// The forward (R2C) and inverse (C2R) batched plans of one ramp-filter shape.
+struct ramp_fft_plans {
+  cufft_plan fwd, inv;
+};
+
 /// Ramp filter of `rows_total` padded rows in place: batched R2C, multiplication by the
 /// frequency response (ctforge::detail::ramp_response, which holds the 1 / N normalisation),
-/// batched C2R. The plans are made once here, for (padded length, rows_total); the caller
-/// provides the work area (work_bytes) and the row buffer, pitch = 2 (N / 2 + 1) floats.
-/// Defined in ramp_filter.cu.
+/// batched C2R. The caller provides the work area (work_bytes) and the row buffer, pitch =
+/// 2 (N / 2 + 1) floats. The plans come from a process-wide cache keyed by (current device,
+/// padded length, rows_total) that keeps the 8 most recently used shapes (without work areas:
+/// those belong to each call), so repeated reconstructions of one shape plan once. A cached
+/// plan's stream and work area are set by enqueue / set_work_area: callers serialise their use
+/// (the pipeline holds its backend lock). Defined in ramp_filter.cu.
 class ramp_filter_gpu {
  public:
-  /// Uploads the response in stream `s` (and waits for it).
+  /// Uploads the response in stream `s` (and waits for it). Must run with the target device
+  /// current.
   ramp_filter_gpu(int padded_len, int rows_total, const std::vector<float>& response,
                   cudaStream_t s);
+  /// Whether construction created the plans (false: reused from the cache).
+  bool planned() const { return planned_; }
   int padded_len() const { return n_; }
   int rows_total() const { return rows_total_; }
   /// Floats per padded row of the in-place buffer.
@@ -111,9 +123,19 @@ class ramp_filter_gpu {
 
  private:
   int n_, rows_total_;
-  cufft_plan fwd_, inv_;
+  bool planned_ = false;
+  std::shared_ptr<const ramp_fft_plans> plans_;
   device_buffer<float> response_;
 };
+
+/// Drops every cached ramp-filter plan (plans in use live on until their filter is destroyed).
+void clear_ramp_plan_cache();
+/// Calls that reused a cached plan (hits) and that created one (misses), and the shapes held.
+struct ramp_plan_cache_stats {
+  std::int64_t hits = 0, misses = 0;
+  std::size_t size = 0;
+};
+ramp_plan_cache_stats ramp_plan_cache_statistics();
 
 /// Increments *counter (one thread). Defined in pipeline_kernels.cu.
 void enqueue_bump(cudaStream_t s, int* counter);

@@ -120,14 +120,8 @@ struct stage_timer {
 volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   const auto t_start = clock_type::now();
   std::lock_guard<std::mutex> lock(backend_mutex());
-  std::string why;
-  CTFORGE_CHECK(detail::cuda_device_available(&why), "CUDA backend: no usable device (" + why + ")");
-  int device_count = 0;
-  CTFORGE_CUDA_TRY(cudaGetDeviceCount(&device_count));
-  CTFORGE_EXPECTS(copt.device >= 0 && copt.device < device_count,
-                  "--device: CUDA device " + std::to_string(copt.device) + " does not exist (" +
-                      std::to_string(device_count) + " found)");
-  device_guard guard(copt.device);
+  detail::require_cuda_device(copt.device);
+  const device_guard guard(copt.device);
 
   const projection_stack& proj = *jb.proj;
   const geometry& g = *jb.g;
@@ -166,17 +160,21 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   // The cuFFT work area is known once the plans exist: re-plan with it until it fits (a
   // smaller batch needs less work area, so a plan that fits with the larger one is safe).
   std::optional<ramp_filter_gpu> filter;
+  int plans_created = 0;
+  const auto make_filter = [&] {
+    filter.emplace(jb.padded_len, static_cast<int>(pl.views_per_batch * R), jb.response, s_f);
+    plans_created += filter->planned() ? 1 : 0;
+  };
   if (jb.filter) {
     for (int attempt = 0; attempt < 16; ++attempt) {
-      filter.emplace(jb.padded_len, static_cast<int>(pl.views_per_batch * R), jb.response, s_f);
+      make_filter();
       pin.requested_batch = pl.views_per_batch;
       const plan again = make_plan(pin, budget, static_cast<std::int64_t>(filter->work_bytes()));
       const bool same = again.views_per_batch == pl.views_per_batch;
       pl = again;
       if (same) break;
     }
-    if (filter->rows_total() != pl.views_per_batch * R)
-      filter.emplace(jb.padded_len, static_cast<int>(pl.views_per_batch * R), jb.response, s_f);
+    if (filter->rows_total() != pl.views_per_batch * R) make_filter();
   }
 
   const int B = pl.views_per_batch;
@@ -375,6 +373,7 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   st.hardware_interpolation = jb.mode == interp::hardware;
   st.budget_bytes = pl.budget;
   st.planned_bytes = pl.planned;
+  st.fft_plans_created = plans_created;
 
   volume out(vg);
   const std::int64_t plane = vg.nx * vg.ny;
@@ -461,68 +460,63 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
     }
   } const unwind_guard{{&s_up, &s_f, &s_b}};
 
+  // One pass over the batches. Stage 1 (stream s_f) is `first[p]`: filtering into the arrays,
+  // filtering into the store, or gathering a slab's rows; with `upload`, batch j is first
+  // staged and uploaded (stream s_up); with `backproject`, stage 2 (stream s_b) back-projects
+  // what stage 1 left in array[p]. Returns the summed device times of the two stages (ms).
+  struct pass_times {
+    double first_ms = 0, backproject_ms = 0;
+  };
+  const auto run_pass = [&](const std::vector<graph_exec>& first, const char* what, bool upload,
+                            bool backproject, double progress_from, double progress_to) {
+    for (int j = 0; j < nb; ++j) {
+      const int p = j % 2;
+      const auto jj = static_cast<std::size_t>(j);
+      if (upload) {
+        upload_batch(j);
+        s_f.wait(ev_u[p]);
+      }
+      if (backproject) s_f.wait(ev_b[p]);  // B(j-2) has finished reading array[p]
+      t_filter.start[jj].record(s_f);
+      first[static_cast<std::size_t>(p)].launch(s_f, what);
+      t_filter.stop[jj].record(s_f);
+      ev_f[p].record(s_f);
+      if (backproject) {
+        s_b.wait(ev_f[p]);
+        t_bp.start[jj].record(s_b);
+        g_bp[static_cast<std::size_t>(p)].launch(s_b, "back-projection");
+        t_bp.stop[jj].record(s_b);
+        ev_b[p].record(s_b);
+      }
+      report(jb, progress_from + (progress_to - progress_from) * static_cast<double>(j + 1) / nb);
+    }
+    (backproject ? s_b : s_f).synchronize(what);
+    return pass_times{t_filter.sum_ms(nb), backproject ? t_bp.sum_ms(nb) : 0.0};
+  };
+
   st.setup_ms = ms_since(t_start);
   const auto t_stream = clock_type::now();
   report(jb, 0.0);
   if (!pl.slab_mode) {
     set_slab(slabs[0]);
-    for (int j = 0; j < nb; ++j) {
-      const int p = j % 2;
-      upload_batch(j);
-      s_f.wait(ev_u[p]);
-      s_f.wait(ev_b[p]);  // B(j-2) has finished reading array[p]
-      t_filter.start[static_cast<std::size_t>(j)].record(s_f);
-      g_filter[static_cast<std::size_t>(p)].launch(s_f, "filter");
-      t_filter.stop[static_cast<std::size_t>(j)].record(s_f);
-      ev_f[p].record(s_f);
-      s_b.wait(ev_f[p]);
-      t_bp.start[static_cast<std::size_t>(j)].record(s_b);
-      g_bp[static_cast<std::size_t>(p)].launch(s_b, "back-projection");
-      t_bp.stop[static_cast<std::size_t>(j)].record(s_b);
-      ev_b[p].record(s_b);
-      report(jb, 0.95 * static_cast<double>(j + 1) / nb);
-    }
-    s_b.synchronize("back-projecting");
+    const pass_times t = run_pass(g_filter, jb.filter ? "filter" : "projection copy", true, true, 0.0, 0.95);
     st.stream_ms = ms_since(t_stream);
-    st.filter_ms = t_filter.sum_ms(nb);
-    st.backproject_ms = t_bp.sum_ms(nb);
+    st.filter_ms = t.first_ms;
+    st.backproject_ms = t.backproject_ms;
     download(slabs[0]);
   } else {
     // Phase 1: every view filtered once into the store.
-    for (int j = 0; j < nb; ++j) {
-      const int p = j % 2;
-      upload_batch(j);
-      s_f.wait(ev_u[p]);
-      t_filter.start[static_cast<std::size_t>(j)].record(s_f);
-      g_filter[static_cast<std::size_t>(p)].launch(s_f, "filter");
-      t_filter.stop[static_cast<std::size_t>(j)].record(s_f);
-      ev_f[p].record(s_f);
-      report(jb, 0.1 * static_cast<double>(j + 1) / nb);
-    }
-    s_f.synchronize("filtering projections into the store");
-    st.filter_ms = t_filter.sum_ms(nb);
+    st.filter_ms = run_pass(g_filter, "filtering projections into the store", true, false, 0.0, 0.1).first_ms;
     // Phase 2: per slab, the rows it needs into the arrays, then back-projection.
     for (std::size_t si = 0; si < slabs.size(); ++si) {
       const slab_info& sl = slabs[si];
       set_slab(sl);
-      for (int j = 0; j < nb; ++j) {
-        const int p = j % 2;
-        s_f.wait(ev_b[p]);  // B(j-2) has finished reading array[p]
-        t_filter.start[static_cast<std::size_t>(j)].record(s_f);
-        g_gather[static_cast<std::size_t>(p)].launch(s_f, "row gather");
-        t_filter.stop[static_cast<std::size_t>(j)].record(s_f);
-        ev_f[p].record(s_f);
-        s_b.wait(ev_f[p]);
-        t_bp.start[static_cast<std::size_t>(j)].record(s_b);
-        g_bp[static_cast<std::size_t>(p)].launch(s_b, "back-projection");
-        t_bp.stop[static_cast<std::size_t>(j)].record(s_b);
-        ev_b[p].record(s_b);
-      }
-      s_b.synchronize("back-projecting a slab");
-      st.filter_ms += t_filter.sum_ms(nb);
-      st.backproject_ms += t_bp.sum_ms(nb);
+      const double f0 = 0.1 + 0.9 * static_cast<double>(si) / static_cast<double>(slabs.size());
+      const double f1 = 0.1 + 0.9 * static_cast<double>(si + 1) / static_cast<double>(slabs.size());
+      const pass_times t = run_pass(g_gather, "back-projecting a slab", false, true, f0, f1);
+      st.gather_ms += t.first_ms;
+      st.backproject_ms += t.backproject_ms;
       download(sl);
-      report(jb, 0.1 + 0.9 * static_cast<double>(si + 1) / static_cast<double>(slabs.size()));
     }
     st.stream_ms = ms_since(t_stream) - st.download_ms;
   }
@@ -541,6 +535,10 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
 namespace ctforge::detail {
 
 cuda_pipeline_stats cuda_last_pipeline_stats() { return kernels::cuda::g_last_stats; }
+
+void cuda_clear_fft_plan_cache() { kernels::cuda::clear_ramp_plan_cache(); }
+
+std::size_t cuda_fft_plan_cache_size() { return kernels::cuda::ramp_plan_cache_statistics().size; }
 
 volume cuda_reconstruct(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
                         const recon_options& opt, const cuda_options& copt) {

@@ -119,12 +119,7 @@ projection_stack cuda_forward_project(const volume& vol, const geometry& g, cons
   CTFORGE_EXPECTS(static_cast<std::int64_t>(vol.data.size()) == vg.voxel_count(),
                   "forward projection: volume holds " + std::to_string(vol.data.size()) +
                       " values for " + std::to_string(vg.voxel_count()) + " voxels");
-  std::string why;
-  CTFORGE_CHECK(cuda_device_available(&why), "CUDA backend: no usable device (" + why + ")");
-  int device_count = 0;
-  CTFORGE_CUDA_TRY(cudaGetDeviceCount(&device_count));
-  CTFORGE_EXPECTS(copt.device >= 0 && copt.device < device_count,
-                  "--device: CUDA device " + std::to_string(copt.device) + " does not exist");
+  require_cuda_device(copt.device);
   const device_guard guard(copt.device);
 
   int max3[3] = {0, 0, 0};

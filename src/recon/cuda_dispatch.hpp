@@ -12,9 +12,14 @@
 
 namespace ctforge::detail {
 
-/// True when a usable CUDA device exists; otherwise false and *why (if given) says why
-/// (no driver, no device, ...). Never throws.
-bool cuda_device_available(std::string* why);
+/// True when CUDA device `device` (ordinal, from 0) exists and can run this build's kernels;
+/// otherwise false and *why (if given) says why (no driver, no device, no such ordinal, an
+/// architecture this build has no code for). Probes each ordinal once per process; never throws.
+bool cuda_device_available(std::string* why, int device = 0);
+
+/// Throws usage_error when `device` is not an ordinal of an existing device (naming --device),
+/// ctforge::error when it cannot be used (the reason from cuda_device_available).
+void require_cuda_device(int device);
 
 /// GPU options that have no meaning on the CPU.
 struct cuda_options {

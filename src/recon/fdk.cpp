@@ -379,7 +379,7 @@ std::string to_string(filter_window w) {
   return "ram-lak";
 }
 
-backend resolve_backend(backend where, std::string* notice) {
+backend resolve_backend(backend where, std::string* notice, int device) {
   if (notice) notice->clear();
   switch (where) {
     case backend::cpu:
@@ -387,19 +387,21 @@ backend resolve_backend(backend where, std::string* notice) {
     case backend::cuda: {
 #if defined(CTFORGE_WITH_CUDA)
       std::string why;
-      CTFORGE_CHECK(detail::cuda_device_available(&why),
+      CTFORGE_CHECK(detail::cuda_device_available(&why, device),
                     fmt::format("--backend cuda: no usable CUDA device ({})", why));
       return backend::cuda;
 #else
+      (void)device;
       throw usage_error("--backend cuda: this build has no CUDA backend");
 #endif
     }
     case backend::automatic: {
 #if defined(CTFORGE_WITH_CUDA)
       std::string why;
-      if (detail::cuda_device_available(&why)) return backend::cuda;
+      if (detail::cuda_device_available(&why, device)) return backend::cuda;
       if (notice) *notice = fmt::format("no usable CUDA device ({}); using the CPU backend", why);
 #else
+      (void)device;
       if (notice) *notice = "this build has no CUDA backend; using the CPU backend";
 #endif
       return backend::cpu;
@@ -414,7 +416,7 @@ volume reconstruct(const projection_stack& proj, const geometry& g, const volume
   CTFORGE_EXPECTS(opt.threads >= 0, fmt::format("--threads must be >= 0 (got {})", opt.threads));
   const detail::fdk_setup setup = detail::make_fdk_setup(proj, g, opt);
   // The reference path is a CPU path by definition.
-  const backend where = opt.reference ? backend::cpu : resolve_backend(opt.where);
+  const backend where = opt.reference ? backend::cpu : resolve_backend(opt.where, nullptr, opt.device);
   if (where == backend::cuda) {
 #if defined(CTFORGE_WITH_CUDA)
     detail::cuda_options copt;

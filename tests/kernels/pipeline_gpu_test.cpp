@@ -306,6 +306,21 @@ TEST(CudaProbe, ReasonGivenExactlyWhenUnavailable) {
   EXPECT_EQ(detail::cuda_device_available(nullptr), ok);
 }
 
+// Each device ordinal is probed on its own: one that does not exist is never usable, and its
+// reason names it when the driver answers at all.
+TEST(CudaProbe, NonexistentOrdinalIsUnavailable) {
+  std::string why;
+  EXPECT_FALSE(detail::cuda_device_available(&why, 4096));
+  EXPECT_FALSE(why.empty());
+  if (detail::cuda_device_available(nullptr, 0))
+    EXPECT_NE(why.find("4096"), std::string::npos) << why;
+  EXPECT_FALSE(detail::cuda_device_available(nullptr, -1));
+  EXPECT_THROW(resolve_backend(backend::cuda, nullptr, 4096), ctforge::error);
+  std::string notice;
+  EXPECT_EQ(resolve_backend(backend::automatic, &notice, 4096), backend::cpu);
+  EXPECT_FALSE(notice.empty());
+}
+
 // Without a device, requesting the CUDA backend fails with a clear error instead of crashing.
 TEST(CudaProbe, CudaBackendWithoutDeviceIsAnError) {
   std::string why;
@@ -345,7 +360,8 @@ class CudaPipeline : public ctforge::testing::gpu_test {
 };
 
 // Repeated reconstructions leave device memory where it was: every call frees what it
-// allocated (buffers, arrays, textures, plans, graphs). Each call here allocates ~13 MiB in
+// allocated (buffers, arrays, textures, graphs; cuFFT plans stay cached per shape, and the
+// warm-up round creates every shape used). Each call here allocates ~13 MiB in
 // buffers of 0.7 to 3 MiB, so a leak of any of them over 7 calls shows; 2 MiB of slack covers
 // the driver's allocation granularity.
 TEST_F(CudaPipeline, RepeatedCallsDoNotGrowDeviceMemory) {
@@ -371,6 +387,30 @@ TEST_F(CudaPipeline, RepeatedCallsDoNotGrowDeviceMemory) {
   for (int i = 0; i < 3; ++i) all_paths();
   const std::int64_t after = detail::cuda_device_memory(0).free_bytes;
   EXPECT_GE(after, before - (2 << 20)) << "device memory grew by " << (before - after) << " bytes";
+}
+
+// cuFFT plans are made once per shape and device and reused by later calls (the filter window
+// changes only the response, not the plans); results do not depend on whether a plan was cached.
+TEST_F(CudaPipeline, FftPlansAreReusedAcrossCalls) {
+  const problem p = make(40, 30);
+  detail::cuda_clear_fft_plan_cache();
+  EXPECT_EQ(detail::cuda_fft_plan_cache_size(), 0u);
+  recon_options opt;
+  const volume first = detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, {});
+  EXPECT_GE(detail::cuda_last_pipeline_stats().fft_plans_created, 1);
+  const std::size_t cached = detail::cuda_fft_plan_cache_size();
+  EXPECT_GE(cached, 1u);
+  const volume again = detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, {});
+  EXPECT_EQ(detail::cuda_last_pipeline_stats().fft_plans_created, 0);
+  EXPECT_EQ(again.data, first.data) << "the same call on cached plans must give the same volume";
+  recon_options hann = opt;
+  hann.filter = filter_window::hann;
+  (void)detail::cuda_reconstruct(p.proj, p.g, p.vg, hann, {});
+  EXPECT_EQ(detail::cuda_last_pipeline_stats().fft_plans_created, 0);
+  EXPECT_EQ(detail::cuda_fft_plan_cache_size(), cached);
+  // Plain back-projection plans nothing.
+  (void)detail::cuda_back_project(p.proj, p.g, p.vg, {});
+  EXPECT_EQ(detail::cuda_last_pipeline_stats().fft_plans_created, 0);
 }
 
 TEST_F(CudaPipeline, TooSmallMemoryBudgetNamesTheOption) {
