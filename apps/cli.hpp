@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ctforge/backend.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/volume.hpp"
 
@@ -75,6 +76,25 @@ volume_geometry make_grid(const grid_options& o, const geometry& g);
 /// geometries use their first view: distances of the source and of the origin to the detector
 /// plane.
 double magnification(const geometry& g);
+
+// ---- backend ------------------------------------------------------------------------------
+
+/// --backend / --device / --gpu-memory-limit, shared by the subcommands that can run on a GPU.
+struct backend_cli_options {
+  std::string backend = "auto";
+  int device = 0;
+  std::string gpu_memory_limit;  // empty: automatic
+  CLI::Option* backend_opt = nullptr;
+};
+/// Adds the three options; `memory_help` says what a small --gpu-memory-limit does there.
+void add_backend_options(CLI::App* sub, backend_cli_options& o, const std::string& memory_help);
+/// The options, validated (usage_error naming the option otherwise).
+struct backend_choice {
+  ctforge::backend where = ctforge::backend::automatic;
+  int device = 0;
+  std::int64_t gpu_memory_limit_bytes = 0;  ///< 0: automatic
+};
+backend_choice parse_backend_options(const backend_cli_options& o);
 
 // ---- reporting ----------------------------------------------------------------------------
 

@@ -104,6 +104,28 @@ std::int64_t parse_byte_size(const std::string& option, const std::string& text)
   return static_cast<std::int64_t>(value * scale);
 }
 
+void add_backend_options(CLI::App* sub, backend_cli_options& o, const std::string& memory_help) {
+  o.backend_opt = sub->add_option("--backend", o.backend,
+                                  "auto (CUDA when a usable device exists, else CPU), cpu or cuda")
+                      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+                      ->type_name("NAME")
+                      ->capture_default_str();
+  sub->add_option("--device", o.device, "CUDA device ordinal")->type_name("N")->capture_default_str();
+  sub->add_option("--gpu-memory-limit", o.gpu_memory_limit,
+                  "Upper bound on GPU memory used (bytes, or with a K/M/G suffix, e.g. 2G); " + memory_help)
+      ->type_name("SIZE");
+}
+
+backend_choice parse_backend_options(const backend_cli_options& o) {
+  backend_choice c;
+  require_non_negative("--device", o.device);
+  c.device = o.device;
+  if (!o.gpu_memory_limit.empty())
+    c.gpu_memory_limit_bytes = parse_byte_size("--gpu-memory-limit", o.gpu_memory_limit);
+  c.where = parse_backend(o.backend);
+  return c;
+}
+
 void require_writable_dir(const std::string& option, const std::string& path) {
   namespace fs = std::filesystem;
   CTFORGE_EXPECTS(!path.empty(), option + ": empty file name");

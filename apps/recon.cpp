@@ -21,9 +21,7 @@ struct recon_cli_options {
   std::string filter = "ram-lak";
   double cutoff = 1.0;
   std::string geometry;
-  std::string backend = "auto";
-  int device = 0;
-  std::string gpu_memory_limit;  // empty: automatic
+  backend_cli_options gpu;
   int threads = 0;
   std::string preview;
   bool quiet = false;
@@ -44,12 +42,12 @@ void run(const recon_cli_options& o) {
                   fmt::format("--cutoff: must be in (0, 1] (a fraction of Nyquist; got {})", o.cutoff));
   ro.cutoff = o.cutoff;
   require_non_negative("--threads", o.threads);
-  require_non_negative("--device", o.device);
   ro.threads = o.threads;
-  ro.device = o.device;
-  if (!o.gpu_memory_limit.empty()) ro.gpu_memory_limit_bytes = parse_byte_size("--gpu-memory-limit", o.gpu_memory_limit);
+  const backend_choice bc = parse_backend_options(o.gpu);
+  ro.device = bc.device;
+  ro.gpu_memory_limit_bytes = bc.gpu_memory_limit_bytes;
   ro.reference = o.reference;
-  ro.where = parse_backend(o.backend);
+  ro.where = bc.where;
   CTFORGE_EXPECTS(!(o.reference && ro.where == backend::cuda),
                   "--reference: the reference path runs on the CPU; drop --backend cuda");
   std::string notice;
@@ -170,16 +168,7 @@ runner add_recon(CLI::App& app) {
                   "DICOM output: HU = 1000 (mu - mu_water) / mu_water, mu_water in 1/mm")
       ->type_name("MU")
       ->capture_default_str();
-  sub->add_option("--backend", o->backend,
-                  "auto (CUDA when a usable device exists, else CPU), cpu or cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
-      ->type_name("NAME")
-      ->capture_default_str();
-  sub->add_option("--device", o->device, "CUDA device ordinal")->type_name("N")->capture_default_str();
-  sub->add_option("--gpu-memory-limit", o->gpu_memory_limit,
-                  "Upper bound on GPU memory used (bytes, or with a K/M/G suffix, e.g. 2G); a small "
-                  "value forces the volume to be split into z-slabs")
-      ->type_name("SIZE");
+  add_backend_options(sub, o->gpu, "a small value forces the volume to be split into z-slabs");
   sub->add_option("--threads", o->threads, "CPU threads (0 = all cores)")
       ->type_name("N")
       ->capture_default_str();

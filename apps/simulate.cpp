@@ -29,6 +29,7 @@ struct simulate_options {
   grid_options grid;
   int supersample = 4;
   int threads = 0;
+  backend_cli_options gpu;  // volume phantoms: where the Joseph projector runs
   bool quiet = false;
   CLI::Option* phantom_size_opt = nullptr;
   CLI::Option* noise_i0_opt = nullptr;
@@ -92,6 +93,17 @@ void run(const simulate_options& o) {
   const bool voxel = is_voxel_phantom(o.phantom);
   CTFORGE_EXPECTS(voxel || o.phantom_scale_opt->count() == 0,
                   "--phantom-scale: applies to volume phantoms only");
+  const backend_choice bc = parse_backend_options(o.gpu);
+  CTFORGE_EXPECTS(voxel || bc.where != backend::cuda,
+                  "--backend cuda: analytic phantoms are projected exactly on the CPU; the GPU "
+                  "projects volume phantoms");
+  projector_options po;
+  po.threads = o.threads;
+  po.device = bc.device;
+  po.gpu_memory_limit_bytes = bc.gpu_memory_limit_bytes;
+  std::string notice;
+  if (voxel) po.where = resolve_backend(bc.where, &notice, bc.device);
+  if (!notice.empty()) note(o.quiet, "note: " + notice);
   const std::optional<volume> voxels = voxel ? std::optional<volume>(load_voxel_phantom(o)) : std::nullopt;
   const phantom ph = voxel ? phantom{} : load_phantom(o);
   const geometry g = load_geometry(o.geometry);
@@ -110,7 +122,7 @@ void run(const simulate_options& o) {
                      : fmt::format("{} ellipsoids", ph.ellipsoids.size()),
                g.view_count(), g.cols, g.rows);
   const stopwatch t_proj;
-  projection_stack proj = voxel ? forward_project(*voxels, g, o.threads) : project_analytic(ph, g, o.threads);
+  projection_stack proj = voxel ? forward_project(*voxels, g, po) : project_analytic(ph, g, o.threads);
   const double s_proj = t_proj.seconds();
 
   std::string noise_text;
@@ -128,9 +140,11 @@ void run(const simulate_options& o) {
   const double s_noise = t_noise.seconds();
   const stopwatch t_write;
   io::write_projections(o.output, proj, g);
-  note(o.quiet, fmt::format("simulate: wrote {} ({} views x {} rows x {} cols{}): project {:.2f} s{}, "
+  note(o.quiet, fmt::format("simulate: wrote {} ({} views x {} rows x {} cols{}): project {}{}, "
                             "write {:.2f} s",
-                            o.output, proj.views, proj.rows, proj.cols, noise_text, s_proj,
+                            o.output, proj.views, proj.rows, proj.cols, noise_text,
+                            voxel ? fmt::format("{:.2f} s ({})", s_proj, po.where == backend::cuda ? "cuda" : "cpu")
+                                  : fmt::format("{:.2f} s", s_proj),
                             noisy ? fmt::format(", noise {:.2f} s", s_noise) : std::string(),
                             t_write.seconds()));
 
@@ -211,6 +225,8 @@ runner add_simulate(CLI::App& app) {
   sub->add_option("--threads", o->threads, "CPU threads (0 = all cores)")
       ->type_name("N")
       ->capture_default_str();
+  add_backend_options(sub, o->gpu,
+                      "volume phantoms: a small value makes the GPU projector take fewer views at a time");
   sub->add_flag("--quiet", o->quiet, "Print nothing but errors");
   return [o] { run(*o); };
 }

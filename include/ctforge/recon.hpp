@@ -6,17 +6,16 @@
 #include <string>
 #include <string_view>
 
+#include "ctforge/backend.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/volume.hpp"
 
 namespace ctforge {
 
 enum class algorithm { fdk, fbp };
-enum class backend { automatic, cpu, cuda };
 enum class filter_window { ram_lak, shepp_logan, cosine, hamming, hann };
 
 algorithm parse_algorithm(std::string_view name);  ///< "fdk", "fbp"
-backend parse_backend(std::string_view name);      ///< "auto", "cpu", "cuda"
 filter_window parse_filter(std::string_view name);  ///< "ram-lak", "shepp-logan", ...
 std::string to_string(filter_window w);
 
@@ -42,10 +41,5 @@ struct recon_options {
 /// 180 deg + fan angle get Parker weights. Throws usage_error on mismatched input.
 volume reconstruct(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
                    const recon_options& opt);
-
-/// Which backend `where` resolves to on this machine ("cpu" or "cuda") for CUDA device ordinal
-/// `device`, with a one-line reason when automatic selection falls back to the CPU (empty
-/// otherwise). backend::cuda without a usable device throws (the reason in the message).
-backend resolve_backend(backend where, std::string* notice = nullptr, int device = 0);
 
 }  // namespace ctforge

@@ -348,14 +348,6 @@ algorithm parse_algorithm(std::string_view name) {
   throw usage_error(fmt::format("--algorithm: unknown algorithm '{}' (expected fdk or fbp)", name));
 }
 
-backend parse_backend(std::string_view name) {
-  const std::string n = lower(name);
-  if (n == "auto" || n == "automatic") return backend::automatic;
-  if (n == "cpu") return backend::cpu;
-  if (n == "cuda" || n == "gpu") return backend::cuda;
-  throw usage_error(fmt::format("--backend: unknown backend '{}' (expected auto, cpu or cuda)", name));
-}
-
 filter_window parse_filter(std::string_view name) {
   std::string n = lower(name);
   std::replace(n.begin(), n.end(), '_', '-');
@@ -377,37 +369,6 @@ std::string to_string(filter_window w) {
     case filter_window::hann: return "hann";
   }
   return "ram-lak";
-}
-
-backend resolve_backend(backend where, std::string* notice, int device) {
-  if (notice) notice->clear();
-  switch (where) {
-    case backend::cpu:
-      return backend::cpu;
-    case backend::cuda: {
-#if defined(CTFORGE_WITH_CUDA)
-      std::string why;
-      CTFORGE_CHECK(detail::cuda_device_available(&why, device),
-                    fmt::format("--backend cuda: no usable CUDA device ({})", why));
-      return backend::cuda;
-#else
-      (void)device;
-      throw usage_error("--backend cuda: this build has no CUDA backend");
-#endif
-    }
-    case backend::automatic: {
-#if defined(CTFORGE_WITH_CUDA)
-      std::string why;
-      if (detail::cuda_device_available(&why, device)) return backend::cuda;
-      if (notice) *notice = fmt::format("no usable CUDA device ({}); using the CPU backend", why);
-#else
-      (void)device;
-      if (notice) *notice = "this build has no CUDA backend; using the CPU backend";
-#endif
-      return backend::cpu;
-    }
-  }
-  return backend::cpu;
 }
 
 volume reconstruct(const projection_stack& proj, const geometry& g, const volume_geometry& vg,

@@ -12,6 +12,7 @@
 #include "kernels/forward_project.cuh"
 #include "kernels/geometry.cuh"
 #include "recon/backproject_cpu.hpp"
+#include "recon/cuda_dispatch.hpp"
 #include "recon/fdk.hpp"
 
 namespace ctforge {
@@ -127,6 +128,33 @@ volume back_project(const projection_stack& proj, const geometry& g, const volum
     }
   }
   return out;
+}
+
+projection_stack forward_project(const volume& vol, const geometry& g, const projector_options& opt) {
+  CTFORGE_EXPECTS(opt.threads >= 0, fmt::format("--threads must be >= 0 (got {})", opt.threads));
+  if (resolve_backend(opt.where, nullptr, opt.device) == backend::cuda) {
+#if defined(CTFORGE_WITH_CUDA)
+    detail::cuda_options copt;
+    copt.device = opt.device;
+    copt.memory_limit_bytes = opt.gpu_memory_limit_bytes;
+    return detail::cuda_forward_project(vol, g, copt);
+#endif
+  }
+  return forward_project(vol, g, opt.threads);
+}
+
+volume back_project(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+                    const projector_options& opt) {
+  CTFORGE_EXPECTS(opt.threads >= 0, fmt::format("--threads must be >= 0 (got {})", opt.threads));
+  if (resolve_backend(opt.where, nullptr, opt.device) == backend::cuda) {
+#if defined(CTFORGE_WITH_CUDA)
+    detail::cuda_options copt;
+    copt.device = opt.device;
+    copt.memory_limit_bytes = opt.gpu_memory_limit_bytes;
+    return detail::cuda_back_project(proj, g, vg, copt);
+#endif
+  }
+  return back_project(proj, g, vg, opt.threads, false);
 }
 
 }  // namespace ctforge

@@ -12,6 +12,10 @@
 #include <string>
 #include <vector>
 
+#if defined(CTFORGE_WITH_CUDA)
+#include "recon/cuda_dispatch.hpp"
+#endif
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -377,15 +381,44 @@ TEST_F(Cli, OptionValuesValidatedWithOptionName) {
   EXPECT_TRUE(no_part_files());
 }
 
-TEST_F(Cli, CudaBackendWithoutCuda) {
+// --backend cuda where the GPU cannot be used: a CUDA-less build rejects it as a usage error
+// (2); a CUDA build on a machine without a usable device fails at run time (1) with the reason.
+// Either way nothing is written.
+TEST_F(Cli, CudaBackendWithoutUsableDevice) {
 #if defined(CTFORGE_WITH_CUDA)
-  GTEST_SKIP() << "built with CUDA: --backend cuda is valid here";
+  if (ctforge::detail::cuda_device_available(nullptr, 0)) GTEST_SKIP() << "a usable CUDA device is present";
+  constexpr int expected = 1;
 #else
+  constexpr int expected = 2;
+#endif
   simulate();
   const result r = run("recon proj.h5 -o vol.h5 --size 8 --backend cuda");
-  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_EQ(r.status, expected) << r.output;
   EXPECT_NE(r.output.find("ctforge: error: --backend cuda"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("CUDA"), std::string::npos) << r.output;
   EXPECT_FALSE(exists("vol.h5"));
-#endif
+  // The volume-phantom projector too; auto falls back to the CPU with a note.
+  ASSERT_EQ(run("recon proj.h5 -o vol.h5 --size 8 --quiet").status, 0);
+  const result s = run("simulate --phantom vol.h5 --geometry cone.json -o p2.h5 --backend cuda");
+  EXPECT_EQ(s.status, expected) << s.output;
+  EXPECT_FALSE(exists("p2.h5"));
+  const result t = run("simulate --phantom vol.h5 --geometry cone.json -o p2.h5");
+  EXPECT_EQ(t.status, 0) << t.output;
+  EXPECT_NE(t.output.find("using the CPU backend"), std::string::npos) << t.output;
+  EXPECT_NE(t.output.find("(cpu)"), std::string::npos) << t.output;
+}
+
+// Analytic phantoms are projected exactly on the CPU: asking for the GPU there is a usage error
+// that says so, and --device / --gpu-memory-limit are validated with their names.
+TEST_F(Cli, SimulateBackendOptions) {
+  const result r = run("simulate --phantom shepp-logan --geometry cone.json -o p.h5 --backend cuda");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("analytic phantoms"), std::string::npos) << r.output;
+  const result d = run("simulate --phantom shepp-logan --geometry cone.json -o p.h5 --device -1");
+  EXPECT_EQ(d.status, 2) << d.output;
+  EXPECT_NE(d.output.find("--device"), std::string::npos) << d.output;
+  const result m = run("simulate --phantom shepp-logan --geometry cone.json -o p.h5 --gpu-memory-limit 12X");
+  EXPECT_EQ(m.status, 2) << m.output;
+  EXPECT_NE(m.output.find("--gpu-memory-limit"), std::string::npos) << m.output;
+  EXPECT_FALSE(exists("p.h5"));
 }

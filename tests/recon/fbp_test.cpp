@@ -14,90 +14,20 @@
 #include "ctforge/phantom.hpp"
 #include "ctforge/recon.hpp"
 #include "recon/fdk_setup.hpp"
+#include "recon/recon_quality.hpp"
 
 using namespace ctforge;
+using ctforge::testing::project_pixel_integrated;
+using ctforge::testing::span_of;
 
 namespace {
 
-std::span<const float> span_of(const volume& v) { return {v.data.data(), v.data.size()}; }
-
-recon_options fbp_options() {
-  recon_options o;
-  o.algo = algorithm::fbp;
-  o.where = backend::cpu;
-  return o;
-}
-
-// Same criterion as the FDK tests: RTK's FDK test (MAE < 0.03, PSNR > 26 dB for densities
-// peaking at 2) scaled to our phantom, whose densities peak at 0.1 / mm. Parallel beam has no
-// cone-beam approximation, so meeting it is the least to expect.
-constexpr double k_peak = 0.1, k_max_mae = 0.0015, k_min_psnr = 26.0;
-
-// Voxels whose centres project onto the detector (pixel-centre extent, 1e-6 pixel slack) in
-// every view: the field of view. Outside it (the corners of the square beyond the circle the
-// detector covers) the data are incomplete and FBP is not defined, so the criterion is
-// evaluated inside; whole-volume figures are printed for information.
-std::vector<char> fov_mask(const geometry& g, const volume_geometry& vg) {
-  const auto mats = compute_projection_matrices(g);
-  std::vector<char> mask(static_cast<std::size_t>(vg.voxel_count()), 1);
-  const double cmax = static_cast<double>(g.cols - 1) + 1e-6, rmax = static_cast<double>(g.rows - 1) + 1e-6;
-  for (std::int64_t n = 0; n < vg.voxel_count(); ++n) {
-    const vec3 x = vg.voxel_center(static_cast<double>(n % vg.nx),
-                                   static_cast<double>((n / vg.nx) % vg.ny),
-                                   static_cast<double>(n / (vg.nx * vg.ny)));
-    for (const auto& m : mats) {
-      const double c = m[0] * x.x + m[1] * x.y + m[2] * x.z + m[3];  // parallel: p2 == 1
-      const double r = m[4] * x.x + m[5] * x.y + m[6] * x.z + m[7];
-      if (!(c >= -1e-6 && c <= cmax && r >= -1e-6 && r <= rmax)) {
-        mask[static_cast<std::size_t>(n)] = 0;
-        break;
-      }
-    }
-  }
-  return mask;
-}
-
-// Detector pixels integrate over their area: s x s rays per pixel (s times finer pixels, same
-// angles and offsets), averaged, consistent with the voxel-averaged reference; point samples of
-// the thin dense skull alias into ringing outside the phantom.
-projection_stack project_pixel_integrated(const phantom& ph, const geometry& g, int s) {
-  const circular_orbit& o = *g.orbit;
-  const int sr = g.rows > 1 ? s : 1;
-  const geometry fine = make_parallel_geometry(g.cols * s, g.rows * sr, g.pixel_u_mm / s,
-                                               g.pixel_v_mm / sr, o.angles_rad, o.offset_u_mm,
-                                               o.offset_v_mm);
-  const projection_stack pf = project_analytic(ph, fine);
-  projection_stack p(g.view_count(), g.rows, g.cols);
-  for (std::int64_t v = 0; v < p.views; ++v)
-    for (std::int64_t r = 0; r < p.rows; ++r)
-      for (std::int64_t c = 0; c < p.cols; ++c) {
-        double sum = 0;
-        for (int b = 0; b < sr; ++b)
-          for (int a = 0; a < s; ++a) sum += pf.at(v, r * sr + b, c * s + a);
-        p.at(v, r, c) = static_cast<float>(sum / (s * sr));
-      }
-  return p;
-}
+recon_options fbp_options() { return ctforge::testing::cpu_options(algorithm::fbp); }
 
 void check_quality(const volume& rec, const volume& truth, const geometry& g, const std::string& label) {
-  const auto mask = fov_mask(g, rec.geom);
-  std::vector<float> a, b;
-  for (std::size_t i = 0; i < mask.size(); ++i)
-    if (mask[i]) {
-      a.push_back(rec.data[i]);
-      b.push_back(truth.data[i]);
-    }
-  ASSERT_GT(static_cast<double>(a.size()), 0.5 * static_cast<double>(mask.size())) << label;
-  const double mae = mean_abs_error(a, b);
-  const double psnr = psnr_db(a, b, k_peak);
-  std::cout << "[ metric   ] " << label << ": in the field of view (" << a.size() << " of "
-            << mask.size() << " voxels): MAE = " << mae << " /mm, PSNR = " << psnr
-            << " dB (peak 0.1); whole volume: MAE = " << mean_abs_error(span_of(rec), span_of(truth))
-            << ", PSNR = " << psnr_db(span_of(rec), span_of(truth), k_peak) << " dB\n";
-  ::testing::Test::RecordProperty(label + "_mae", std::to_string(mae));
-  ::testing::Test::RecordProperty(label + "_psnr_db", std::to_string(psnr));
-  EXPECT_LT(mae, k_max_mae) << label;
-  EXPECT_GT(psnr, k_min_psnr) << label;
+  const ctforge::testing::quality q = ctforge::testing::compare_in_fov(rec, truth, g, label);
+  EXPECT_LT(q.mae, ctforge::testing::k_max_mae) << label;
+  EXPECT_GT(q.psnr, ctforge::testing::k_min_psnr) << label;
 }
 
 }  // namespace

@@ -19,81 +19,24 @@
 #include "ctforge/phantom.hpp"
 #include "ctforge/recon.hpp"
 #include "kernels/fdk_weights.cuh"
+#include "recon/cuda_dispatch.hpp"
 #include "recon/fdk_setup.hpp"
+#include "recon/recon_quality.hpp"
 
 using namespace ctforge;
+using ctforge::testing::compare_in_fov;
+using ctforge::testing::k_max_mae;
+using ctforge::testing::k_min_psnr;
+using ctforge::testing::k_peak;
+using ctforge::testing::project_pixel_integrated;
+using ctforge::testing::quality;
+using ctforge::testing::span_of;
 
 namespace {
 
 constexpr double k_pi = std::numbers::pi;
 
-std::span<const float> span_of(const volume& v) { return {v.data.data(), v.data.size()}; }
-
-recon_options cpu_options(algorithm a = algorithm::fdk) {
-  recon_options o;
-  o.algo = a;
-  o.where = backend::cpu;
-  return o;
-}
-
-// Accuracy criterion of RTK's FDK test (rtkfdktest: MAE < 0.03 and PSNR > 26 dB on a
-// Shepp-Logan whose densities peak at 2), scaled to our densities which peak at 0.1 / mm:
-// MAE < 0.03 * 0.1 / 2 = 0.0015 and PSNR (peak 0.1) > 26 dB.
-constexpr double k_peak = 0.1;
-constexpr double k_max_mae = 0.0015;
-constexpr double k_min_psnr = 26.0;
-
-struct quality {
-  double mae, psnr;
-};
-
-// Voxels inside the field of view: their centres project onto the detector (within the extent
-// of the pixel centres, 1e-6 pixel slack) in front of the source in every view. Outside it the
-// scan lacks data for some views (e.g. the corners of a cubic volume beyond the circle the
-// detector covers) and FDK is not defined there, as in RTK (FieldOfViewImageFilter), so the
-// accuracy criterion is evaluated inside; whole-volume figures are printed for information.
-std::vector<char> fov_mask(const geometry& g, const volume_geometry& vg) {
-  const auto mats = compute_projection_matrices(g);
-  std::vector<char> mask(static_cast<std::size_t>(vg.voxel_count()), 1);
-  const double cmax = static_cast<double>(g.cols - 1) + 1e-6, rmax = static_cast<double>(g.rows - 1) + 1e-6;
-#pragma omp parallel for schedule(dynamic, 16)
-  for (std::int64_t row = 0; row < vg.ny * vg.nz; ++row) {
-    const std::int64_t k = row / vg.ny, j = row % vg.ny;
-    for (std::int64_t i = 0; i < vg.nx; ++i) {
-      const vec3 x = vg.voxel_center(static_cast<double>(i), static_cast<double>(j), static_cast<double>(k));
-      for (const auto& m : mats) {
-        const double p2 = m[8] * x.x + m[9] * x.y + m[10] * x.z + m[11];
-        const double c = (m[0] * x.x + m[1] * x.y + m[2] * x.z + m[3]) / p2;
-        const double r = (m[4] * x.x + m[5] * x.y + m[6] * x.z + m[7]) / p2;
-        if (!(p2 > 0 && c >= -1e-6 && c <= cmax && r >= -1e-6 && r <= rmax)) {
-          mask[static_cast<std::size_t>(row * vg.nx + i)] = 0;
-          break;
-        }
-      }
-    }
-  }
-  return mask;
-}
-
-quality compare(const volume& rec, const volume& truth, const geometry& g, const std::string& label) {
-  const auto mask = fov_mask(g, rec.geom);
-  std::vector<float> a, b;
-  for (std::size_t i = 0; i < mask.size(); ++i)
-    if (mask[i]) {
-      a.push_back(rec.data[i]);
-      b.push_back(truth.data[i]);
-    }
-  const quality q{mean_abs_error(a, b), psnr_db(a, b, k_peak)};
-  std::cout << "[ metric   ] " << label << ": in the field of view (" << a.size() << " of "
-            << mask.size() << " voxels): MAE = " << q.mae << " /mm, PSNR = " << q.psnr
-            << " dB (peak 0.1); whole volume: MAE = " << mean_abs_error(span_of(rec), span_of(truth))
-            << ", PSNR = " << psnr_db(span_of(rec), span_of(truth), k_peak) << " dB\n";
-  ::testing::Test::RecordProperty(label + "_mae", std::to_string(q.mae));
-  ::testing::Test::RecordProperty(label + "_psnr_db", std::to_string(q.psnr));
-  // The field of view must hold most of the volume, else the test would be vacuous.
-  EXPECT_GT(static_cast<double>(a.size()), 0.5 * static_cast<double>(mask.size())) << label;
-  return q;
-}
+recon_options cpu_options(algorithm a = algorithm::fdk) { return ctforge::testing::cpu_options(a); }
 
 // Scanner of the Shepp-Logan tests: 128 x 128 pixels of 2 mm at SDD 1000, SID 500, so the
 // pixel pitch at the isocentre is 1 mm and the detector sees a 128 mm wide field.
@@ -116,29 +59,6 @@ void expect_not_truncated(const projection_stack& p) {
   ASSERT_EQ(border, 0.0) << "phantom truncated by the detector";
 }
 
-// Detector pixels integrate over their area: s x s rays per pixel (a circular geometry with
-// s times finer pixels, same orbit and offsets), averaged. The voxelized reference is a voxel
-// average too; point-sampling the thin, dense skull instead aliases (ringing outside the
-// phantom that is a property of the simulated data, not of the reconstruction).
-projection_stack project_pixel_integrated(const phantom& ph, const geometry& g, int s) {
-  const circular_orbit& o = *g.orbit;
-  const int sr = g.rows > 1 ? s : 1;
-  const geometry fine = make_cone_geometry(g.cols * s, g.rows * sr, g.pixel_u_mm / s, g.pixel_v_mm / sr,
-                                           o.source_to_isocenter_mm, o.source_to_detector_mm,
-                                           o.angles_rad, o.offset_u_mm, o.offset_v_mm);
-  const projection_stack pf = project_analytic(ph, fine);
-  projection_stack p(g.view_count(), g.rows, g.cols);
-  for (std::int64_t v = 0; v < p.views; ++v)
-    for (std::int64_t r = 0; r < p.rows; ++r)
-      for (std::int64_t c = 0; c < p.cols; ++c) {
-        double sum = 0;
-        for (int b = 0; b < sr; ++b)
-          for (int a = 0; a < s; ++a) sum += pf.at(v, r * sr + b, c * s + a);
-        p.at(v, r, c) = static_cast<float>(sum / (s * sr));
-      }
-  return p;
-}
-
 volume shepp_logan_fdk(const geometry& g, const recon_options& opt, const volume_geometry& vg,
                        const phantom& ph) {
   const projection_stack p = project_pixel_integrated(ph, g, 2);
@@ -157,7 +77,7 @@ TEST(Fdk, SheppLoganFullScan) {
   const auto vg = volume_geometry::centered(128, 128, 128, {1, 1, 1});
   const volume rec = shepp_logan_fdk(g, cpu_options(), vg, ph);
   const volume truth = voxelize(ph, vg, 2);
-  const quality q = compare(rec, truth, g, "fdk_full_scan");
+  const quality q = compare_in_fov(rec, truth, g, "fdk_full_scan");
   EXPECT_LT(q.mae, k_max_mae);
   EXPECT_GT(q.psnr, k_min_psnr);
 }
@@ -176,7 +96,7 @@ TEST(Fdk, SheppLoganDetectorOffsets) {
                                         angle_range(0, deg_to_rad(2), n), ou, ov);
   const auto vg = volume_geometry::centered(128, 128, 128, {1, 1, 1});
   const volume rec = shepp_logan_fdk(g, cpu_options(), vg, ph);
-  const quality q = compare(rec, voxelize(ph, vg, 2), g, "fdk_offsets");
+  const quality q = compare_in_fov(rec, voxelize(ph, vg, 2), g, "fdk_offsets");
   EXPECT_LT(q.mae, k_max_mae);
   EXPECT_GT(q.psnr, k_min_psnr);
 }
@@ -205,7 +125,7 @@ TEST_P(FdkShortScan, SheppLogan) {
   EXPECT_NEAR(2 * rad_to_deg(setup.fan_half_angle_rad), fan_deg, 1e-9);
   const auto vg = volume_geometry::centered(128, 128, 128, {1, 1, 1});
   const volume rec = shepp_logan_fdk(g, cpu_options(), vg, ph);
-  const quality q = compare(rec, voxelize(ph, vg, 2), g,
+  const quality q = compare_in_fov(rec, voxelize(ph, vg, 2), g,
                             c.direction > 0 ? "fdk_short_scan_increasing" : "fdk_short_scan_decreasing");
   // Short-scan FDK is exact only in the mid-plane: away from it the error grows (data
   // insufficiency of the circular short scan), so RTK's own short-scan test (rtkshortscantest)
@@ -411,7 +331,7 @@ TEST(Fdk, FanBeamSheppLogan2D) {
                                         angle_range(0, deg_to_rad(1), 360));
   const auto vg = volume_geometry::centered(256, 256, 1, {0.5, 0.5, 0.5});
   const volume rec = shepp_logan_fdk(g, cpu_options(), vg, ph);
-  const quality q = compare(rec, voxelize(ph, vg, 3), g, "fdk_fan_2d");
+  const quality q = compare_in_fov(rec, voxelize(ph, vg, 3), g, "fdk_fan_2d");
   EXPECT_LT(q.mae, k_max_mae);
   EXPECT_GT(q.psnr, k_min_psnr);
 }
@@ -545,23 +465,45 @@ TEST(FdkSetup, NonUniformFullScanWeightsSumToArc) {
 
 // ---- backend selection and option parsing ------------------------------------------------------
 
+// Without a usable device: auto falls back to the CPU with a notice; cuda is refused (a usage
+// error in a CUDA-less build, a runtime error naming the reason in a CUDA build), by
+// resolve_backend and by reconstruct alike. With a device (CUDA build), auto picks it.
 TEST(FdkBackend, Resolve) {
   std::string notice = "stale";
   EXPECT_EQ(resolve_backend(backend::cpu, &notice), backend::cpu);
   EXPECT_TRUE(notice.empty());
+  EXPECT_EQ(parse_backend("CUDA"), backend::cuda);
+  EXPECT_EQ(parse_backend("auto"), backend::automatic);
+  EXPECT_THROW(parse_backend("opencl"), usage_error);
+  const geometry g = make_cone_geometry(8, 4, 2, 2, 500, 1000, angle_range(0, deg_to_rad(10), 36));
+  recon_options o = cpu_options();
+  o.where = backend::cuda;
+  const auto run_cuda = [&] {
+    (void)reconstruct(projection_stack(36, 4, 8), g, volume_geometry::centered(4, 4, 4, {1, 1, 1}), o);
+  };
 #if defined(CTFORGE_WITH_CUDA)
-  GTEST_SKIP() << "CUDA build: backend availability depends on the machine";
+  if (detail::cuda_device_available(nullptr, 0)) {
+    EXPECT_EQ(resolve_backend(backend::automatic, &notice), backend::cuda);
+    EXPECT_TRUE(notice.empty());
+    GTEST_SKIP() << "a usable CUDA device is present: the fallback is not testable here";
+  }
+  EXPECT_EQ(resolve_backend(backend::automatic, &notice), backend::cpu);
+  EXPECT_NE(notice.find("no usable CUDA device"), std::string::npos) << notice;
+  try {
+    resolve_backend(backend::cuda);
+    ADD_FAILURE() << "expected ctforge::error";
+  } catch (const usage_error& e) {
+    ADD_FAILURE() << "not a usage error: " << e.what();
+  } catch (const error& e) {
+    EXPECT_NE(std::string(e.what()).find("--backend cuda: no usable CUDA device"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(run_cuda(), ctforge::error);
 #else
   const std::string m = usage_message([] { resolve_backend(backend::cuda); });
   EXPECT_EQ(m, "--backend cuda: this build has no CUDA backend");
   EXPECT_EQ(resolve_backend(backend::automatic, &notice), backend::cpu);
   EXPECT_FALSE(notice.empty());
-  // reconstruct with --backend cuda fails the same way
-  const geometry g = make_cone_geometry(8, 4, 2, 2, 500, 1000, angle_range(0, deg_to_rad(10), 36));
-  recon_options o = cpu_options();
-  o.where = backend::cuda;
-  EXPECT_THROW(reconstruct(projection_stack(36, 4, 8), g, volume_geometry::centered(4, 4, 4, {1, 1, 1}), o),
-               usage_error);
+  EXPECT_THROW(run_cuda(), usage_error);
 #endif
 }
 

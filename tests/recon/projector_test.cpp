@@ -6,12 +6,14 @@
 #include <cmath>
 #include <numbers>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ctforge/error.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/phantom.hpp"
 #include "ctforge/projector.hpp"
+#include "recon/cuda_dispatch.hpp"
 #include "kernels/backproject.cuh"
 #include "kernels/forward_project.cuh"
 #include "kernels/geometry.cuh"
@@ -298,6 +300,39 @@ TEST(Projectors, RejectMismatchedInput) {
   volume bad(volume_geometry::centered(4, 4, 4, {1, 1, 1}));
   bad.data.resize(10);
   EXPECT_THROW(forward_project(bad, g), usage_error);
+}
+
+// The options overloads: backend cpu gives exactly the threads overloads' result; invalid
+// options are usage errors naming the option; the CUDA backend without a usable device is an
+// error, never a silent CPU run.
+TEST(Projectors, OptionsSelectTheBackend) {
+  const geometry g = make_cone_geometry(21, 9, 1.5, 1.5, 120, 240, angle_range(0.1, 0.4, 7));
+  const auto vg = volume_geometry::centered(11, 10, 7, {1.2, 1.2, 1.2});
+  const volume vol = voxelize(shepp_logan_phantom(12), vg, 2);
+  projector_options cpu;
+  cpu.where = backend::cpu;
+  cpu.threads = 2;
+  const projection_stack fp = forward_project(vol, g, cpu);
+  EXPECT_EQ(fp.data, forward_project(vol, g, 2).data);
+  EXPECT_EQ(back_project(fp, g, vg, cpu).data, back_project(fp, g, vg, 2, false).data);
+  projector_options bad = cpu;
+  bad.threads = -1;
+  EXPECT_THROW(forward_project(vol, g, bad), usage_error);
+  EXPECT_THROW(back_project(fp, g, vg, bad), usage_error);
+  std::string why;
+  projector_options gpu;
+  gpu.where = backend::cuda;
+#if defined(CTFORGE_WITH_CUDA)
+  if (detail::cuda_device_available(&why, 0)) GTEST_SKIP() << "a CUDA device is present";
+  EXPECT_THROW(forward_project(vol, g, gpu), ctforge::error);
+  EXPECT_THROW(back_project(fp, g, vg, gpu), ctforge::error);
+#else
+  EXPECT_THROW(forward_project(vol, g, gpu), usage_error);
+  EXPECT_THROW(back_project(fp, g, vg, gpu), usage_error);
+#endif
+  projector_options automatic;  // falls back to the CPU here
+  automatic.threads = 2;
+  EXPECT_EQ(forward_project(vol, g, automatic).data, fp.data);
 }
 
 // The Joseph body on its own: through a single bright voxel, every ray along an axis that

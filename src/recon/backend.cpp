@@ -1,0 +1,56 @@
+// Backend names and selection (include/ctforge/backend.hpp).
+#include "ctforge/backend.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <string>
+
+#include "ctforge/error.hpp"
+#include "recon/cuda_dispatch.hpp"
+
+namespace ctforge {
+
+backend parse_backend(std::string_view name) {
+  std::string n(name);
+  std::transform(n.begin(), n.end(), n.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (n == "auto" || n == "automatic") return backend::automatic;
+  if (n == "cpu") return backend::cpu;
+  if (n == "cuda" || n == "gpu") return backend::cuda;
+  throw usage_error(fmt::format("--backend: unknown backend '{}' (expected auto, cpu or cuda)", name));
+}
+
+backend resolve_backend(backend where, std::string* notice, int device) {
+  if (notice) notice->clear();
+  switch (where) {
+    case backend::cpu:
+      return backend::cpu;
+    case backend::cuda: {
+#if defined(CTFORGE_WITH_CUDA)
+      std::string why;
+      CTFORGE_CHECK(detail::cuda_device_available(&why, device),
+                    fmt::format("--backend cuda: no usable CUDA device ({})", why));
+      return backend::cuda;
+#else
+      (void)device;
+      throw usage_error("--backend cuda: this build has no CUDA backend");
+#endif
+    }
+    case backend::automatic: {
+#if defined(CTFORGE_WITH_CUDA)
+      std::string why;
+      if (detail::cuda_device_available(&why, device)) return backend::cuda;
+      if (notice) *notice = fmt::format("no usable CUDA device ({}); using the CPU backend", why);
+#else
+      (void)device;
+      if (notice) *notice = "this build has no CUDA backend; using the CPU backend";
+#endif
+      return backend::cpu;
+    }
+  }
+  return backend::cpu;
+}
+
+}  // namespace ctforge
