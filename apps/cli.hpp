@@ -84,6 +84,7 @@ struct backend_cli_options {
   std::string backend = "auto";
   int device = 0;
   std::string gpu_memory_limit;  // empty: automatic
+  std::string interpolation = "exact";
   CLI::Option* backend_opt = nullptr;
 };
 /// Adds the three options; `memory_help` says what a small --gpu-memory-limit does there.
@@ -93,6 +94,7 @@ struct backend_choice {
   ctforge::backend where = ctforge::backend::automatic;
   int device = 0;
   std::int64_t gpu_memory_limit_bytes = 0;  ///< 0: automatic
+  bool hardware_interpolation = false;       ///< --gpu-interpolation hardware
 };
 backend_choice parse_backend_options(const backend_cli_options& o);
 

@@ -114,6 +114,12 @@ void add_backend_options(CLI::App* sub, backend_cli_options& o, const std::strin
   sub->add_option("--gpu-memory-limit", o.gpu_memory_limit,
                   "Upper bound on GPU memory used (bytes, or with a K/M/G suffix, e.g. 2G); " + memory_help)
       ->type_name("SIZE");
+  sub->add_option("--gpu-interpolation", o.interpolation,
+                  "CUDA backend: exact (fp32 bilinear, the CPU's arithmetic) or hardware (texture "
+                  "unit: faster, ~1e-4 of the peak from the CPU result)")
+      ->check(CLI::IsMember({"exact", "hardware"}))
+      ->type_name("MODE")
+      ->capture_default_str();
 }
 
 backend_choice parse_backend_options(const backend_cli_options& o) {
@@ -123,6 +129,7 @@ backend_choice parse_backend_options(const backend_cli_options& o) {
   if (!o.gpu_memory_limit.empty())
     c.gpu_memory_limit_bytes = parse_byte_size("--gpu-memory-limit", o.gpu_memory_limit);
   c.where = parse_backend(o.backend);
+  c.hardware_interpolation = o.interpolation == "hardware";
   return c;
 }
 

@@ -46,6 +46,7 @@ void run(const recon_cli_options& o) {
   const backend_choice bc = parse_backend_options(o.gpu);
   ro.device = bc.device;
   ro.gpu_memory_limit_bytes = bc.gpu_memory_limit_bytes;
+  ro.gpu_hardware_interpolation = bc.hardware_interpolation;
   ro.reference = o.reference;
   ro.where = bc.where;
   CTFORGE_EXPECTS(!(o.reference && ro.where == backend::cuda),

@@ -101,6 +101,7 @@ void run(const simulate_options& o) {
   po.threads = o.threads;
   po.device = bc.device;
   po.gpu_memory_limit_bytes = bc.gpu_memory_limit_bytes;
+  po.gpu_hardware_interpolation = bc.hardware_interpolation;
   std::string notice;
   if (voxel) po.where = resolve_backend(bc.where, &notice, bc.device);
   if (!notice.empty()) note(o.quiet, "note: " + notice);

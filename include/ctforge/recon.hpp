@@ -29,6 +29,10 @@ struct recon_options {
   /// Upper bound on GPU memory the CUDA backend may use (bytes); 0 = automatic (free memory
   /// less a safety margin). Forwarded into detail::cuda_options::memory_limit_bytes.
   std::int64_t gpu_memory_limit_bytes = 0;
+  /// CUDA backend: interpolate the detector with the texture unit (one fetch per sample;
+  /// faster, but its 8-bit fractional weights put results ~1e-4 of the peak from the CPU's)
+  /// instead of the default exact fp32 bilinear arithmetic of the CPU path (~1e-6).
+  bool gpu_hardware_interpolation = false;
   /// Reference CPU path (simple loops, double accumulation); slow, for tests.
   bool reference = false;
   /// Called with the fraction done in [0, 1]; may be empty. Called from the calling thread.

@@ -383,6 +383,7 @@ volume reconstruct(const projection_stack& proj, const geometry& g, const volume
     detail::cuda_options copt;
     copt.device = opt.device;
     copt.memory_limit_bytes = opt.gpu_memory_limit_bytes;
+    copt.hardware_interpolation = opt.gpu_hardware_interpolation;
     return detail::cuda_reconstruct(proj, g, vg, opt, copt);
 #endif
   }

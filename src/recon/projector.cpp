@@ -137,6 +137,7 @@ projection_stack forward_project(const volume& vol, const geometry& g, const pro
     detail::cuda_options copt;
     copt.device = opt.device;
     copt.memory_limit_bytes = opt.gpu_memory_limit_bytes;
+    copt.hardware_interpolation = opt.gpu_hardware_interpolation;
     return detail::cuda_forward_project(vol, g, copt);
 #endif
   }
@@ -151,6 +152,7 @@ volume back_project(const projection_stack& proj, const geometry& g, const volum
     detail::cuda_options copt;
     copt.device = opt.device;
     copt.memory_limit_bytes = opt.gpu_memory_limit_bytes;
+    copt.hardware_interpolation = opt.gpu_hardware_interpolation;
     return detail::cuda_back_project(proj, g, vg, copt);
 #endif
   }

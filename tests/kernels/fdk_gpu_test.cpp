@@ -200,6 +200,18 @@ TEST_F(FdkGpuDispatch, ReconstructWithCudaBackendUsesTheGpuPath) {
   ASSERT_EQ(via_api.data.size(), direct.data.size());
   // Same device code on the same inputs: identical up to the (deterministic) summation order.
   EXPECT_LE(mean_abs_error(span_of(via_api), span_of(direct)), 1e-7 * peak_of(direct));
+  EXPECT_FALSE(detail::cuda_last_pipeline_stats().hardware_interpolation);
+  // The API's GPU options reach the pipeline: the memory budget and the interpolation mode.
+  recon_options fast = opt;
+  fast.gpu_hardware_interpolation = true;
+  const volume hw = reconstruct(proj, g, vg, fast);
+  EXPECT_TRUE(detail::cuda_last_pipeline_stats().hardware_interpolation);
+  EXPECT_LE(mean_abs_error(span_of(hw), span_of(direct)), 1e-3 * peak_of(direct));
+  recon_options split = opt;
+  split.gpu_memory_limit_bytes = 24 << 20;  // ample for this problem: the plan must use it as its budget
+  const volume sl = reconstruct(proj, g, vg, split);
+  EXPECT_EQ(detail::cuda_last_pipeline_stats().budget_bytes, split.gpu_memory_limit_bytes);
+  EXPECT_LE(mean_abs_error(span_of(sl), span_of(direct)), 1e-5 * peak_of(direct));
 }
 
 // Progress is reported from the calling thread, ends at 1 and never decreases.
