@@ -155,7 +155,7 @@ json run_gpu(const problem_def& d, const options& o, bool hardware) {
         proj.views, proj.rows, proj.cols, vg, true, detail::padded_length(proj.cols));
     const std::int64_t b = std::min<std::int64_t>(32, proj.views);
     const std::int64_t planes = std::max<std::int64_t>(32, (vg.nz + 2) / 3);
-    copt.memory_limit_bytes = kernels::cuda::batch_bytes(in, b, kernels::cuda::fft_work_estimate(in, b)) +
+    copt.memory_limit_bytes = kernels::cuda::batch_bytes(in, b, detail::cuda_fft_work_bytes(in.padded_len, b * in.rows)) +
                               proj.size() * 4 + planes * vg.nx * vg.ny * 4;
     out["memory_limit_bytes"] = copt.memory_limit_bytes;
   }

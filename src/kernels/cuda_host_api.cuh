@@ -43,6 +43,11 @@ struct cuda_pipeline_stats {
 void cuda_clear_fft_plan_cache();
 std::size_t cuda_fft_plan_cache_size();
 
+/// Bytes of the cuFFT work area the ramp filter needs for `rows_total` rows of FFT length
+/// `padded_len` on the current device (the plans are made, or taken from the cache). Tests and
+/// benchmarks use it to give the pipeline an exact memory budget.
+std::int64_t cuda_fft_work_bytes(std::int64_t padded_len, std::int64_t rows_total);
+
 /// Statistics of the last cuda_reconstruct / cuda_back_project call on this thread
 /// (all zero before the first).
 cuda_pipeline_stats cuda_last_pipeline_stats();

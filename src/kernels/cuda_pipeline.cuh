@@ -136,6 +136,8 @@ struct ramp_plan_cache_stats {
   std::size_t size = 0;
 };
 ramp_plan_cache_stats ramp_plan_cache_statistics();
+/// Work area bytes of the (cached) plans for this shape on the current device.
+std::int64_t ramp_work_bytes(int padded_len, int rows_total);
 
 /// Increments *counter (one thread). Defined in pipeline_kernels.cu.
 void enqueue_bump(cudaStream_t s, int* counter);

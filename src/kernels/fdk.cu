@@ -540,6 +540,12 @@ void cuda_clear_fft_plan_cache() { kernels::cuda::clear_ramp_plan_cache(); }
 
 std::size_t cuda_fft_plan_cache_size() { return kernels::cuda::ramp_plan_cache_statistics().size; }
 
+std::int64_t cuda_fft_work_bytes(std::int64_t padded_len, std::int64_t rows_total) {
+  CTFORGE_EXPECTS(padded_len >= 2 && rows_total >= 1 && padded_len < (1 << 30) && rows_total < (1 << 30),
+                  "cuda_fft_work_bytes: invalid shape");
+  return kernels::cuda::ramp_work_bytes(static_cast<int>(padded_len), static_cast<int>(rows_total));
+}
+
 volume cuda_reconstruct(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
                         const recon_options& opt, const cuda_options& copt) {
   vg.validate();

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <cufft.h>
 
+#include <algorithm>
 #include <compare>
 #include <memory>
 #include <string>
@@ -67,6 +68,12 @@ std::shared_ptr<const ramp_fft_plans> plans_for(int padded_len, int rows_total, 
 }  // namespace
 
 void clear_ramp_plan_cache() { cache().clear(); }
+
+std::int64_t ramp_work_bytes(int padded_len, int rows_total) {
+  bool created = false;
+  const auto plans = plans_for(padded_len, rows_total, &created);
+  return static_cast<std::int64_t>(std::max(plans->fwd.work_bytes(), plans->inv.work_bytes()));
+}
 
 ramp_plan_cache_stats ramp_plan_cache_statistics() {
   const detail::lru_cache_stats s = cache().stats();

@@ -61,10 +61,8 @@ struct fdk_case {
   double spacing = 1.4;         // mm, all axes
   double shift_x = 0, shift_z = 0;  // volume origin shift (mm)
   double offset_u = 0, offset_v = 0;
-  // Memory budget: 0 = automatic; > 0 = bytes; < 0 = batch buffers plus -value volume planes
-  // (forces the z-slab split). The cuFFT work area enters the budget at its estimate
-  // (B x rows x pitch floats, an upper bound), so the pipeline may find up to that many bytes
-  // more for the volume: split cases use small batches to keep that below the volume's size.
+  // Memory budget: 0 = automatic; > 0 = bytes; < 0 = batch buffers (with the cuFFT work area
+  // of the real plans) plus -value volume planes (forces the z-slab split).
   std::int64_t memory = 0;
   bool expect_device_store = false;  // with a forced split: expected store location
   int views_per_batch = 0;
@@ -124,13 +122,14 @@ TEST_P(FdkGpu, MatchesCpuPath) {
   copt.views_per_batch = c.views_per_batch;
   copt.hardware_interpolation = c.hardware;
   if (c.memory < 0) {
-    // Budget = the pipeline's batch buffers (with the cuFFT work area estimated at its upper
-    // bound) plus -memory volume planes: the volume must be split.
+    // Budget = the pipeline's batch buffers (with the cuFFT work area these plans really need)
+    // plus -memory volume planes: the volume must be split into slabs of -memory planes.
     kernels::cuda::plan_input in = kernels::cuda::make_plan_input(
         proj.views, proj.rows, proj.cols, vg, true, detail::padded_length(proj.cols));
     in.requested_batch = c.views_per_batch;
     const std::int64_t batch = std::min<std::int64_t>(c.views_per_batch > 0 ? c.views_per_batch : 32, proj.views);
-    copt.memory_limit_bytes = kernels::cuda::batch_bytes(in, batch, kernels::cuda::fft_work_estimate(in, batch)) +
+    const std::int64_t work = detail::cuda_fft_work_bytes(in.padded_len, batch * in.rows);
+    copt.memory_limit_bytes = kernels::cuda::batch_bytes(in, batch, work) +
                               (c.expect_device_store ? proj.size() * 4 : 0) + (-c.memory) * vg.nx * vg.ny * 4;
   } else {
     copt.memory_limit_bytes = c.memory;

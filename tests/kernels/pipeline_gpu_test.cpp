@@ -350,12 +350,13 @@ class CudaPipeline : public ctforge::testing::gpu_test {
     p.proj = project_analytic(shepp_logan_phantom(0.6 * static_cast<double>(n)), p.g);
     return p;
   }
-  // Budget of the batch buffers for `batch` views (cuFFT work area at its estimate, an upper
-  // bound) plus `planes` volume planes: forces a z-slab split when planes < nz.
+  // Budget of the batch buffers for `batch` views (with the cuFFT work area of the real plans)
+  // plus `planes` volume planes: forces a z-slab split when planes < nz.
   static std::int64_t slab_budget(const problem& p, int batch, std::int64_t planes) {
     const kc::plan_input in = kc::make_plan_input(p.proj.views, p.proj.rows, p.proj.cols, p.vg,
                                                   true, detail::padded_length(p.proj.cols));
-    return kc::batch_bytes(in, batch, kc::fft_work_estimate(in, batch)) + planes * p.vg.nx * p.vg.ny * 4;
+    const std::int64_t work = detail::cuda_fft_work_bytes(in.padded_len, batch * in.rows);
+    return kc::batch_bytes(in, batch, work) + planes * p.vg.nx * p.vg.ny * 4;
   }
 };
 
