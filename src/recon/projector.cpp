@@ -130,14 +130,24 @@ volume back_project(const projection_stack& proj, const geometry& g, const volum
   return out;
 }
 
-projection_stack forward_project(const volume& vol, const geometry& g, const projector_options& opt) {
+namespace {
+
+/// Validates `opt` and says whether it selects the CUDA backend (filling *copt when it does).
+bool use_cuda(const projector_options& opt, detail::cuda_options* copt) {
   CTFORGE_EXPECTS(opt.threads >= 0, fmt::format("--threads must be >= 0 (got {})", opt.threads));
-  if (resolve_backend(opt.where, nullptr, opt.device) == backend::cuda) {
+  if (resolve_backend(opt.where, nullptr, opt.device) != backend::cuda) return false;
+  copt->device = opt.device;
+  copt->memory_limit_bytes = opt.gpu_memory_limit_bytes;
+  copt->hardware_interpolation = opt.gpu_hardware_interpolation;
+  return true;
+}
+
+}  // namespace
+
+projection_stack forward_project(const volume& vol, const geometry& g, const projector_options& opt) {
+  detail::cuda_options copt;
+  if (use_cuda(opt, &copt)) {
 #if defined(CTFORGE_WITH_CUDA)
-    detail::cuda_options copt;
-    copt.device = opt.device;
-    copt.memory_limit_bytes = opt.gpu_memory_limit_bytes;
-    copt.hardware_interpolation = opt.gpu_hardware_interpolation;
     return detail::cuda_forward_project(vol, g, copt);
 #endif
   }
@@ -146,13 +156,9 @@ projection_stack forward_project(const volume& vol, const geometry& g, const pro
 
 volume back_project(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
                     const projector_options& opt) {
-  CTFORGE_EXPECTS(opt.threads >= 0, fmt::format("--threads must be >= 0 (got {})", opt.threads));
-  if (resolve_backend(opt.where, nullptr, opt.device) == backend::cuda) {
+  detail::cuda_options copt;
+  if (use_cuda(opt, &copt)) {
 #if defined(CTFORGE_WITH_CUDA)
-    detail::cuda_options copt;
-    copt.device = opt.device;
-    copt.memory_limit_bytes = opt.gpu_memory_limit_bytes;
-    copt.hardware_interpolation = opt.gpu_hardware_interpolation;
     return detail::cuda_back_project(proj, g, vg, copt);
 #endif
   }
