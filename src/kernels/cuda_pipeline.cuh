@@ -124,6 +124,9 @@ class ramp_filter_gpu {
  private:
   int n_, rows_total_;
   bool planned_ = false;
+  // The cached plans keep the work area and stream of their last user: enqueue refuses to run
+  // before this filter has set its own work area (never a freed one of an earlier call).
+  mutable bool work_area_set_ = false;
   std::shared_ptr<const ramp_fft_plans> plans_;
   device_buffer<float> response_;
 };

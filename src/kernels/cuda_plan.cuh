@@ -90,6 +90,15 @@ inline std::string format_mib(std::int64_t bytes) {
   return std::to_string((bytes + k_mib - 1) / k_mib) + " MiB";
 }
 
+/// The batch size planning starts from: the requested one (auto: 32), clamped to the views, the
+/// constant-memory limit and the device's layer limit.
+inline int initial_batch(const plan_input& in) {
+  std::int64_t B = in.requested_batch > 0 ? in.requested_batch : 32;
+  B = std::min<std::int64_t>({B, std::max<std::int64_t>(in.views, 1), k_max_batch_views,
+                              std::max(in.max_batch, 1)});
+  return static_cast<int>(std::max<std::int64_t>(B, 1));
+}
+
 /// Chooses the batch size and the slab split for a budget of `budget` bytes. fft_work < 0:
 /// estimate the cuFFT work area; otherwise use it for every batch size tried. The batch starts
 /// at the requested size (auto: 32), halves until the buffers fit, and the volume is split
@@ -102,9 +111,7 @@ inline plan make_plan(const plan_input& in, std::int64_t budget, std::int64_t ff
                   "CUDA plan: empty projections or volume");
   const std::int64_t plane = in.nx * in.ny * 4;
   const std::int64_t vol = plane * in.nz;
-  std::int64_t B = in.requested_batch > 0 ? in.requested_batch : 32;
-  B = std::min<std::int64_t>({B, in.views, k_max_batch_views, std::max(in.max_batch, 1)});
-  B = std::max<std::int64_t>(B, 1);
+  std::int64_t B = initial_batch(in);
   for (;; B = (B + 1) / 2) {
     const std::int64_t work = fft_work >= 0 ? fft_work : fft_work_estimate(in, B);
     const std::int64_t fixed = batch_bytes(in, B, work);
@@ -140,6 +147,30 @@ inline plan make_plan(const plan_input& in, std::int64_t budget, std::int64_t ff
           std::to_string(min_planes) + " volume planes of " + std::to_string(in.nx) + " x " +
           std::to_string(in.ny) + " voxels (" + format_mib(min_planes * plane) +
           "); use a smaller volume or detector, or raise --gpu-memory-limit");
+  }
+}
+
+/// The plan the pipeline runs: make_plan with the real cuFFT work area, `work_of(B)` (bytes for
+/// B views per batch; only called when in.filter, for the batch sizes tried). The largest batch
+/// of the halving sequence from the initial one whose buffers, with its own work area, fit
+/// next to at least the minimum volume planes; throws as make_plan when even one view does not.
+template <class WorkOf>
+plan make_pipeline_plan(plan_input in, std::int64_t budget, WorkOf&& work_of) {
+  int B = initial_batch(in);
+  if (!in.filter) {
+    in.requested_batch = B;
+    return make_plan(in, budget, 0);
+  }
+  for (;; B = (B + 1) / 2) {
+    in.requested_batch = B;
+    const std::int64_t work = static_cast<std::int64_t>(work_of(B));
+    if (B == 1) return make_plan(in, budget, work);
+    try {
+      const plan p = make_plan(in, budget, work);
+      if (p.views_per_batch == B) return p;
+    } catch (const ctforge::error&) {
+      // B's work area is too large for any batch: a smaller batch has a smaller one.
+    }
   }
 }
 

@@ -156,26 +156,20 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   plan_input pin = make_plan_input(V, R, C, vg, jb.filter, jb.padded_len);
   pin.requested_batch = copt.views_per_batch;
   pin.max_batch = max_layers;
-  plan pl = make_plan(pin, budget);
-  // The cuFFT work area is known once the plans exist: re-plan with it until it fits (a
-  // smaller batch needs less work area, so a plan that fits with the larger one is safe).
+  // The plan is made with the real cuFFT work area of the batch sizes it considers (plans are
+  // cached per shape, so the filter finally used is planned at most once).
   std::optional<ramp_filter_gpu> filter;
   int plans_created = 0;
-  const auto make_filter = [&] {
-    filter.emplace(jb.padded_len, static_cast<int>(pl.views_per_batch * R), jb.response, s_f);
+  const auto make_filter = [&](int batch) {
+    if (filter && filter->rows_total() == batch * R) return;
+    filter.emplace(jb.padded_len, static_cast<int>(batch * R), jb.response, s_f);
     plans_created += filter->planned() ? 1 : 0;
   };
-  if (jb.filter) {
-    for (int attempt = 0; attempt < 16; ++attempt) {
-      make_filter();
-      pin.requested_batch = pl.views_per_batch;
-      const plan again = make_plan(pin, budget, static_cast<std::int64_t>(filter->work_bytes()));
-      const bool same = again.views_per_batch == pl.views_per_batch;
-      pl = again;
-      if (same) break;
-    }
-    if (filter->rows_total() != pl.views_per_batch * R) make_filter();
-  }
+  const plan pl = make_pipeline_plan(pin, budget, [&](int batch) {
+    make_filter(batch);
+    return filter->work_bytes();
+  });
+  if (jb.filter) make_filter(pl.views_per_batch);
 
   const int B = pl.views_per_batch;
   const int nb = pl.batches;

@@ -103,9 +103,11 @@ void ramp_filter_gpu::set_work_area(void* area) const {
   // The two transforms run one after the other in one stream: they share the area.
   plans_->fwd.set_work_area(area);
   plans_->inv.set_work_area(area);
+  work_area_set_ = area != nullptr || work_bytes() == 0;
 }
 
 void ramp_filter_gpu::enqueue(cudaStream_t s, float* buffer) const {
+  CTFORGE_CHECK(work_area_set_, "ramp filter: no cuFFT work area set for this call");
   auto* spectrum = reinterpret_cast<cufftComplex*>(buffer);
   plans_->fwd.set_stream(s);
   plans_->inv.set_stream(s);

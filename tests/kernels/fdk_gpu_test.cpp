@@ -104,6 +104,23 @@ double peak_of(const volume& v) {
 
 std::span<const float> span_of(const volume& v) { return {v.data.data(), v.data.size()}; }
 
+kernels::cuda::plan_input plan_input_of(const fdk_case& c) {
+  kernels::cuda::plan_input in = kernels::cuda::make_plan_input(
+      c.views, c.rows, c.cols, make_volume(c), true, detail::padded_length(c.cols));
+  in.requested_batch = c.views_per_batch;
+  return in;
+}
+
+// Memory budget of a case with c.memory < 0: the pipeline's batch buffers (with `work` bytes
+// of cuFFT work area, that of the batch's real plans) plus -memory volume planes, plus the
+// projection store when the case expects it on the device: the volume must be split into
+// slabs of -memory planes.
+std::int64_t split_budget(const fdk_case& c, std::int64_t work) {
+  const kernels::cuda::plan_input in = plan_input_of(c);
+  return kernels::cuda::batch_bytes(in, kernels::cuda::initial_batch(in), work) +
+         (c.expect_device_store ? c.views * c.rows * c.cols * 4 : 0) + (-c.memory) * c.nx * c.ny * 4;
+}
+
 class FdkGpu : public ctforge::testing::gpu_param_test<fdk_case> {};
 
 TEST_P(FdkGpu, MatchesCpuPath) {
@@ -122,15 +139,9 @@ TEST_P(FdkGpu, MatchesCpuPath) {
   copt.views_per_batch = c.views_per_batch;
   copt.hardware_interpolation = c.hardware;
   if (c.memory < 0) {
-    // Budget = the pipeline's batch buffers (with the cuFFT work area these plans really need)
-    // plus -memory volume planes: the volume must be split into slabs of -memory planes.
-    kernels::cuda::plan_input in = kernels::cuda::make_plan_input(
-        proj.views, proj.rows, proj.cols, vg, true, detail::padded_length(proj.cols));
-    in.requested_batch = c.views_per_batch;
-    const std::int64_t batch = std::min<std::int64_t>(c.views_per_batch > 0 ? c.views_per_batch : 32, proj.views);
-    const std::int64_t work = detail::cuda_fft_work_bytes(in.padded_len, batch * in.rows);
-    copt.memory_limit_bytes = kernels::cuda::batch_bytes(in, batch, work) +
-                              (c.expect_device_store ? proj.size() * 4 : 0) + (-c.memory) * vg.nx * vg.ny * 4;
+    const kernels::cuda::plan_input in = plan_input_of(c);
+    copt.memory_limit_bytes = split_budget(
+        c, detail::cuda_fft_work_bytes(in.padded_len, kernels::cuda::initial_batch(in) * in.rows));
   } else {
     copt.memory_limit_bytes = c.memory;
   }
@@ -169,7 +180,8 @@ std::vector<fdk_case> cases() {
   v.push_back({.name = "cone_one_view_per_batch", .views = 5, .views_per_batch = 1});
   v.push_back({.name = "cone_hann_window", .window = filter_window::hann});
   v.push_back({.name = "slabs_host_store", .nz = 41, .memory = -9, .views_per_batch = 8});
-  v.push_back({.name = "slabs_device_store", .nz = 75, .memory = -34, .expect_device_store = true,
+  // Store 58 planes of the volume; 34 budgeted planes >= the 32 that keep it on the device.
+  v.push_back({.name = "slabs_device_store", .nz = 150, .memory = -34, .expect_device_store = true,
                .views_per_batch = 4});
   v.push_back({.name = "slabs_short_scan_offsets", .views = 37, .arc_deg = -1, .nz = 41,
                .shift_z = 5.0, .offset_u = 2.0, .offset_v = 3.1, .memory = -10, .views_per_batch = 4});
@@ -182,6 +194,32 @@ std::vector<fdk_case> cases() {
 
 INSTANTIATE_TEST_SUITE_P(Cases, FdkGpu, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<fdk_case>& i) { return i.param.name; });
+
+// Host-side check of the cases above (runs without a GPU): the budget of every split case makes
+// the pipeline's planner split the volume, keep the requested batch and put the store where
+// the case expects, in balanced slabs of at most -memory planes, whatever the real cuFFT work
+// area between none and the estimate (one row buffer).
+TEST(FdkGpuPlan, SplitCasesForceTheirPlan) {
+  int split_cases = 0;
+  for (const fdk_case& c : cases()) {
+    if (c.memory >= 0) continue;
+    ++split_cases;
+    const kernels::cuda::plan_input in = plan_input_of(c);
+    const int batch = kernels::cuda::initial_batch(in);
+    for (const double fraction : {0.0, 0.25, 1.0}) {
+      const auto work_of = [&](int b) {
+        return static_cast<std::int64_t>(fraction * static_cast<double>(kernels::cuda::fft_work_estimate(in, b)));
+      };
+      const kernels::cuda::plan p = kernels::cuda::make_pipeline_plan(in, split_budget(c, work_of(batch)), work_of);
+      EXPECT_TRUE(p.slab_mode) << c.name << ", work " << fraction << " of the estimate";
+      EXPECT_EQ(p.device_store, c.expect_device_store) << c.name;
+      EXPECT_EQ(p.views_per_batch, batch) << c.name;
+      const std::int64_t planes = -c.memory, n_slabs = (c.nz + planes - 1) / planes;
+      EXPECT_EQ(p.slab_nz, (c.nz + n_slabs - 1) / n_slabs) << c.name;
+    }
+  }
+  EXPECT_GE(split_cases, 3);
+}
 
 // The public entry point dispatches to the GPU (backend cuda) and gives the same volume as the
 // backend entry point with the same options.

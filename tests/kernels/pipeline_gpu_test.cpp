@@ -110,6 +110,50 @@ TEST(CudaPlan, HalvesTheBatchBeforeGivingUp) {
   EXPECT_LE(p.planned, budget);
 }
 
+// The pipeline plans with the real cuFFT work area. A budget sized for the requested batch with
+// its real work area (here smaller than the estimate) keeps that batch and splits into the
+// budgeted planes; the estimate is never used.
+TEST(CudaPlan, PipelinePlanUsesTheRealWorkArea) {
+  kc::plan_input in = sample_input();
+  in.requested_batch = 8;
+  const std::int64_t plane = in.nx * in.ny * 4;
+  std::vector<int> asked;
+  const auto no_work = [&](int b) {
+    asked.push_back(b);
+    return std::int64_t{0};
+  };
+  const kc::plan p = kc::make_pipeline_plan(in, kc::batch_bytes(in, 8, 0) + 20 * plane, no_work);
+  EXPECT_EQ(p.views_per_batch, 8);
+  EXPECT_TRUE(p.slab_mode);
+  EXPECT_EQ(p.slab_nz, 18);  // 70 planes, at most 20 a slab: 4 slabs of 18
+  EXPECT_EQ(asked, std::vector<int>{8});
+  // Planned with the estimate, the same budget leaves fewer planes per slab (the defect this
+  // guards: the test budgets then no longer give the split they ask for).
+  EXPECT_LT(kc::make_plan(in, kc::batch_bytes(in, 8, 0) + 20 * plane).slab_nz, p.slab_nz);
+}
+
+// When the initial batch's buffers do not fit, the batch halves, each size planned with its own
+// (smaller) work area: the largest that fits wins. Without filtering no work area is asked for.
+TEST(CudaPlan, PipelinePlanShrinksTheBatchWithItsOwnWorkArea) {
+  const kc::plan_input in = sample_input();  // automatic batch: 32
+  const std::int64_t plane = in.nx * in.ny * 4;
+  const auto work_of = [&](int b) { return kc::fft_work_estimate(in, b); };
+  const std::int64_t budget = kc::batch_bytes(in, 16, work_of(16)) + 10 * plane;
+  const kc::plan p = kc::make_pipeline_plan(in, budget, work_of);
+  EXPECT_EQ(p.views_per_batch, 16);
+  EXPECT_TRUE(p.slab_mode);
+  EXPECT_LE(p.planned, budget);
+  kc::plan_input bp = in;
+  bp.filter = false;
+  bp.padded_len = 0;
+  const kc::plan q = kc::make_pipeline_plan(bp, std::int64_t{1} << 34, [](int) -> std::int64_t {
+    ADD_FAILURE() << "plain back-projection has no FFT";
+    return 0;
+  });
+  EXPECT_FALSE(q.slab_mode);
+  EXPECT_EQ(q.views_per_batch, 32);
+}
+
 TEST(CudaPlan, TooSmallBudgetNamesTheOption) {
   const kc::plan_input in = sample_input();
   try {
@@ -336,6 +380,36 @@ TEST(CudaProbe, CudaBackendWithoutDeviceIsAnError) {
                ctforge::error);
 }
 
+// Host-side check of the slab budgets the CudaPipeline tests below give (runs without a GPU):
+// problem make(n, views) has (n + 24) x n pixels, `views` views and an n x n x n/2 volume; a
+// budget of the batch buffers for B views (with the work area of the real plans, anywhere
+// between none and the estimate) plus P planes splits the volume, keeps the batch and leaves
+// the store on the host.
+TEST(CudaPipelinePlan, TestBudgetsForceTheirSplit) {
+  struct budget_case {
+    std::int64_t n, views;
+    int batch;
+    std::int64_t planes;
+  };
+  for (const budget_case& c : {budget_case{96, 64, 8, 20}, budget_case{40, 30, 2, 8},
+                               budget_case{40, 30, 1, 10}}) {
+    const auto vg = volume_geometry::centered(c.n, c.n, c.n / 2, {0.7, 0.7, 0.7});
+    kc::plan_input in = kc::make_plan_input(c.views, c.n, c.n + 24, vg, true, detail::padded_length(c.n + 24));
+    in.requested_batch = c.batch;
+    for (const double fraction : {0.0, 0.25, 1.0}) {
+      const auto work_of = [&](int b) {
+        return static_cast<std::int64_t>(fraction * static_cast<double>(kc::fft_work_estimate(in, b)));
+      };
+      const std::int64_t budget = kc::batch_bytes(in, c.batch, work_of(c.batch)) + c.planes * c.n * c.n * 4;
+      const kc::plan p = kc::make_pipeline_plan(in, budget, work_of);
+      EXPECT_TRUE(p.slab_mode) << c.n << "/" << c.batch << ", work " << fraction;
+      EXPECT_FALSE(p.device_store) << c.n << "/" << c.batch;
+      EXPECT_EQ(p.views_per_batch, c.batch) << c.n << "/" << c.batch;
+      EXPECT_LE(p.slab_nz, c.planes) << c.n << "/" << c.batch;
+    }
+  }
+}
+
 class CudaPipeline : public ctforge::testing::gpu_test {
  protected:
   struct problem {
@@ -459,12 +533,11 @@ TEST_F(CudaPipeline, ResultIndependentOfBatchingAndSlabs) {
     std::int64_t planes;  // 0: no budget; > 0: batch buffers + this many planes (+ the store)
     bool device_store;
   };
-  // Slab variants: the cuFFT work area enters the budget at its estimate (B x rows x pitch
-  // floats: 6.5 planes for B = 2, 3.3 for B = 1), so the pipeline finds at most 12.5 (13.3)
-  // of the 20 planes and must split; the store (48 planes) fits next to 10 planes only when
-  // budgeted for.
+  // Slab variants: budgets of the batch buffers plus 8 (the least the planner accepts) or 10 of
+  // the 20 planes; the projection store (48 planes here) then goes to mapped host memory
+  // (FdkGpu.slabs_device_store covers the device store; CudaPipelinePlan checks these plans).
   for (const variant& v : {variant{1, 0, false}, variant{4, 0, false}, variant{29, 0, false},
-                           variant{30, 0, false}, variant{2, 6, false}, variant{1, 10, true}}) {
+                           variant{30, 0, false}, variant{2, 8, false}, variant{1, 10, false}}) {
     detail::cuda_options copt;
     copt.views_per_batch = v.batch;
     if (v.planes > 0)
@@ -475,9 +548,13 @@ TEST_F(CudaPipeline, ResultIndependentOfBatchingAndSlabs) {
       EXPECT_GT(st.slabs, 1) << "batch " << v.batch;
       EXPECT_EQ(st.device_store, v.device_store) << "batch " << v.batch;
     }
-    // Only the order of the float sums over views changes: ~sqrt(30) * 6e-8 of the peak.
-    EXPECT_LE(mean_abs_error(out.data, ref.data), 1e-6 * peak)
+    // Without slabs only the order of the float sums over views changes: ~sqrt(30) * 6e-8 of
+    // the peak. Slabs also round the row-shifted float matrices and each slab's z origin
+    // differently (a few 1e-6 pixel, on steep filtered edges), as CudaPlan.SlabSampling*
+    // measures on the CPU: 1e-5 there.
+    EXPECT_LE(mean_abs_error(out.data, ref.data), (v.planes > 0 ? 1e-5 : 1e-6) * peak)
         << "batch " << v.batch << ", " << st.slabs << " slabs";
+    if (v.batch > 0) EXPECT_EQ(st.views_per_batch, v.batch);
   }
 }
 
