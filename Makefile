@@ -1,6 +1,9 @@
 # The two commands of the README. Both install what is missing (scripts/install-deps), configure
-# and build, then run. PRESET=cpu builds without CUDA.
+# and build, then run. PRESET=cpu builds without CUDA; CMAKE_ARGS go to the first configure
+# (CI passes -DCTFORGE_CUDA=ON so that a machine without nvcc fails instead of silently
+# skipping the CUDA code).
 PRESET ?= default
+CMAKE_ARGS ?=
 BUILD_DIR ?= $(if $(filter default,$(PRESET)),build,build-$(PRESET))
 JOBS ?= 2
 
@@ -12,7 +15,7 @@ deps:
 	@scripts/install-deps
 
 build: deps
-	@test -f $(BUILD_DIR)/CMakeCache.txt || cmake --preset $(PRESET)
+	@test -f $(BUILD_DIR)/CMakeCache.txt || cmake --preset $(PRESET) $(CMAKE_ARGS)
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
 test: build
