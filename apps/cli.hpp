@@ -4,7 +4,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -94,7 +93,7 @@ struct backend_choice {
   ctforge::backend where = ctforge::backend::automatic;
   int device = 0;
   std::int64_t gpu_memory_limit_bytes = 0;  ///< 0: automatic
-  bool hardware_interpolation = false;       ///< --gpu-interpolation hardware
+  bool hardware_interpolation = false;      ///< --gpu-interpolation hardware
 };
 backend_choice parse_backend_options(const backend_cli_options& o);
 

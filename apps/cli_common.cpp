@@ -3,9 +3,9 @@
 
 #include <charconv>
 #include <cmath>
-#include <string>
 #include <cstdio>
 #include <filesystem>
+#include <string>
 #include <system_error>
 
 #include "cli.hpp"
@@ -19,7 +19,8 @@ std::vector<std::string> split(const std::string& text) {
   std::size_t pos = 0;
   while (true) {
     const std::size_t comma = text.find(',', pos);
-    std::string part = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string part =
+        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     // trim blanks
     const auto b = part.find_first_not_of(" \t");
     const auto e = part.find_last_not_of(" \t");
@@ -94,13 +95,18 @@ std::int64_t parse_byte_size(const std::string& option, const std::string& text)
   }
   std::string suffix = text.substr(used);
   double scale = 1;
-  if (suffix == "K" || suffix == "k") scale = 1024.0;
-  else if (suffix == "M" || suffix == "m") scale = 1024.0 * 1024.0;
-  else if (suffix == "G" || suffix == "g") scale = 1024.0 * 1024.0 * 1024.0;
-  else if (!suffix.empty()) used = 0;
+  if (suffix == "K" || suffix == "k")
+    scale = 1024.0;
+  else if (suffix == "M" || suffix == "m")
+    scale = 1024.0 * 1024.0;
+  else if (suffix == "G" || suffix == "g")
+    scale = 1024.0 * 1024.0 * 1024.0;
+  else if (!suffix.empty())
+    used = 0;
   CTFORGE_EXPECTS(used > 0 && std::isfinite(value) && value > 0 && value * scale < 9.0e18,
                   fmt::format("{}: expected a positive size in bytes, optionally with a K, M or G "
-                              "suffix (got '{}')", option, text));
+                              "suffix (got '{}')",
+                              option, text));
   return static_cast<std::int64_t>(value * scale);
 }
 
@@ -110,9 +116,12 @@ void add_backend_options(CLI::App* sub, backend_cli_options& o, const std::strin
                       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
                       ->type_name("NAME")
                       ->capture_default_str();
-  sub->add_option("--device", o.device, "CUDA device ordinal")->type_name("N")->capture_default_str();
-  sub->add_option("--gpu-memory-limit", o.gpu_memory_limit,
-                  "Upper bound on GPU memory used (bytes, or with a K/M/G suffix, e.g. 2G); " + memory_help)
+  sub->add_option("--device", o.device, "CUDA device ordinal")
+      ->type_name("N")
+      ->capture_default_str();
+  sub->add_option(
+         "--gpu-memory-limit", o.gpu_memory_limit,
+         "Upper bound on GPU memory used (bytes, or with a K/M/G suffix, e.g. 2G); " + memory_help)
       ->type_name("SIZE");
   sub->add_option("--gpu-interpolation", o.interpolation,
                   "CUDA backend: exact (fp32 bilinear, the CPU's arithmetic) or hardware (texture "
@@ -176,14 +185,16 @@ double magnification(const geometry& g) {
 volume_geometry make_grid(const grid_options& o, const geometry& g) {
   std::int64_t n[3] = {g.cols, g.cols, g.rows};
   if (o.size) {
-    CTFORGE_EXPECTS(*o.size >= 1, fmt::format("--size: must be a positive integer (got {})", *o.size));
+    CTFORGE_EXPECTS(*o.size >= 1,
+                    fmt::format("--size: must be a positive integer (got {})", *o.size));
     n[0] = n[1] = *o.size;
     n[2] = g.rows == 1 ? 1 : *o.size;
   } else if (!o.size_xyz.empty()) {
     const auto v = parse_ints("--size-xyz", o.size_xyz, {3});
     for (int a = 0; a < 3; ++a) {
-      CTFORGE_EXPECTS(v[static_cast<std::size_t>(a)] >= 1,
-                      fmt::format("--size-xyz: sizes must be positive integers (got '{}')", o.size_xyz));
+      CTFORGE_EXPECTS(
+          v[static_cast<std::size_t>(a)] >= 1,
+          fmt::format("--size-xyz: sizes must be positive integers (got '{}')", o.size_xyz));
       n[a] = v[static_cast<std::size_t>(a)];
     }
   }
@@ -210,12 +221,16 @@ volume_geometry make_grid(const grid_options& o, const geometry& g) {
   return vg;
 }
 
-bool stderr_is_terminal() { return ::isatty(2) == 1; }
+bool stderr_is_terminal() {
+  return ::isatty(2) == 1;
+}
 
 progress_bar::progress_bar(std::string label, bool enabled)
     : label_(std::move(label)), enabled_(enabled), start_(std::chrono::steady_clock::now()) {}
 
-progress_bar::~progress_bar() { done(); }
+progress_bar::~progress_bar() {
+  done();
+}
 
 void progress_bar::update(double fraction) {
   if (!enabled_) return;

@@ -42,15 +42,19 @@ std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   return s;
 }
-bool ends_with(const std::string& s, const char* e) { return lower(s).ends_with(e); }
+bool ends_with(const std::string& s, const char* e) {
+  return lower(s).ends_with(e);
+}
 
 /// "first:count" or "first" (count to the end).
 io::index_range parse_range(const std::string& option, const std::string& text) {
   io::index_range r;
   if (text.empty()) return r;
   const auto colon = text.find(':');
-  const auto v = parse_ints(option, colon == std::string::npos ? text : text.substr(0, colon) + "," + text.substr(colon + 1),
-                            {1, 2});
+  const auto v = parse_ints(
+      option,
+      colon == std::string::npos ? text : text.substr(0, colon) + "," + text.substr(colon + 1),
+      {1, 2});
   r.first = v[0];
   if (v.size() == 2) r.count = v[1];
   return r;
@@ -62,16 +66,18 @@ void convert_geometry(const convert_options& o) {
     g = load_geometry(o.input);
   } else {
     const bool rtk = ends_with(o.input, ".xml");
-    CTFORGE_EXPECTS(!o.detector.empty() && (!rtk || !o.pixel.empty()),
-                    fmt::format("{}: {} geometries do not record the detector size: give --detector "
-                                "COLS,ROWS{}",
-                                o.input, rtk ? "RTK" : "ASTRA", rtk ? " and --pixel DU[,DV]" : ""));
+    CTFORGE_EXPECTS(
+        !o.detector.empty() && (!rtk || !o.pixel.empty()),
+        fmt::format("{}: {} geometries do not record the detector size: give --detector "
+                    "COLS,ROWS{}",
+                    o.input, rtk ? "RTK" : "ASTRA", rtk ? " and --pixel DU[,DV]" : ""));
     const auto det = parse_ints("--detector", o.detector, {2});
     if (rtk) {
       const auto px = parse_doubles("--pixel", o.pixel, {1, 2});
       g = io::read_rtk_geometry(o.input, det[0], det[1], px[0], px.size() == 2 ? px[1] : px[0]);
     } else
-      g = io::read_astra_vectors(o.input, o.beam == "parallel" ? beam_kind::parallel : beam_kind::cone, det[0], det[1]);
+      g = io::read_astra_vectors(
+          o.input, o.beam == "parallel" ? beam_kind::parallel : beam_kind::cone, det[0], det[1]);
   }
   if (ends_with(o.output, ".json")) {
     io::write_atomically(o.output, [&](const std::string& tmp) {
@@ -84,7 +90,8 @@ void convert_geometry(const convert_options& o) {
   } else {
     io::write_astra_vectors(o.output, g);
   }
-  note(o.quiet, fmt::format("convert: wrote {} ({} geometry, {} views)", o.output, g.type_name(), g.view_count()));
+  note(o.quiet, fmt::format("convert: wrote {} ({} geometry, {} views)", o.output, g.type_name(),
+                            g.view_count()));
 }
 
 void convert_projections(const convert_options& o) {
@@ -104,14 +111,17 @@ void convert_projections(const convert_options& o) {
     io::write_projections(o.output, p, *in.geom);
   } else {
     io::write_tiff_stack(o.output, p);
-    io::write_atomically((fs::path(o.output) / "geometry.json").string(), [&](const std::string& tmp) {
-      std::ofstream out(tmp);
-      out << in.geometry_json << "\n";
-      CTFORGE_CHECK(out.good(), tmp + ": write error");
-    });
+    io::write_atomically((fs::path(o.output) / "geometry.json").string(),
+                         [&](const std::string& tmp) {
+                           std::ofstream out(tmp);
+                           out << in.geometry_json << "\n";
+                           CTFORGE_CHECK(out.good(), tmp + ": write error");
+                         });
   }
-  note(o.quiet, fmt::format("convert: wrote {} ({} projections -> {} views x {} rows x {} cols of line integrals)",
-                            o.output, in.format, p.views, p.rows, p.cols));
+  note(o.quiet,
+       fmt::format(
+           "convert: wrote {} ({} projections -> {} views x {} rows x {} cols of line integrals)",
+           o.output, in.format, p.views, p.rows, p.cols));
 }
 
 void convert_volume(const convert_options& o) {
@@ -127,10 +137,12 @@ void convert_volume(const convert_options& o) {
   w.series_description = o.description;
   io::write_volume_any(o.output, v, w);
   std::string values = w.values_are_hu ? "HU" : "attenuation (1/mm)";
-  if (dicom_out && !w.values_are_hu) values += fmt::format(" -> HU with mu_water {:g} /mm", w.mu_water_per_mm);
-  note(o.quiet, fmt::format("convert: wrote {} ({} -> {}, {} x {} x {} voxels, values {})", o.output,
-                            io::to_string(io::volume_format_of(o.input)), io::to_string(io::volume_format_of(o.output)),
-                            v.geom.nx, v.geom.ny, v.geom.nz, values));
+  if (dicom_out && !w.values_are_hu)
+    values += fmt::format(" -> HU with mu_water {:g} /mm", w.mu_water_per_mm);
+  note(o.quiet, fmt::format("convert: wrote {} ({} -> {}, {} x {} x {} voxels, values {})",
+                            o.output, io::to_string(io::volume_format_of(o.input)),
+                            io::to_string(io::volume_format_of(o.output)), v.geom.nx, v.geom.ny,
+                            v.geom.nz, values));
 }
 
 void run(const convert_options& o) {
@@ -140,7 +152,8 @@ void run(const convert_options& o) {
   const std::string kind = io::content_kind(o.input);
   if (kind == "geometry") return convert_geometry(o);
   if (kind == "projections") {
-    CTFORGE_EXPECTS(!o.hu && !o.mu_water_opt->count(), "--hu / --mu-water: apply to volumes, not projections");
+    CTFORGE_EXPECTS(!o.hu && !o.mu_water_opt->count(),
+                    "--hu / --mu-water: apply to volumes, not projections");
     return convert_projections(o);
   }
   convert_volume(o);
@@ -155,32 +168,44 @@ runner add_convert(CLI::App& app) {
       "Convert between formats (by extension): volumes (.h5, .mha/.mhd, .nrrd, .nii/.nii.gz, DICOM "
       "directory), projections (ctforge/DataExchange/NXtomo .h5, TIFF stacks -> .h5 or a TIFF "
       "directory), geometries (.json <-> RTK .xml / ASTRA .txt)");
-  sub->add_option("input", o->input, "Input file or directory (DICOM series, TIFF stack, or a glob in quotes)")
+  sub->add_option("input", o->input,
+                  "Input file or directory (DICOM series, TIFF stack, or a glob in quotes)")
       ->required()
       ->type_name("IN");
   sub->add_option("output", o->output, "Output file or directory (DICOM series / TIFF stack)")
       ->required()
       ->type_name("OUT");
-  o->mu_water_opt = sub->add_option("--mu-water", o->mu_water,
-                                    "Water attenuation (1/mm) for HU <-> mu: DICOM input is converted to mu, "
-                                    "volumes written as DICOM are converted to HU with it")
-                        ->type_name("MU")
-                        ->capture_default_str();
+  o->mu_water_opt =
+      sub->add_option("--mu-water", o->mu_water,
+                      "Water attenuation (1/mm) for HU <-> mu: DICOM input is converted to mu, "
+                      "volumes written as DICOM are converted to HU with it")
+          ->type_name("MU")
+          ->capture_default_str();
   sub->add_flag("--hu", o->hu, "The input volume holds HU already (written to DICOM unchanged)");
-  sub->add_option("--description", o->description, "DICOM Series Description")->type_name("TEXT")->capture_default_str();
-  sub->add_option("--flat", o->flat, "Flat-field TIFF image(s): file, directory or glob")->type_name("PATH");
-  sub->add_option("--dark", o->dark, "Dark-field TIFF image(s): file, directory or glob")->type_name("PATH");
-  sub->add_option("--geometry", o->geometry, "Geometry JSON of the whole stored scan (required for TIFF stacks)")
+  sub->add_option("--description", o->description, "DICOM Series Description")
+      ->type_name("TEXT")
+      ->capture_default_str();
+  sub->add_option("--flat", o->flat, "Flat-field TIFF image(s): file, directory or glob")
+      ->type_name("PATH");
+  sub->add_option("--dark", o->dark, "Dark-field TIFF image(s): file, directory or glob")
+      ->type_name("PATH");
+  sub->add_option("--geometry", o->geometry,
+                  "Geometry JSON of the whole stored scan (required for TIFF stacks)")
       ->type_name("FILE");
-  sub->add_option("--pixel-size", o->pixel_size, "Detector pixel pitch (mm) when the file does not record it")
+  sub->add_option("--pixel-size", o->pixel_size,
+                  "Detector pixel pitch (mm) when the file does not record it")
       ->type_name("MM")
       ->capture_default_str();
   sub->add_option("--views", o->views, "Views to read: FIRST[:COUNT]")->type_name("RANGE");
   sub->add_option("--rows", o->rows, "Detector rows to read: FIRST[:COUNT]")->type_name("RANGE");
   sub->add_option("--cols", o->cols, "Detector columns to read: FIRST[:COUNT]")->type_name("RANGE");
-  sub->add_option("--bin", o->bin, "Average N x N detector pixels")->type_name("N")->capture_default_str();
-  sub->add_option("--detector", o->detector, "Geometry import: detector COLS,ROWS")->type_name("C,R");
-  sub->add_option("--pixel", o->pixel, "Geometry import: pixel pitch DU[,DV] in mm")->type_name("MM");
+  sub->add_option("--bin", o->bin, "Average N x N detector pixels")
+      ->type_name("N")
+      ->capture_default_str();
+  sub->add_option("--detector", o->detector, "Geometry import: detector COLS,ROWS")
+      ->type_name("C,R");
+  sub->add_option("--pixel", o->pixel, "Geometry import: pixel pitch DU[,DV] in mm")
+      ->type_name("MM");
   sub->add_option("--beam", o->beam, "ASTRA import: cone (cone_vec) or parallel (parallel3d_vec)")
       ->check(CLI::IsMember({"cone", "parallel"}))
       ->capture_default_str();

@@ -16,9 +16,12 @@ namespace ctforge::cli {
 runner add_info(CLI::App& app) {
   auto file = std::make_shared<std::string>();
   CLI::App* sub = app.add_subcommand(
-      "info", "Describe a file: datasets, shapes, value ranges, geometry, voxel grid (ctforge "
-              "HDF5, DataExchange, NXtomo, TIFF stacks, MetaImage, NRRD, NIfTI, DICOM)");
-  sub->add_option("file", *file, "File or directory (DICOM series, TIFF stack)")->required()->type_name("FILE");
+      "info",
+      "Describe a file: datasets, shapes, value ranges, geometry, voxel grid (ctforge "
+      "HDF5, DataExchange, NXtomo, TIFF stacks, MetaImage, NRRD, NIfTI, DICOM)");
+  sub->add_option("file", *file, "File or directory (DICOM series, TIFF stack)")
+      ->required()
+      ->type_name("FILE");
   return [file] { fmt::print("{}", io::describe_any(*file)); };
 }
 
@@ -41,12 +44,14 @@ void run_compare(const compare_options& o) {
                             o.a, ga.nx, ga.ny, ga.nz, o.b, gb.nx, gb.ny, gb.nz));
   auto differ = [](const std::array<double, 3>& x, const std::array<double, 3>& y) {
     for (int i = 0; i < 3; ++i)
-      if (std::abs(x[i] - y[i]) > 1e-6 * std::max({1.0, std::abs(x[i]), std::abs(y[i])})) return true;
+      if (std::abs(x[i] - y[i]) > 1e-6 * std::max({1.0, std::abs(x[i]), std::abs(y[i])}))
+        return true;
     return false;
   };
   if (differ(ga.spacing_mm, gb.spacing_mm) || differ(ga.origin_mm, gb.origin_mm))
-    fmt::print(stderr, "ctforge: note: the voxel grids differ in spacing or origin; comparing voxel "
-                       "by voxel anyway\n");
+    fmt::print(stderr,
+               "ctforge: note: the voxel grids differ in spacing or origin; comparing voxel "
+               "by voxel anyway\n");
   double peak = o.peak;
   if (!o.peak_opt->count()) {
     const auto [lo, hi] = std::minmax_element(b.data.begin(), b.data.end());

@@ -1,4 +1,6 @@
 // ctforge recon: FDK / FBP reconstruction of a projection file.
+#include "ctforge/recon.hpp"
+
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -8,7 +10,6 @@
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
 #include "ctforge/io.hpp"
-#include "ctforge/recon.hpp"
 
 namespace ctforge::cli {
 namespace {
@@ -38,8 +39,9 @@ void run(const recon_cli_options& o) {
   const stopwatch total;
   recon_options ro;
   ro.filter = parse_filter(o.filter);
-  CTFORGE_EXPECTS(std::isfinite(o.cutoff) && o.cutoff > 0 && o.cutoff <= 1,
-                  fmt::format("--cutoff: must be in (0, 1] (a fraction of Nyquist; got {})", o.cutoff));
+  CTFORGE_EXPECTS(
+      std::isfinite(o.cutoff) && o.cutoff > 0 && o.cutoff <= 1,
+      fmt::format("--cutoff: must be in (0, 1] (a fraction of Nyquist; got {})", o.cutoff));
   ro.cutoff = o.cutoff;
   require_non_negative("--threads", o.threads);
   ro.threads = o.threads;
@@ -87,7 +89,8 @@ void run(const recon_cli_options& o) {
                0.5 * static_cast<double>(g.cols - 1));
     g = with_center_of_rotation(g, col);
   } else if (!o.center_of_rotation.empty()) {
-    g = with_center_of_rotation(g, parse_doubles("--center-of-rotation", o.center_of_rotation, {1})[0]);
+    g = with_center_of_rotation(
+        g, parse_doubles("--center-of-rotation", o.center_of_rotation, {1})[0]);
   }
   ro.algo = o.algorithm.empty() ? (g.beam == beam_kind::cone ? algorithm::fdk : algorithm::fbp)
                                 : parse_algorithm(o.algorithm);
@@ -97,8 +100,10 @@ void run(const recon_cli_options& o) {
   if (!notice.empty() && ro.where == backend::automatic) note(o.quiet, "note: " + notice);
   const bool bar_on = !o.quiet && stderr_is_terminal();
   const std::string algo_name = ro.algo == algorithm::fdk ? "fdk" : "fbp";
-  const std::string where_name = where == backend::cuda ? "cuda" : (o.reference ? "cpu reference" : "cpu");
-  progress_bar bar(fmt::format("{} ({}) {}x{}x{}", algo_name, where_name, vg.nx, vg.ny, vg.nz), bar_on);
+  const std::string where_name =
+      where == backend::cuda ? "cuda" : (o.reference ? "cpu reference" : "cpu");
+  progress_bar bar(fmt::format("{} ({}) {}x{}x{}", algo_name, where_name, vg.nx, vg.ny, vg.nz),
+                   bar_on);
   if (bar_on) ro.progress = [&bar](double f) { bar.update(f); };
   const stopwatch t_recon;
   const volume vol = reconstruct(proj, g, vg, ro);
@@ -125,7 +130,8 @@ void run(const recon_cli_options& o) {
 
 runner add_recon(CLI::App& app) {
   auto o = std::make_shared<recon_cli_options>();
-  CLI::App* sub = app.add_subcommand("recon", "Reconstruct a volume from a projection file (FDK / FBP)");
+  CLI::App* sub =
+      app.add_subcommand("recon", "Reconstruct a volume from a projection file (FDK / FBP)");
   sub->add_option("input", o->input,
                   "Projections: ctforge / DataExchange / NXtomo HDF5, or a TIFF stack (directory, "
                   "glob in quotes, multi-page .tif)")
@@ -152,8 +158,10 @@ runner add_recon(CLI::App& app) {
                   "Geometry JSON file (whole stored scan) to use instead of the file's; required "
                   "for TIFF stacks")
       ->type_name("FILE");
-  sub->add_option("--flat", o->flat, "Flat-field TIFF image(s) (file, directory or glob)")->type_name("PATH");
-  sub->add_option("--dark", o->dark, "Dark-field TIFF image(s) (file, directory or glob)")->type_name("PATH");
+  sub->add_option("--flat", o->flat, "Flat-field TIFF image(s) (file, directory or glob)")
+      ->type_name("PATH");
+  sub->add_option("--dark", o->dark, "Dark-field TIFF image(s) (file, directory or glob)")
+      ->type_name("PATH");
   sub->add_option("--pixel-size", o->pixel_size,
                   "Detector pixel pitch (mm) where the file does not record it (DataExchange)")
       ->type_name("MM")

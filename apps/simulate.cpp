@@ -47,8 +47,9 @@ bool is_voxel_phantom(const std::string& name) {
 /// The volume as attenuation (DICOM HU -> mu with --mu-water; others scaled by
 /// --phantom-scale), on its own spacing but centred on the isocentre.
 volume load_voxel_phantom(const simulate_options& o) {
-  CTFORGE_EXPECTS(o.phantom_size_opt->count() == 0,
-                  "--phantom-size: applies to --phantom shepp-logan only (a volume keeps its spacing)");
+  CTFORGE_EXPECTS(
+      o.phantom_size_opt->count() == 0,
+      "--phantom-size: applies to --phantom shepp-logan only (a volume keeps its spacing)");
   io::volume_read_options r;
   r.mu_water_per_mm = o.mu_water;  // used for DICOM inputs only
   volume v = io::read_volume_any(o.phantom, r);
@@ -62,8 +63,9 @@ volume load_voxel_phantom(const simulate_options& o) {
 
 phantom load_phantom(const simulate_options& o) {
   if (o.phantom == "shepp-logan") return shepp_logan_phantom(o.phantom_size);
-  CTFORGE_EXPECTS(o.phantom_size_opt->count() == 0,
-                  "--phantom-size: applies to --phantom shepp-logan only (a phantom file is in mm)");
+  CTFORGE_EXPECTS(
+      o.phantom_size_opt->count() == 0,
+      "--phantom-size: applies to --phantom shepp-logan only (a phantom file is in mm)");
   std::ifstream in(o.phantom);
   CTFORGE_CHECK(in.good(), fmt::format("{}: cannot open phantom file (--phantom takes "
                                        "shepp-logan or a phantom JSON file)",
@@ -105,25 +107,29 @@ void run(const simulate_options& o) {
   std::string notice;
   if (voxel) po.where = resolve_backend(bc.where, &notice, bc.device);
   if (!notice.empty()) note(o.quiet, "note: " + notice);
-  const std::optional<volume> voxels = voxel ? std::optional<volume>(load_voxel_phantom(o)) : std::nullopt;
+  const std::optional<volume> voxels =
+      voxel ? std::optional<volume>(load_voxel_phantom(o)) : std::nullopt;
   const phantom ph = voxel ? phantom{} : load_phantom(o);
   const geometry g = load_geometry(o.geometry);
   volume_geometry vg;
   if (!o.truth.empty()) {
-    CTFORGE_EXPECTS(!voxel || (o.grid.size_opt->count() == 0 && o.grid.size_xyz_opt->count() == 0 &&
-                               o.grid.spacing_opt->count() == 0 && o.grid.origin_opt->count() == 0),
-                    "--truth with a volume phantom writes the phantom itself; drop the grid options");
+    CTFORGE_EXPECTS(
+        !voxel || (o.grid.size_opt->count() == 0 && o.grid.size_xyz_opt->count() == 0 &&
+                   o.grid.spacing_opt->count() == 0 && o.grid.origin_opt->count() == 0),
+        "--truth with a volume phantom writes the phantom itself; drop the grid options");
     vg = voxel ? voxels->geom : make_grid(o.grid, g);
   }
 
   const bool bar = !o.quiet && stderr_is_terminal();
   if (bar)
     fmt::print(stderr, "ctforge: projecting {} onto {} views of {} x {} pixels\n",
-               voxel ? fmt::format("a {} x {} x {} voxel phantom", voxels->geom.nx, voxels->geom.ny, voxels->geom.nz)
+               voxel ? fmt::format("a {} x {} x {} voxel phantom", voxels->geom.nx, voxels->geom.ny,
+                                   voxels->geom.nz)
                      : fmt::format("{} ellipsoids", ph.ellipsoids.size()),
                g.view_count(), g.cols, g.rows);
   const stopwatch t_proj;
-  projection_stack proj = voxel ? forward_project(*voxels, g, po) : project_analytic(ph, g, o.threads);
+  projection_stack proj =
+      voxel ? forward_project(*voxels, g, po) : project_analytic(ph, g, o.threads);
   const double s_proj = t_proj.seconds();
 
   std::string noise_text;
@@ -134,20 +140,22 @@ void run(const simulate_options& o) {
     no.electronic_sigma = o.noise_sigma;
     no.seed = o.seed;
     const noise_report r = add_noise(proj, no);
-    noise_text = fmt::format(", noise I0 {:g} sigma {:g} seed {}: {} of {} counts <= 0 clamped to "
-                             "0.5 photon",
-                             o.noise_i0, o.noise_sigma, o.seed, r.non_positive, proj.size());
+    noise_text = fmt::format(
+        ", noise I0 {:g} sigma {:g} seed {}: {} of {} counts <= 0 clamped to "
+        "0.5 photon",
+        o.noise_i0, o.noise_sigma, o.seed, r.non_positive, proj.size());
   }
   const double s_noise = t_noise.seconds();
   const stopwatch t_write;
   io::write_projections(o.output, proj, g);
-  note(o.quiet, fmt::format("simulate: wrote {} ({} views x {} rows x {} cols{}): project {}{}, "
-                            "write {:.2f} s",
-                            o.output, proj.views, proj.rows, proj.cols, noise_text,
-                            voxel ? fmt::format("{:.2f} s ({})", s_proj, po.where == backend::cuda ? "cuda" : "cpu")
-                                  : fmt::format("{:.2f} s", s_proj),
-                            noisy ? fmt::format(", noise {:.2f} s", s_noise) : std::string(),
-                            t_write.seconds()));
+  note(o.quiet,
+       fmt::format(
+           "simulate: wrote {} ({} views x {} rows x {} cols{}): project {}{}, "
+           "write {:.2f} s",
+           o.output, proj.views, proj.rows, proj.cols, noise_text,
+           voxel ? fmt::format("{:.2f} s ({})", s_proj, po.where == backend::cuda ? "cuda" : "cpu")
+                 : fmt::format("{:.2f} s", s_proj),
+           noisy ? fmt::format(", noise {:.2f} s", s_noise) : std::string(), t_write.seconds()));
 
   if (!o.truth.empty()) {
     if (bar)
@@ -163,7 +171,8 @@ void run(const simulate_options& o) {
                               o.truth, vg.nx, vg.ny, vg.nz, vg.spacing_mm[0], vg.spacing_mm[1],
                               vg.spacing_mm[2], s_vox, t_write_truth.seconds()));
   }
-  if (!o.truth.empty() || bar) note(o.quiet, fmt::format("simulate: done in {:.2f} s", total.seconds()));
+  if (!o.truth.empty() || bar)
+    note(o.quiet, fmt::format("simulate: done in {:.2f} s", total.seconds()));
 }
 
 }  // namespace
@@ -194,14 +203,14 @@ runner add_simulate(CLI::App& app) {
                   "DICOM phantoms: mu = mu_water (1 + HU / 1000), mu_water in 1/mm")
       ->type_name("MU")
       ->capture_default_str();
-  o->phantom_scale_opt = sub->add_option("--phantom-scale", o->phantom_scale,
-                                         "Volume phantoms: factor turning the values into 1/mm (after HU -> mu)")
-                             ->type_name("F")
-                             ->capture_default_str();
-  o->noise_i0_opt =
-      sub->add_option("--noise-i0", o->noise_i0,
-                      "Add Poisson noise: incident photons per pixel (e.g. 1e5)")
-          ->type_name("I0");
+  o->phantom_scale_opt =
+      sub->add_option("--phantom-scale", o->phantom_scale,
+                      "Volume phantoms: factor turning the values into 1/mm (after HU -> mu)")
+          ->type_name("F")
+          ->capture_default_str();
+  o->noise_i0_opt = sub->add_option("--noise-i0", o->noise_i0,
+                                    "Add Poisson noise: incident photons per pixel (e.g. 1e5)")
+                        ->type_name("I0");
   sub->add_option("--noise-sigma", o->noise_sigma,
                   "Std-dev of additive Gaussian electronic noise, in photon counts")
       ->type_name("S")
@@ -216,18 +225,19 @@ runner add_simulate(CLI::App& app) {
                                        "the options below, defaults as for `ctforge recon`")
                            ->type_name("FILE");
   add_grid_options(sub, o->grid);
-  for (CLI::Option* opt : {o->grid.size_opt, o->grid.size_xyz_opt, o->grid.spacing_opt, o->grid.origin_opt})
+  for (CLI::Option* opt :
+       {o->grid.size_opt, o->grid.size_xyz_opt, o->grid.spacing_opt, o->grid.origin_opt})
     opt->needs(truth);
-  sub->add_option("--supersample", o->supersample,
-                  "Voxelization: K^3 sample points per voxel")
+  sub->add_option("--supersample", o->supersample, "Voxelization: K^3 sample points per voxel")
       ->type_name("K")
       ->capture_default_str()
       ->needs(truth);
   sub->add_option("--threads", o->threads, "CPU threads (0 = all cores)")
       ->type_name("N")
       ->capture_default_str();
-  add_backend_options(sub, o->gpu,
-                      "volume phantoms: a small value makes the GPU projector take fewer views at a time");
+  add_backend_options(
+      sub, o->gpu,
+      "volume phantoms: a small value makes the GPU projector take fewer views at a time");
   sub->add_flag("--quiet", o->quiet, "Print nothing but errors");
   return [o] { run(*o); };
 }

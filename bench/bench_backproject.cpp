@@ -1,6 +1,6 @@
 // Back-projection throughput of the CPU FDK path (kernels::bp_weighting::fdk through
-// detail::backproject_filtered_cpu, compiled into the library: the loop ctforge::reconstruct runs), single-threaded and with all
-// threads, in GUPS = voxels x views / s / 1e9.
+// detail::backproject_filtered_cpu, compiled into the library: the loop ctforge::reconstruct runs),
+// single-threaded and with all threads, in GUPS = voxels x views / s / 1e9.
 //
 //   bench_backproject [--size 256] [--views 360] [--det 512] [--repeat 1] [--threads N] [--json]
 //
@@ -11,14 +11,14 @@
 // (circular cone, SID 500 mm, SDD 1000 mm: 0.5 mm pixels at the isocentre, so the detector
 // covers the volume's inscribed cylinder). The projection values are a smooth synthetic pattern
 // (the timing does not depend on them).
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cmath>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -35,9 +35,9 @@ namespace {
 
 struct run_result {
   int threads;
-  double seconds;      // wall time, best of the repeats
-  double gups;         // voxels x views / wall seconds / 1e9
-  double cpu_seconds;  // process CPU time of that run (all threads)
+  double seconds;              // wall time, best of the repeats
+  double gups;                 // voxels x views / wall seconds / 1e9
+  double cpu_seconds;          // process CPU time of that run (all threads)
   double gups_per_cpu_second;  // voxels x views / CPU seconds / 1e9: per-core throughput
 };
 
@@ -83,9 +83,12 @@ int main(int argc, char** argv) {
   bool json_out = false;
   app.add_option("--size", size, "volume edge in voxels (1 mm voxels)")->check(CLI::Range(1, 4096));
   app.add_option("--views", views, "number of views over 360 deg")->check(CLI::Range(1, 100000));
-  app.add_option("--det", det, "detector edge in pixels (square detector)")->check(CLI::Range(1, 16384));
-  app.add_option("--repeat", repeat, "runs per configuration (best time is reported)")->check(CLI::Range(1, 100));
-  app.add_option("--threads", threads, "threads of the multi-threaded run (0: all)")->check(CLI::Range(0, 4096));
+  app.add_option("--det", det, "detector edge in pixels (square detector)")
+      ->check(CLI::Range(1, 16384));
+  app.add_option("--repeat", repeat, "runs per configuration (best time is reported)")
+      ->check(CLI::Range(1, 100));
+  app.add_option("--threads", threads, "threads of the multi-threaded run (0: all)")
+      ->check(CLI::Range(0, 4096));
   app.add_flag("--json", json_out, "print JSON instead of a table");
   CLI11_PARSE(app, argc, argv);
 
@@ -93,8 +96,9 @@ int main(int argc, char** argv) {
     // Detector pixel = 512 / det mm, magnification 2: the detector covers 256 mm at the
     // isocentre whatever --det, and the volume is scaled to the same 256 mm.
     const double du = 512.0 / static_cast<double>(det);
-    const geometry g = make_cone_geometry(det, det, du, du, 500, 1000,
-                                          angle_range(0, 2 * 3.14159265358979323846 / static_cast<double>(views), views));
+    const geometry g = make_cone_geometry(
+        det, det, du, du, 500, 1000,
+        angle_range(0, 2 * 3.14159265358979323846 / static_cast<double>(views), views));
     const double dv = 256.0 / static_cast<double>(size);
     const auto vg = volume_geometry::centered(size, size, size, {dv, dv, dv});
     std::vector<float> proj(static_cast<std::size_t>(views * det * det));
@@ -102,8 +106,10 @@ int main(int argc, char** argv) {
       for (std::int64_t r = 0; r < det; ++r)
         for (std::int64_t c = 0; c < det; ++c)
           proj[static_cast<std::size_t>((v * det + r) * det + c)] =
-              static_cast<float>(std::sin(0.05 * static_cast<double>(c + v)) * std::cos(0.03 * static_cast<double>(r)));
-    const detail::padded_projections pad = detail::make_padded_projections(proj.data(), views, det, det);
+              static_cast<float>(std::sin(0.05 * static_cast<double>(c + v)) *
+                                 std::cos(0.03 * static_cast<double>(r)));
+    const detail::padded_projections pad =
+        detail::make_padded_projections(proj.data(), views, det, det);
     proj = {};
     const auto mats = kernels::float_matrices(g);
 
@@ -138,8 +144,9 @@ int main(int argc, char** argv) {
       for (const auto& r : results)
         fmt::print("{:>8} {:>10.3f} {:>8.3f} {:>12.3f} {:>12.3f} {:>16.3f}\n", r.threads, r.seconds,
                    r.gups, r.gups / r.threads, r.cpu_seconds, r.gups_per_cpu_second);
-      fmt::print("(GUPS/CPU-second = throughput per busy core; it differs from GUPS/thread when\n"
-                 " other processes share the cores)\n");
+      fmt::print(
+          "(GUPS/CPU-second = throughput per busy core; it differs from GUPS/thread when\n"
+          " other processes share the cores)\n");
     }
   } catch (const ctforge::error& e) {
     fmt::print(stderr, "bench_backproject: {}\n", e.what());

@@ -49,7 +49,9 @@ struct cone_problem {
   cone_problem scaled(double s) const {
     cone_problem p = *this;
     if (s >= 1) return p;
-    const auto sc = [s](std::int64_t v) { return std::max<std::int64_t>(4, std::llround(static_cast<double>(v) * s)); };
+    const auto sc = [s](std::int64_t v) {
+      return std::max<std::int64_t>(4, std::llround(static_cast<double>(v) * s));
+    };
     p.views = sc(views);
     p.cols = sc(cols);
     p.rows = sc(rows);
@@ -68,20 +70,24 @@ inline projection_stack synthetic_projections(std::int64_t views, std::int64_t r
   projection_stack p(views, rows, cols);
   std::vector<float> fc(static_cast<std::size_t>(cols)), fr(static_cast<std::size_t>(rows));
   for (std::int64_t c = 0; c < cols; ++c) {
-    const double u = (static_cast<double>(c) - 0.5 * static_cast<double>(cols - 1)) / (0.45 * static_cast<double>(cols));
+    const double u = (static_cast<double>(c) - 0.5 * static_cast<double>(cols - 1)) /
+                     (0.45 * static_cast<double>(cols));
     fc[static_cast<std::size_t>(c)] = static_cast<float>(std::sqrt(std::max(0.0, 1 - u * u)));
   }
   for (std::int64_t r = 0; r < rows; ++r) {
-    const double v = (static_cast<double>(r) - 0.5 * static_cast<double>(rows - 1)) / (0.45 * static_cast<double>(rows));
+    const double v = (static_cast<double>(r) - 0.5 * static_cast<double>(rows - 1)) /
+                     (0.45 * static_cast<double>(rows));
     fr[static_cast<std::size_t>(r)] = static_cast<float>(std::sqrt(std::max(0.0, 1 - v * v)));
   }
 #pragma omp parallel for schedule(static)
   for (std::int64_t v = 0; v < views; ++v) {
-    const float a = 20.0f * (1.0f + 0.1f * static_cast<float>(std::sin(0.05 * static_cast<double>(v))));
+    const float a =
+        20.0f * (1.0f + 0.1f * static_cast<float>(std::sin(0.05 * static_cast<double>(v))));
     float* img = p.view(v);
     for (std::int64_t r = 0; r < rows; ++r) {
       const float b = a * fr[static_cast<std::size_t>(r)];
-      for (std::int64_t c = 0; c < cols; ++c) img[r * cols + c] = b * fc[static_cast<std::size_t>(c)];
+      for (std::int64_t c = 0; c < cols; ++c)
+        img[r * cols + c] = b * fc[static_cast<std::size_t>(c)];
     }
   }
   return p;

@@ -8,10 +8,10 @@
 // Reports seconds (best of --repeat), GUPS = size^3 * views / s / 1e9, the GPU pipeline's
 // breakdown, and the mean |GPU - CPU| relative to the CPU result's peak for each GPU
 // interpolation mode. Without a device the GPU columns read "skipped: no device".
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
   app.add_option("--size", size, "volume edge in voxels")->check(CLI::Range(1, 4096));
   app.add_option("--views", views, "projections over 360 deg")->check(CLI::Range(1, 100000));
   app.add_option("--det", det, "detector edge in pixels")->check(CLI::Range(1, 16384));
-  app.add_option("--backend", which, "cpu, cuda or both")->check(CLI::IsMember({"cpu", "cuda", "both"}));
+  app.add_option("--backend", which, "cpu, cuda or both")
+      ->check(CLI::IsMember({"cpu", "cuda", "both"}));
   app.add_option("--threads", threads, "CPU threads (0 = all)")->check(CLI::Range(0, 4096));
   app.add_option("--repeat", repeat, "runs per backend (best reported)")->check(CLI::Range(1, 100));
   app.add_option("--memory-limit-mib", memory_limit_mib, "GPU memory budget (0 = free memory)");
@@ -54,14 +55,20 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    cone_problem p{.name = "fdk", .views = views, .cols = det, .rows = det, .pixel_mm = 0.4 * 1024.0 / static_cast<double>(det),
-                   .arc_deg = 360, .n = size, .voxel_mm = 256.0 / static_cast<double>(size)};
+    cone_problem p{.name = "fdk",
+                   .views = views,
+                   .cols = det,
+                   .rows = det,
+                   .pixel_mm = 0.4 * 1024.0 / static_cast<double>(det),
+                   .arc_deg = 360,
+                   .n = size,
+                   .voxel_mm = 256.0 / static_cast<double>(size)};
     const geometry g = p.make_geometry();
     const volume_geometry vg = p.make_volume();
     const auto t_data = clock_type::now();
     const projection_stack proj = project_analytic(shepp_logan_phantom(200), g);
-    fmt::print("problem: {}^3 from {} views of {}x{} (Shepp-Logan projections in {:.2f} s)\n", size, views,
-               det, det, seconds_since(t_data));
+    fmt::print("problem: {}^3 from {} views of {}x{} (Shepp-Logan projections in {:.2f} s)\n", size,
+               views, det, det, seconds_since(t_data));
     json report;
     report["problem"] = {{"size", size}, {"views", views}, {"det", det}};
     std::optional<volume> cpu;
@@ -78,8 +85,8 @@ int main(int argc, char** argv) {
       report["cpu"] = {{"threads", threads > 0 ? threads : omp_get_max_threads()},
                        {"seconds", best},
                        {"gups", p.updates() / best / 1e9}};
-      fmt::print("cpu ({} threads): {:.3f} s, {:.3f} GUPS\n", report["cpu"]["threads"].get<int>(), best,
-                 p.updates() / best / 1e9);
+      fmt::print("cpu ({} threads): {:.3f} s, {:.3f} GUPS\n", report["cpu"]["threads"].get<int>(),
+                 best, p.updates() / best / 1e9);
     }
     if (which != "cpu") {
 #if defined(CTFORGE_WITH_CUDA)
@@ -127,11 +134,13 @@ int main(int argc, char** argv) {
           }
           const char* mode = hw ? "hardware" : "exact";
           report["gpu"][mode] = j;
-          fmt::print("gpu {:<8}: {:.3f} s, {:.2f} GUPS (setup {:.0f} ms, stream {:.0f} ms, download {:.0f} ms; "
-                     "device: filter {:.0f} ms, back-projection {:.0f} ms; {} slab(s), batches of {}); "
-                     "mean |gpu - cpu| / peak = {}\n",
-                     mode, best, p.updates() / best / 1e9, st.setup_ms, st.stream_ms, st.download_ms,
-                     st.filter_ms, st.backproject_ms, st.slabs, st.views_per_batch, agree);
+          fmt::print(
+              "gpu {:<8}: {:.3f} s, {:.2f} GUPS (setup {:.0f} ms, stream {:.0f} ms, download "
+              "{:.0f} ms; "
+              "device: filter {:.0f} ms, back-projection {:.0f} ms; {} slab(s), batches of {}); "
+              "mean |gpu - cpu| / peak = {}\n",
+              mode, best, p.updates() / best / 1e9, st.setup_ms, st.stream_ms, st.download_ms,
+              st.filter_ms, st.backproject_ms, st.slabs, st.views_per_batch, agree);
         }
       }
 #else

@@ -19,10 +19,10 @@
 // that reduced problem and the full problem's time extrapolated as full updates / GUPS
 // (clearly labelled). --quick shrinks every problem ~8x per edge so the whole run takes
 // seconds on a CPU; GPU parts print "skipped: no device" where none exists.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -73,15 +73,33 @@ struct options {
 std::vector<problem_def> problems(bool quick) {
   std::vector<problem_def> v;
   problem_def rabbit;
-  rabbit.p = {.name = "rabbitct", .views = 496, .cols = 1248, .rows = 960, .pixel_mm = 0.31,
-              .arc_deg = 200, .n = 512, .voxel_mm = 0.5};
+  rabbit.p = {.name = "rabbitct",
+              .views = 496,
+              .cols = 1248,
+              .rows = 960,
+              .pixel_mm = 0.31,
+              .arc_deg = 200,
+              .n = 512,
+              .voxel_mm = 0.5};
   rabbit.what = op::backproject;
   problem_def f512;
-  f512.p = {.name = "fdk512", .views = 512, .cols = 1024, .rows = 1024, .pixel_mm = 0.4,
-            .arc_deg = 360, .n = 512, .voxel_mm = 0.5};
+  f512.p = {.name = "fdk512",
+            .views = 512,
+            .cols = 1024,
+            .rows = 1024,
+            .pixel_mm = 0.4,
+            .arc_deg = 360,
+            .n = 512,
+            .voxel_mm = 0.5};
   problem_def f1024;
-  f1024.p = {.name = "fdk1024_slabs", .views = 1024, .cols = 1024, .rows = 1024, .pixel_mm = 0.4,
-             .arc_deg = 360, .n = 1024, .voxel_mm = 0.25};
+  f1024.p = {.name = "fdk1024_slabs",
+             .views = 1024,
+             .cols = 1024,
+             .rows = 1024,
+             .pixel_mm = 0.4,
+             .arc_deg = 360,
+             .n = 1024,
+             .voxel_mm = 0.25};
   f1024.force_slabs = true;
   v = {rabbit, f512, f1024};
   if (quick)
@@ -118,7 +136,8 @@ json run_cpu(const problem_def& d, const options& o) {
       const auto t0 = clock_type::now();
       const volume v = reconstruct(proj, g, vg, opt);
       seconds = seconds_since(t0);
-      if (!std::isfinite(v.data[v.data.size() / 2])) CTFORGE_FAIL("bench_gpu: non-finite CPU result");
+      if (!std::isfinite(v.data[v.data.size() / 2]))
+        CTFORGE_FAIL("bench_gpu: non-finite CPU result");
     } else {
       const auto mats = kernels::float_matrices(g);
       const auto t0 = clock_type::now();
@@ -126,7 +145,8 @@ json run_cpu(const problem_def& d, const options& o) {
       volume v(vg);
       detail::backproject_filtered_cpu(padded, mats.data(), vg, true, v.data.data(), threads);
       seconds = seconds_since(t0);
-      if (!std::isfinite(v.data[v.data.size() / 2])) CTFORGE_FAIL("bench_gpu: non-finite CPU result");
+      if (!std::isfinite(v.data[v.data.size() / 2]))
+        CTFORGE_FAIL("bench_gpu: non-finite CPU result");
     }
     const double gups = q.updates() / seconds / 1e9;
     json r;
@@ -155,8 +175,9 @@ json run_gpu(const problem_def& d, const options& o, bool hardware) {
         proj.views, proj.rows, proj.cols, vg, true, detail::padded_length(proj.cols));
     const std::int64_t b = std::min<std::int64_t>(32, proj.views);
     const std::int64_t planes = std::max<std::int64_t>(32, (vg.nz + 2) / 3);
-    copt.memory_limit_bytes = kernels::cuda::batch_bytes(in, b, detail::cuda_fft_work_bytes(in.padded_len, b * in.rows)) +
-                              proj.size() * 4 + planes * vg.nx * vg.ny * 4;
+    copt.memory_limit_bytes =
+        kernels::cuda::batch_bytes(in, b, detail::cuda_fft_work_bytes(in.padded_len, b * in.rows)) +
+        proj.size() * 4 + planes * vg.nx * vg.ny * 4;
     out["memory_limit_bytes"] = copt.memory_limit_bytes;
   }
   recon_options opt;
@@ -185,7 +206,8 @@ json run_gpu(const problem_def& d, const options& o, bool hardware) {
   const double device_ms = st.filter_ms + st.gather_ms + st.backproject_ms;
   out["filter_share"] = device_ms > 0 ? st.filter_ms / device_ms : 0.0;
   out["fft_plans_created"] = st.fft_plans_created;
-  out["backproject_gups"] = st.backproject_ms > 0 ? d.p.updates() / (st.backproject_ms * 1e-3) / 1e9 : 0.0;
+  out["backproject_gups"] =
+      st.backproject_ms > 0 ? d.p.updates() / (st.backproject_ms * 1e-3) / 1e9 : 0.0;
   out["views_per_batch"] = st.views_per_batch;
   out["slabs"] = st.slabs;
   out["device_store"] = st.device_store;
@@ -206,16 +228,19 @@ int main(int argc, char** argv) {
   CLI::App app{"ctforge GPU vs CPU benchmark (RabbitCT back-projection, FDK 512^3 and 1024^3)"};
   options o;
   app.add_flag("--quick", o.quick, "shrink every problem ~8x per edge (runs in seconds on a CPU)");
-  app.add_option("--repeat", o.repeat, "GPU runs per problem (best is reported)")->check(CLI::Range(1, 100));
+  app.add_option("--repeat", o.repeat, "GPU runs per problem (best is reported)")
+      ->check(CLI::Range(1, 100));
   app.add_option("--interp", o.interp, "GPU interpolation: exact, hardware or both")
       ->check(CLI::IsMember({"exact", "hardware", "both"}));
-  auto* scale_opt = app.add_option("--cpu-scale", o.cpu_scale,
-                                   "scale of the CPU problems (<= 1; 0 = no CPU runs; default 0.25, "
-                                   "1 with --quick)")
-                        ->check(CLI::Range(0.0, 1.0));
+  auto* scale_opt =
+      app.add_option("--cpu-scale", o.cpu_scale,
+                     "scale of the CPU problems (<= 1; 0 = no CPU runs; default 0.25, "
+                     "1 with --quick)")
+          ->check(CLI::Range(0.0, 1.0));
   app.add_option("--cpu-cap", o.cpu_cap, "max voxels x views of a CPU problem (lowers the scale)");
   app.add_flag("--no-cpu", o.no_cpu, "skip the CPU runs");
-  app.add_option("--max-seconds", o.max_seconds, "skip the remaining problems after this long (0 = no limit)");
+  app.add_option("--max-seconds", o.max_seconds,
+                 "skip the remaining problems after this long (0 = no limit)");
   app.add_option("--json", o.json_path, "write the results as JSON to this file");
   CLI11_PARSE(app, argc, argv);
   if (o.quick && scale_opt->count() == 0) o.cpu_scale = 1.0;
@@ -241,7 +266,8 @@ int main(int argc, char** argv) {
       // Warm-up: context, modules, cuFFT initialisation.
       const problem_def w = problems(true)[1];
       const projection_stack proj = synthetic_projections(w.p.views, w.p.rows, w.p.cols);
-      (void)detail::cuda_reconstruct(proj, w.p.make_geometry(), w.p.make_volume(), recon_options{}, {});
+      (void)detail::cuda_reconstruct(proj, w.p.make_geometry(), w.p.make_volume(), recon_options{},
+                                     {});
     }
 #endif
     std::vector<std::string> modes;
@@ -278,8 +304,10 @@ int main(int argc, char** argv) {
       if (r["cpu"].contains("all_threads"))
         for (const std::string& m : modes)
           if (gpu[m].contains("gups")) {
-            r["speedup_vs_cpu_all_threads"][m] = gpu[m]["gups"].get<double>() / r["cpu"]["all_threads"]["gups"].get<double>();
-            r["speedup_vs_cpu_single_thread"][m] = gpu[m]["gups"].get<double>() / r["cpu"]["single_thread"]["gups"].get<double>();
+            r["speedup_vs_cpu_all_threads"][m] =
+                gpu[m]["gups"].get<double>() / r["cpu"]["all_threads"]["gups"].get<double>();
+            r["speedup_vs_cpu_single_thread"][m] =
+                gpu[m]["gups"].get<double>() / r["cpu"]["single_thread"]["gups"].get<double>();
           }
       rows.push_back(r);
     }
@@ -291,34 +319,44 @@ int main(int argc, char** argv) {
                "cpu1 GUPS", "cpuN GUPS", "cpuN full*", "speedup");
     for (const json& r : rows) {
       if (r.contains("skipped")) {
-        fmt::print("{:<22} skipped: {}\n", r["problem"].get<std::string>(), r["skipped"].get<std::string>());
+        fmt::print("{:<22} skipped: {}\n", r["problem"].get<std::string>(),
+                   r["skipped"].get<std::string>());
         continue;
       }
       const json& c = r["cpu"];
-      const std::string cpu_scale = c.contains("scale") ? fmt::format("x{:.3g}", c["scale"].get<double>()) : "-";
+      const std::string cpu_scale =
+          c.contains("scale") ? fmt::format("x{:.3g}", c["scale"].get<double>()) : "-";
       const json c1 = c.value("single_thread", json::object());
       const json cn = c.value("all_threads", json::object());
       for (const auto& [mode, gj] : r["gpu"].items()) {
         if (gj.contains("skipped")) {
-          fmt::print("{:<22} {:<9} {:>9} | cpu {} {:>9} {:>9} {:>10}\n", r["problem"].get<std::string>(), mode,
-                     "skipped: no device", cpu_scale, fmt_g(c1, "gups"), fmt_g(cn, "gups"),
-                     fmt_s(cn, "extrapolated_full_seconds"));
+          fmt::print("{:<22} {:<9} {:>9} | cpu {} {:>9} {:>9} {:>10}\n",
+                     r["problem"].get<std::string>(), mode, "skipped: no device", cpu_scale,
+                     fmt_g(c1, "gups"), fmt_g(cn, "gups"), fmt_s(cn, "extrapolated_full_seconds"));
           continue;
         }
-        const std::string speed = r.contains("speedup_vs_cpu_all_threads")
-                                      ? fmt::format("{:.1f}x", r["speedup_vs_cpu_all_threads"][mode].get<double>())
-                                      : "-";
-        fmt::print("{:<22} {:<9} {:>9} {:>8} {:>8} {:>6.1f}% {:>6} | {:>7} {:>9} {:>9} {:>10} {:>9}\n",
-                   r["problem"].get<std::string>(), mode, fmt_s(gj, "seconds"), fmt_g(gj, "gups"),
-                   fmt_g(gj, "backproject_gups"), 100 * gj.value("filter_share", 0.0), gj.value("slabs", 0),
-                   cpu_scale, fmt_g(c1, "gups"), fmt_g(cn, "gups"), fmt_s(cn, "extrapolated_full_seconds"), speed);
+        const std::string speed =
+            r.contains("speedup_vs_cpu_all_threads")
+                ? fmt::format("{:.1f}x", r["speedup_vs_cpu_all_threads"][mode].get<double>())
+                : "-";
+        fmt::print(
+            "{:<22} {:<9} {:>9} {:>8} {:>8} {:>6.1f}% {:>6} | {:>7} {:>9} {:>9} {:>10} {:>9}\n",
+            r["problem"].get<std::string>(), mode, fmt_s(gj, "seconds"), fmt_g(gj, "gups"),
+            fmt_g(gj, "backproject_gups"), 100 * gj.value("filter_share", 0.0),
+            gj.value("slabs", 0), cpu_scale, fmt_g(c1, "gups"), fmt_g(cn, "gups"),
+            fmt_s(cn, "extrapolated_full_seconds"), speed);
       }
     }
-    fmt::print("GUPS = voxels x views / s / 1e9, uploads and download included (bp GUPS: device time of the\n"
-               "back-projection kernels only); filt% = device time in pre-weighting + filtering over all device\n"
-               "stages (filtering + slab row gathers + back-projection). CPU figures are measured on the problem\n"
-               "scaled by the 'cpu scl' factor; "
-               "* cpuN full = full problem time EXTRAPOLATED from that GUPS; speedup = GPU GUPS / CPU all-threads GUPS.\n");
+    fmt::print(
+        "GUPS = voxels x views / s / 1e9, uploads and download included (bp GUPS: device time of "
+        "the\n"
+        "back-projection kernels only); filt% = device time in pre-weighting + filtering over all "
+        "device\n"
+        "stages (filtering + slab row gathers + back-projection). CPU figures are measured on the "
+        "problem\n"
+        "scaled by the 'cpu scl' factor; "
+        "* cpuN full = full problem time EXTRAPOLATED from that GUPS; speedup = GPU GUPS / CPU "
+        "all-threads GUPS.\n");
     if (!o.json_path.empty()) {
       std::ofstream f(o.json_path);
       CTFORGE_CHECK(f.good(), "--json: cannot write " + o.json_path);

@@ -32,15 +32,15 @@ namespace detail {
 
 /// Precondition on caller input: throws ctforge::usage_error(msg) when `cond` is false.
 /// `msg` is any expression convertible to std::string; it is only evaluated on failure.
-#define CTFORGE_EXPECTS(cond, msg)                                  \
-  do {                                                              \
-    if (!(cond)) ::ctforge::detail::throw_usage(std::string(msg));  \
+#define CTFORGE_EXPECTS(cond, msg)                                 \
+  do {                                                             \
+    if (!(cond)) ::ctforge::detail::throw_usage(std::string(msg)); \
   } while (0)
 
 /// Runtime check: throws ctforge::error(msg) when `cond` is false.
-#define CTFORGE_CHECK(cond, msg)                                      \
-  do {                                                                \
-    if (!(cond)) ::ctforge::detail::throw_runtime(std::string(msg));  \
+#define CTFORGE_CHECK(cond, msg)                                     \
+  do {                                                               \
+    if (!(cond)) ::ctforge::detail::throw_runtime(std::string(msg)); \
   } while (0)
 
 /// Unconditional runtime failure.

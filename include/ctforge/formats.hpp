@@ -68,9 +68,9 @@ struct projection_read_options {
   /// Geometry JSON describing the file's whole detector and every stored view. Required for TIFF
   /// stacks; overrides the geometry recorded in or derived from the file otherwise.
   std::string geometry_path;
-  detector_selection select;     ///< what to read (before binning)
-  std::int64_t bin_rows = 1;     ///< detector rows averaged into one (>= 1); a remainder is dropped
-  std::int64_t bin_cols = 1;     ///< detector columns averaged into one (>= 1)
+  detector_selection select;  ///< what to read (before binning)
+  std::int64_t bin_rows = 1;  ///< detector rows averaged into one (>= 1); a remainder is dropped
+  std::int64_t bin_cols = 1;  ///< detector columns averaged into one (>= 1)
   /// Detector pixel pitch (mm) when the file does not record it (DataExchange; NXtomo without
   /// x_pixel_size); used for both directions.
   double pixel_size_mm = 1;
@@ -82,9 +82,9 @@ struct projection_read_options {
 
 /// Projections read from any supported file; converts to projection_file by slicing.
 struct loaded_projections : projection_file {
-  std::string format;         ///< "ctforge", "dxchange", "nxtomo" or "tiff"
-  std::string warnings;       ///< human-readable notes (clamped pixels, ...); empty when none
-  std::int64_t clamped = 0;   ///< pixels clamped to min_transmission
+  std::string format;        ///< "ctforge", "dxchange", "nxtomo" or "tiff"
+  std::string warnings;      ///< human-readable notes (clamped pixels, ...); empty when none
+  std::int64_t clamped = 0;  ///< pixels clamped to min_transmission
 };
 
 /// Reads projections from a native ctforge HDF5 file, a DataExchange HDF5 file (/exchange/data,
@@ -108,12 +108,14 @@ std::pair<std::int64_t, std::int64_t> resolve_range(const index_range& r, std::i
 
 /// Raw frames of one acquisition restricted to a selection, as stored (no normalisation).
 struct raw_scan {
-  projection_stack frames;          ///< selected views x rows x cols
-  projection_stack flats, darks;    ///< flat / dark frames on the same rows x cols (views = count, 0 if none)
-  std::vector<double> angles_rad;   ///< angle of every stored view (full_views; empty when not recorded)
+  projection_stack frames;  ///< selected views x rows x cols
+  projection_stack flats,
+      darks;  ///< flat / dark frames on the same rows x cols (views = count, 0 if none)
+  std::vector<double>
+      angles_rad;  ///< angle of every stored view (full_views; empty when not recorded)
   std::int64_t full_views = 0, full_rows = 0, full_cols = 0;  ///< size of the whole stored data set
   double pixel_u_mm = 0, pixel_v_mm = 0;  ///< recorded pixel pitch (0: not recorded)
-  bool integer_data = false;        ///< frames were stored as integers (counts)
+  bool integer_data = false;              ///< frames were stored as integers (counts)
 };
 
 /// Readers behind read_projections_any. Ranges are checked against the stored sizes
@@ -151,8 +153,12 @@ geometry select_geometry(const geometry& g, const detector_selection& sel, std::
 
 /// Water attenuation used for HU conversions by default (1/mm, about 70 keV; see above).
 inline constexpr double default_mu_water_per_mm = 0.0192;
-inline double hu_from_mu(double mu, double mu_water) { return 1000.0 * (mu - mu_water) / mu_water; }
-inline double mu_from_hu(double hu, double mu_water) { return mu_water * (1.0 + hu / 1000.0); }
+inline double hu_from_mu(double mu, double mu_water) {
+  return 1000.0 * (mu - mu_water) / mu_water;
+}
+inline double mu_from_hu(double hu, double mu_water) {
+  return mu_water * (1.0 + hu / 1000.0);
+}
 
 enum class volume_format { hdf5, metaimage, nrrd, nifti, dicom };
 /// Format from the path: an existing directory, a path without extension or ending in '/', or
@@ -175,7 +181,8 @@ struct volume_write_options {
 };
 /// Writes atomically: a temporary file (or, for DICOM, a temporary directory) renamed into place.
 /// A DICOM target directory that exists must be empty or hold only .dcm files (it is replaced).
-void write_volume_any(const std::string& path, const volume& v, const volume_write_options& opt = {});
+void write_volume_any(const std::string& path, const volume& v,
+                      const volume_write_options& opt = {});
 
 /// ITK formats (MetaImage, NRRD, NIfTI), any scalar pixel type read as float.
 volume read_itk_volume(const std::string& path);
@@ -188,7 +195,8 @@ volume read_dicom(const std::string& path, const volume_read_options& opt = {});
 /// One int16 CT slice per z, with rescale slope/intercept, Image Position/Orientation (Patient),
 /// Pixel Spacing, Slice Thickness, one Study/Series Instance UID, Modality CT, Manufacturer
 /// "ctforge". Written into "<dir>.part" then renamed to `dir`.
-void write_dicom_series(const std::string& dir, const volume& v, const volume_write_options& opt = {});
+void write_dicom_series(const std::string& dir, const volume& v,
+                        const volume_write_options& opt = {});
 
 /// Summary of a DICOM file or series directory (size, spacing, positions, value range, tags).
 std::string describe_dicom(const std::string& path);
@@ -229,13 +237,18 @@ struct rtk_projection {
 };
 
 /// Our world point (mm) from an RTK world point, and back.
-inline vec3 world_from_rtk(vec3 p) { return {p.x, -p.z, p.y}; }
-inline vec3 rtk_from_world(vec3 p) { return {p.x, p.z, -p.y}; }
+inline vec3 world_from_rtk(vec3 p) {
+  return {p.x, -p.z, p.y};
+}
+inline vec3 rtk_from_world(vec3 p) {
+  return {p.x, p.z, -p.y};
+}
 
 /// Parses RTK geometry XML (version 2 or 3; element names case-insensitive, values set before
 /// a <Projection> carry over, as in RTK). When a <Matrix> is present it must agree with the
 /// parameters (RTK's own tolerance, 1e-3). Throws error naming `origin` on malformed input.
-std::vector<rtk_projection> parse_rtk_xml(std::string_view xml, std::string_view origin = "RTK geometry");
+std::vector<rtk_projection> parse_rtk_xml(std::string_view xml,
+                                          std::string_view origin = "RTK geometry");
 /// RTK XML for the given projections (with each projection's matrix, so RTK can read it).
 std::string rtk_xml(std::span<const rtk_projection> projections);
 /// RTK's 3x4 projection matrix (RTK world -> centred projection coordinates in mm), row-major.

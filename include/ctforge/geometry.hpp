@@ -49,10 +49,10 @@ struct circular_orbit {
 
 struct geometry {
   beam_kind beam = beam_kind::cone;
-  std::int64_t cols = 0;        ///< detector columns (>= 1)
-  std::int64_t rows = 0;        ///< detector rows (>= 1); 1 = fan beam / 2D
-  double pixel_u_mm = 1;        ///< nominal pixel pitch along u (circular types; |u| for vectors)
-  double pixel_v_mm = 1;        ///< nominal pixel pitch along v
+  std::int64_t cols = 0;  ///< detector columns (>= 1)
+  std::int64_t rows = 0;  ///< detector rows (>= 1); 1 = fan beam / 2D
+  double pixel_u_mm = 1;  ///< nominal pixel pitch along u (circular types; |u| for vectors)
+  double pixel_v_mm = 1;  ///< nominal pixel pitch along v
   std::vector<view_vectors> views;
   std::optional<circular_orbit> orbit;  ///< set for "cone" and "parallel"
 
@@ -79,8 +79,12 @@ geometry make_vec_geometry(beam_kind beam, std::int64_t cols, std::int64_t rows,
 
 /// `count` angles from `start` in steps of `step` (radians).
 std::vector<double> angle_range(double start, double step, std::int64_t count);
-inline constexpr double deg_to_rad(double d) { return d * 3.14159265358979323846 / 180.0; }
-inline constexpr double rad_to_deg(double r) { return r * 180.0 / 3.14159265358979323846; }
+inline constexpr double deg_to_rad(double d) {
+  return d * 3.14159265358979323846 / 180.0;
+}
+inline constexpr double rad_to_deg(double r) {
+  return r * 180.0 / 3.14159265358979323846;
+}
 
 /// Parses the JSON form (README, "Geometry JSON"). `origin` names the source (a file name)
 /// in error messages. Throws usage_error naming the field on invalid input.

@@ -19,7 +19,7 @@ namespace ctforge::io {
 struct projection_file {
   projection_stack projections;
   std::optional<geometry> geom;  ///< absent when the file has no /geometry dataset
-  std::string geometry_json;      ///< raw JSON text (empty when absent)
+  std::string geometry_json;     ///< raw JSON text (empty when absent)
 };
 
 /// Reads /projections (and /geometry when present). Throws error naming the file and dataset

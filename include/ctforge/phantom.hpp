@@ -45,8 +45,7 @@ double line_integral(const phantom& p, vec3 point, vec3 dir);
 projection_stack project_analytic(const phantom& p, const geometry& g, int threads = 0);
 
 /// Voxelization: mean density over each voxel, estimated with `supersample`^3 points per voxel.
-volume voxelize(const phantom& p, const volume_geometry& vg, int supersample = 4,
-                int threads = 0);
+volume voxelize(const phantom& p, const volume_geometry& vg, int supersample = 4, int threads = 0);
 
 /// Poisson (+ optional Gaussian electronic) noise on line integrals.
 struct noise_options {

@@ -31,7 +31,8 @@ projection_stack forward_project(const volume& vol, const geometry& g, int threa
 /// forward_project on the backend `opt` selects. The GPU reads the volume through a 3D texture
 /// with the CPU's trilinear arithmetic (agreement ~1e-6 of the peak). Synchronises before
 /// returning.
-projection_stack forward_project(const volume& vol, const geometry& g, const projector_options& opt);
+projection_stack forward_project(const volume& vol, const geometry& g,
+                                 const projector_options& opt);
 
 /// Voxel-driven back-projection through per-view projection matrices with bilinear detector
 /// interpolation (unweighted: sum over views of the interpolated projection value).

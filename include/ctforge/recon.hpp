@@ -15,7 +15,7 @@ namespace ctforge {
 enum class algorithm { fdk, fbp };
 enum class filter_window { ram_lak, shepp_logan, cosine, hamming, hann };
 
-algorithm parse_algorithm(std::string_view name);  ///< "fdk", "fbp"
+algorithm parse_algorithm(std::string_view name);   ///< "fdk", "fbp"
 filter_window parse_filter(std::string_view name);  ///< "ram-lak", "shepp-logan", ...
 std::string to_string(filter_window w);
 
@@ -24,8 +24,8 @@ struct recon_options {
   filter_window filter = filter_window::ram_lak;
   double cutoff = 1.0;  ///< window cut-off as a fraction of Nyquist, (0, 1]
   backend where = backend::automatic;
-  int threads = 0;      ///< CPU threads, 0 = all
-  int device = 0;       ///< CUDA device ordinal
+  int threads = 0;  ///< CPU threads, 0 = all
+  int device = 0;   ///< CUDA device ordinal
   /// Upper bound on GPU memory the CUDA backend may use (bytes); 0 = automatic (free memory
   /// less a safety margin). Forwarded into detail::cuda_options::memory_limit_bytes.
   std::int64_t gpu_memory_limit_bytes = 0;

@@ -51,7 +51,9 @@ struct projection_stack {
 
   projection_stack() = default;
   projection_stack(std::int64_t n_views, std::int64_t n_rows, std::int64_t n_cols)
-      : views(n_views), rows(n_rows), cols(n_cols),
+      : views(n_views),
+        rows(n_rows),
+        cols(n_cols),
         data(static_cast<std::size_t>(n_views * n_rows * n_cols), 0.0f) {}
   std::int64_t size() const { return views * rows * cols; }
   float* view(std::int64_t i) { return data.data() + i * rows * cols; }

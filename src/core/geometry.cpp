@@ -15,7 +15,9 @@ namespace {
 
 using json = nlohmann::json;
 
-bool finite(vec3 a) { return std::isfinite(a.x) && std::isfinite(a.y) && std::isfinite(a.z); }
+bool finite(vec3 a) {
+  return std::isfinite(a.x) && std::isfinite(a.y) && std::isfinite(a.z);
+}
 
 // Expands an offset list (empty, one value, or one per view) to one value per view.
 std::vector<double> per_view(std::vector<double> values, std::size_t n, const char* field) {
@@ -83,30 +85,39 @@ std::string geometry::type_name() const {
 
 void geometry::validate() const {
   const std::string t = type_name();
-  CTFORGE_EXPECTS(cols >= 1, fmt::format("{} geometry: field 'detector.cols' must be >= 1 (got {})", t, cols));
-  CTFORGE_EXPECTS(rows >= 1, fmt::format("{} geometry: field 'detector.rows' must be >= 1 (got {})", t, rows));
+  CTFORGE_EXPECTS(cols >= 1,
+                  fmt::format("{} geometry: field 'detector.cols' must be >= 1 (got {})", t, cols));
+  CTFORGE_EXPECTS(rows >= 1,
+                  fmt::format("{} geometry: field 'detector.rows' must be >= 1 (got {})", t, rows));
   CTFORGE_EXPECTS(!views.empty(), fmt::format("{} geometry: at least one view is required", t));
-  CTFORGE_EXPECTS(std::isfinite(pixel_u_mm) && std::isfinite(pixel_v_mm) && pixel_u_mm > 0 && pixel_v_mm > 0,
-                  fmt::format("{} geometry: field 'detector.pixel_mm' must be positive and finite", t));
+  CTFORGE_EXPECTS(
+      std::isfinite(pixel_u_mm) && std::isfinite(pixel_v_mm) && pixel_u_mm > 0 && pixel_v_mm > 0,
+      fmt::format("{} geometry: field 'detector.pixel_mm' must be positive and finite", t));
   if (orbit) {
     const auto& o = *orbit;
-    CTFORGE_EXPECTS(o.angles_rad.size() == views.size(), "geometry: angle count differs from view count");
+    CTFORGE_EXPECTS(o.angles_rad.size() == views.size(),
+                    "geometry: angle count differs from view count");
     for (double a : o.angles_rad)
-      CTFORGE_EXPECTS(std::isfinite(a), fmt::format("{} geometry: field 'angles_deg' holds a non-finite angle", t));
+      CTFORGE_EXPECTS(std::isfinite(a),
+                      fmt::format("{} geometry: field 'angles_deg' holds a non-finite angle", t));
     if (beam == beam_kind::cone) {
-      CTFORGE_EXPECTS(std::isfinite(o.source_to_isocenter_mm) && o.source_to_isocenter_mm > 0,
-                      fmt::format("cone geometry: field 'source_to_isocenter_mm' must be > 0 (got {})",
-                                  o.source_to_isocenter_mm));
-      CTFORGE_EXPECTS(std::isfinite(o.source_to_detector_mm) &&
-                          o.source_to_detector_mm > o.source_to_isocenter_mm,
-                      fmt::format("cone geometry: field 'source_to_detector_mm' ({}) must be greater than "
-                                  "'source_to_isocenter_mm' ({})",
-                                  o.source_to_detector_mm, o.source_to_isocenter_mm));
+      CTFORGE_EXPECTS(
+          std::isfinite(o.source_to_isocenter_mm) && o.source_to_isocenter_mm > 0,
+          fmt::format("cone geometry: field 'source_to_isocenter_mm' must be > 0 (got {})",
+                      o.source_to_isocenter_mm));
+      CTFORGE_EXPECTS(
+          std::isfinite(o.source_to_detector_mm) &&
+              o.source_to_detector_mm > o.source_to_isocenter_mm,
+          fmt::format("cone geometry: field 'source_to_detector_mm' ({}) must be greater than "
+                      "'source_to_isocenter_mm' ({})",
+                      o.source_to_detector_mm, o.source_to_isocenter_mm));
     }
   }
   for (std::size_t i = 0; i < views.size(); ++i) {
     const auto& w = views[i];
-    auto field = [&](const char* f) { return fmt::format("{} geometry: field 'views[{}].{}'", t, i, f); };
+    auto field = [&](const char* f) {
+      return fmt::format("{} geometry: field 'views[{}].{}'", t, i, f);
+    };
     const char* src = beam == beam_kind::cone ? "source" : "ray";
     CTFORGE_EXPECTS(finite(w.source), field(src) + " is not finite");
     CTFORGE_EXPECTS(finite(w.detector_center), field("detector_center") + " is not finite");
@@ -117,8 +128,7 @@ void geometry::validate() const {
                     field("u") + " and 'v' are parallel (degenerate detector)");
     if (beam == beam_kind::cone) {
       const double depth = dot(w.detector_center - w.source, n) / norm(n);
-      CTFORGE_EXPECTS(std::abs(depth) > 1e-9,
-                      field("source") + " lies in the detector plane");
+      CTFORGE_EXPECTS(std::abs(depth) > 1e-9, field("source") + " lies in the detector plane");
     } else {
       CTFORGE_EXPECTS(norm(w.source) > 0, field("ray") + " must be non-zero");
       CTFORGE_EXPECTS(std::abs(dot(w.source, n)) > 1e-9 * norm(w.source) * norm(n),
@@ -174,9 +184,11 @@ static geometry make_circular(beam_kind beam, std::int64_t cols, std::int64_t ro
 geometry make_cone_geometry(std::int64_t cols, std::int64_t rows, double du, double dv, double sid,
                             double sdd, std::vector<double> angles, std::vector<double> ou,
                             std::vector<double> ov) {
-  CTFORGE_EXPECTS(sid > 0 && sdd > sid,
-                  fmt::format("cone geometry: need source_to_detector_mm ({}) > source_to_isocenter_mm ({}) > 0",
-                              sdd, sid));
+  CTFORGE_EXPECTS(
+      sid > 0 && sdd > sid,
+      fmt::format(
+          "cone geometry: need source_to_detector_mm ({}) > source_to_isocenter_mm ({}) > 0", sdd,
+          sid));
   return make_circular(beam_kind::cone, cols, rows, du, dv, sid, sdd, std::move(angles),
                        std::move(ou), std::move(ov));
 }
@@ -224,7 +236,8 @@ geometry geometry_from_json(std::string_view text, std::string_view origin) {
     std::vector<double> ou, ov;
     parse_offsets(r, det, ou, ov);
     if (!ou.empty() && ou.size() != 1 && ou.size() != angles.size())
-      r.fail("detector.offset_mm", fmt::format("{} offsets given for {} views", ou.size(), angles.size()));
+      r.fail("detector.offset_mm",
+             fmt::format("{} offsets given for {} views", ou.size(), angles.size()));
     if (type == "cone") {
       double sid = r.number(r.member(j, "", "source_to_isocenter_mm"), "source_to_isocenter_mm");
       double sdd = r.number(r.member(j, "", "source_to_detector_mm"), "source_to_detector_mm");
@@ -252,12 +265,16 @@ geometry geometry_from_json(std::string_view text, std::string_view origin) {
       views.push_back(w);
     }
     try {
-      return make_vec_geometry(cone ? beam_kind::cone : beam_kind::parallel, cols, rows, std::move(views));
+      return make_vec_geometry(cone ? beam_kind::cone : beam_kind::parallel, cols, rows,
+                               std::move(views));
     } catch (const usage_error& e) {
       throw usage_error(fmt::format("{}: {}", origin, e.what()));
     }
   }
-  r.fail("type", fmt::format("unknown geometry type '{}' (expected cone, parallel, cone_vec or parallel_vec)", type));
+  r.fail(
+      "type",
+      fmt::format("unknown geometry type '{}' (expected cone, parallel, cone_vec or parallel_vec)",
+                  type));
 }
 
 geometry load_geometry(const std::string& path) {
@@ -335,9 +352,18 @@ projection_matrix compute_projection_matrix(const geometry& g, std::int64_t view
     tb = -dot(nb, d);
     tw = 1.0;
   }
-  return {na.x + c0 * nw.x, na.y + c0 * nw.y, na.z + c0 * nw.z, ta + c0 * tw,
-          nb.x + r0 * nw.x, nb.y + r0 * nw.y, nb.z + r0 * nw.z, tb + r0 * tw,
-          nw.x,             nw.y,             nw.z,             tw};
+  return {na.x + c0 * nw.x,
+          na.y + c0 * nw.y,
+          na.z + c0 * nw.z,
+          ta + c0 * tw,
+          nb.x + r0 * nw.x,
+          nb.y + r0 * nw.y,
+          nb.z + r0 * nw.z,
+          tb + r0 * tw,
+          nw.x,
+          nw.y,
+          nw.z,
+          tw};
 }
 
 std::vector<projection_matrix> compute_projection_matrices(const geometry& g) {

@@ -69,6 +69,8 @@ struct json_reader {
   }
 };
 
-inline json vec_json(vec3 a) { return json::array({a.x, a.y, a.z}); }
+inline json vec_json(vec3 a) {
+  return json::array({a.x, a.y, a.z});
+}
 
 }  // namespace ctforge::detail

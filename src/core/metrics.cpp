@@ -7,7 +7,8 @@
 namespace ctforge {
 namespace {
 void same_size(std::span<const float> a, std::span<const float> b) {
-  CTFORGE_EXPECTS(a.size() == b.size() && !a.empty(), "metrics: arrays differ in size or are empty");
+  CTFORGE_EXPECTS(a.size() == b.size() && !a.empty(),
+                  "metrics: arrays differ in size or are empty");
 }
 }  // namespace
 

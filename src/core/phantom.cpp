@@ -17,13 +17,15 @@ namespace {
 
 using json = nlohmann::json;
 
-int thread_count(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
+int thread_count(int threads) {
+  return threads > 0 ? threads : omp_get_max_threads();
+}
 
 /// An ellipsoid prepared for intersection tests: world -> unit-sphere frame.
 struct unit_frame {
-  vec3 c;          // centre (mm)
-  double cs, sn;   // cos / sin of the rotation about z
-  vec3 inv_axes;   // 1 / semi-axes
+  vec3 c;         // centre (mm)
+  double cs, sn;  // cos / sin of the rotation about z
+  vec3 inv_axes;  // 1 / semi-axes
   double density;
   // Axis-aligned bounding box half-extents (mm).
   double hx, hy, hz;
@@ -79,7 +81,8 @@ double integral(const std::vector<unit_frame>& frames, vec3 point, vec3 dir,
   double sum = 0;
   for (const auto& f : frames) {
     double t0, t1;
-    if (f.intersect(point, dir, t0, t1)) sum += f.density * std::max(0.0, t1 - std::max(t0, t_min)) * len;
+    if (f.intersect(point, dir, t0, t1))
+      sum += f.density * std::max(0.0, t1 - std::max(t0, t_min)) * len;
   }
   return sum;
 }
@@ -98,9 +101,9 @@ std::uint64_t splitmix64(std::uint64_t x) {
 }  // namespace
 
 phantom shepp_logan_phantom(double size_mm) {
-  CTFORGE_EXPECTS(std::isfinite(size_mm) && size_mm > 0,
-                  fmt::format("Shepp-Logan phantom: size must be positive and finite (got {} mm)",
-                              size_mm));
+  CTFORGE_EXPECTS(
+      std::isfinite(size_mm) && size_mm > 0,
+      fmt::format("Shepp-Logan phantom: size must be positive and finite (got {} mm)", size_mm));
   // Kak & Slaney 3D ellipsoids in unit coordinates: centre, semi-axes, rotation about z (deg),
   // contrast of the "modified" (Toft) phantom; density = contrast * 0.1 /mm.
   struct row {
@@ -132,7 +135,8 @@ phantom phantom_from_json(std::string_view text, std::string_view origin) {
   if (!j.is_object()) r.fail("", "expected a JSON object");
   auto it = j.find("ellipsoids");
   if (it == j.end()) r.fail("ellipsoids", "missing");
-  if (!it->is_array() || it->empty()) r.fail("ellipsoids", "expected a non-empty list of ellipsoids");
+  if (!it->is_array() || it->empty())
+    r.fail("ellipsoids", "expected a non-empty list of ellipsoids");
   phantom p;
   for (std::size_t i = 0; i < it->size(); ++i) {
     const json& e = (*it)[i];
@@ -184,8 +188,8 @@ projection_stack project_analytic(const phantom& p, const geometry& g, int threa
       const vec3 px = pixel_center(g, v, static_cast<double>(c), static_cast<double>(r));
       // Cone beam: the half-line from the source through the pixel (nothing behind the
       // source); parallel beam: the whole line through the pixel along the ray direction.
-      out.at(v, r, c) = static_cast<float>(cone ? integral(frames, s, px - s, 0.0)
-                                                : integral(frames, px, s));
+      out.at(v, r, c) =
+          static_cast<float>(cone ? integral(frames, s, px - s, 0.0) : integral(frames, px, s));
     }
   }
   return out;
@@ -279,7 +283,8 @@ noise_report add_noise(projection_stack& proj, const noise_options& opt) {
     // One generator per view, seeded from (seed, view): the noise does not depend on how views
     // are spread over threads.
     std::mt19937_64 gen(splitmix64(opt.seed ^ splitmix64(static_cast<std::uint64_t>(v))));
-    std::normal_distribution<double> gauss(0.0, opt.electronic_sigma > 0 ? opt.electronic_sigma : 1.0);
+    std::normal_distribution<double> gauss(0.0,
+                                           opt.electronic_sigma > 0 ? opt.electronic_sigma : 1.0);
     float* data = proj.view(v);
     for (std::int64_t i = 0; i < per_view; ++i) {
       const double mean = i0 * std::exp(-static_cast<double>(data[i]));

@@ -15,6 +15,7 @@
 // GDCMImageIO store signed 16-bit values = (HU - intercept) / slope. We use intercept 0 and a
 // slope that is a power of two (1 unless |HU| exceeds 32767) and round HU to multiples of the
 // slope first, so the stored integers are exact and a reader gets our rounded values back.
+#include <fmt/format.h>
 #include <gdcmUIDGenerator.h>
 #include <itkGDCMImageIO.h>
 #include <itkImage.h>
@@ -22,12 +23,10 @@
 #include <itkImageSeriesWriter.h>
 #include <itkMetaDataObject.h>
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -121,31 +120,39 @@ class dicom_walker {
   }
 
  private:
-  std::uint16_t u16le(std::size_t p) const { return static_cast<std::uint16_t>(b_[p] | (b_[p + 1] << 8)); }
+  std::uint16_t u16le(std::size_t p) const {
+    return static_cast<std::uint16_t>(b_[p] | (b_[p + 1] << 8));
+  }
   std::uint16_t u16(std::size_t p) const {
     return big_ ? static_cast<std::uint16_t>((b_[p] << 8) | b_[p + 1]) : u16le(p);
   }
   std::uint32_t u32(std::size_t p) const {
-    return big_ ? (std::uint32_t(b_[p]) << 24) | (std::uint32_t(b_[p + 1]) << 16) | (std::uint32_t(b_[p + 2]) << 8) | b_[p + 3]
-                : std::uint32_t(b_[p]) | (std::uint32_t(b_[p + 1]) << 8) | (std::uint32_t(b_[p + 2]) << 16) |
-                      (std::uint32_t(b_[p + 3]) << 24);
+    return big_ ? (std::uint32_t(b_[p]) << 24) | (std::uint32_t(b_[p + 1]) << 16) |
+                      (std::uint32_t(b_[p + 2]) << 8) | b_[p + 3]
+                : std::uint32_t(b_[p]) | (std::uint32_t(b_[p + 1]) << 8) |
+                      (std::uint32_t(b_[p + 2]) << 16) | (std::uint32_t(b_[p + 3]) << 24);
   }
   bool is_vr(std::size_t p) const {
-    static const char* vrs[] = {"AE", "AS", "AT", "CS", "DA", "DS", "DT", "FL", "FD", "IS", "LO", "LT", "OB", "OD",
-                                "OF", "OL", "OV", "OW", "PN", "SH", "SL", "SQ", "SS", "ST", "SV", "TM", "UC", "UI",
-                                "UL", "UN", "UR", "US", "UT", "UV"};
+    static const char* vrs[] = {"AE", "AS", "AT", "CS", "DA", "DS", "DT", "FL", "FD",
+                                "IS", "LO", "LT", "OB", "OD", "OF", "OL", "OV", "OW",
+                                "PN", "SH", "SL", "SQ", "SS", "ST", "SV", "TM", "UC",
+                                "UI", "UL", "UN", "UR", "US", "UT", "UV"};
     if (p + 2 > b_.size()) return false;
     for (const char* v : vrs)
-      if (b_[p] == static_cast<unsigned char>(v[0]) && b_[p + 1] == static_cast<unsigned char>(v[1])) return true;
+      if (b_[p] == static_cast<unsigned char>(v[0]) &&
+          b_[p + 1] == static_cast<unsigned char>(v[1]))
+        return true;
     return false;
   }
   static bool long_vr(const char* vr) {
-    for (const char* v : {"OB", "OD", "OF", "OL", "OV", "OW", "SQ", "UC", "UN", "UR", "UT", "SV", "UV"})
+    for (const char* v :
+         {"OB", "OD", "OF", "OL", "OV", "OW", "SQ", "UC", "UN", "UR", "UT", "SV", "UV"})
       if (vr[0] == v[0] && vr[1] == v[1]) return true;
     return false;
   }
   bool fail(std::size_t pos, const std::string& what) {
-    if (out_.problem.empty()) out_.problem = fmt::format("{} (at byte {} of {})", what, pos, b_.size());
+    if (out_.problem.empty())
+      out_.problem = fmt::format("{} (at byte {} of {})", what, pos, b_.size());
     return false;
   }
 
@@ -172,7 +179,8 @@ class dicom_walker {
     std::size_t header = 8;
     char vr[3] = "UN";
     if (explicit_) {
-      if (!is_vr(pos + 4)) return fail(pos, fmt::format("element ({:04x},{:04x}) has no valid VR", group, elem));
+      if (!is_vr(pos + 4))
+        return fail(pos, fmt::format("element ({:04x},{:04x}) has no valid VR", group, elem));
       vr[0] = static_cast<char>(b_[pos + 4]);
       vr[1] = static_cast<char>(b_[pos + 5]);
       if (long_vr(vr)) {
@@ -187,15 +195,19 @@ class dicom_walker {
     }
     pos += header;
     if (len == 0xFFFFFFFF) {
-      if (explicit_ && !(vr[0] == 'S' && vr[1] == 'Q') && !(vr[0] == 'O' && (vr[1] == 'B' || vr[1] == 'W')) &&
-          !(vr[0] == 'U' && vr[1] == 'N'))
-        return fail(pos, fmt::format("element ({:04x},{:04x}) {} has undefined length", group, elem, vr));
+      if (explicit_ && !(vr[0] == 'S' && vr[1] == 'Q') &&
+          !(vr[0] == 'O' && (vr[1] == 'B' || vr[1] == 'W')) && !(vr[0] == 'U' && vr[1] == 'N'))
+        return fail(
+            pos, fmt::format("element ({:04x},{:04x}) {} has undefined length", group, elem, vr));
       if (group == 0x7FE0 && elem == 0x0010 && depth == 0) out_.has_pixels = true;
       if (!sequence(pos, end, depth + 1)) return false;
     } else {
       if (len > end - pos)
-        return fail(pos, fmt::format("element ({:04x},{:04x}) announces {} bytes but only {} remain: truncated file",
-                                     group, elem, len, end - pos));
+        return fail(
+            pos,
+            fmt::format(
+                "element ({:04x},{:04x}) announces {} bytes but only {} remain: truncated file",
+                group, elem, len, end - pos));
       if (depth == 0) capture(group, elem, pos, len, syntax);
       pos += len;
     }
@@ -212,9 +224,11 @@ class dicom_walker {
       const std::uint16_t group = u16(pos), elem = u16(pos + 2);
       const std::uint32_t len = u32(pos + 4);
       pos += 8;
-      if (group != 0xFFFE) return fail(pos - 8, fmt::format("expected an item, found ({:04x},{:04x})", group, elem));
+      if (group != 0xFFFE)
+        return fail(pos - 8, fmt::format("expected an item, found ({:04x},{:04x})", group, elem));
       if (elem == 0xE0DD) return true;
-      if (elem != 0xE000) return fail(pos - 8, fmt::format("unexpected item tag (fffe,{:04x})", elem));
+      if (elem != 0xE000)
+        return fail(pos - 8, fmt::format("unexpected item tag (fffe,{:04x})", elem));
       if (len == 0xFFFFFFFF) {
         for (;;) {
           if (pos + 8 <= end && u16(pos) == 0xFFFE && u16(pos + 2) == 0xE00D) {
@@ -224,25 +238,32 @@ class dicom_walker {
           if (!element(pos, end, depth, true, nullptr)) return false;
         }
       } else {
-        if (len > end - pos) return fail(pos, "item announces more bytes than remain: truncated file");
+        if (len > end - pos)
+          return fail(pos, "item announces more bytes than remain: truncated file");
         pos += len;
       }
     }
   }
 
-  void capture(std::uint16_t group, std::uint16_t elem, std::size_t pos, std::uint32_t len, std::string* syntax) {
+  void capture(std::uint16_t group, std::uint16_t elem, std::size_t pos, std::uint32_t len,
+               std::string* syntax) {
     auto text = [&] {
       std::string v(reinterpret_cast<const char*>(b_.data() + pos), len);
       while (!v.empty() && (v.back() == ' ' || v.back() == '\0')) v.pop_back();
       return v;
     };
-    if (syntax && group == 0x0002 && elem == 0x0010) *syntax = text();
-    else if (group == 0x0020 && elem == 0x000E) out_.series_uid = text();
-    else if (group == 0x0020 && elem == 0x0032) out_.position = text();
-    else if (group == 0x0020 && elem == 0x0037) out_.orientation = text();
+    if (syntax && group == 0x0002 && elem == 0x0010)
+      *syntax = text();
+    else if (group == 0x0020 && elem == 0x000E)
+      out_.series_uid = text();
+    else if (group == 0x0020 && elem == 0x0032)
+      out_.position = text();
+    else if (group == 0x0020 && elem == 0x0037)
+      out_.orientation = text();
     else if (group == 0x0028 && (elem == 0x0010 || elem == 0x0011) && len == 2)
       (elem == 0x0010 ? out_.rows : out_.cols) = u16(pos);
-    else if (group == 0x7FE0 && elem == 0x0010) out_.has_pixels = true;
+    else if (group == 0x7FE0 && elem == 0x0010)
+      out_.has_pixels = true;
   }
 
   const std::vector<unsigned char>& b_;
@@ -257,7 +278,8 @@ dicom_scan scan_dicom(const std::string& path) {
     s.problem = "cannot open";
     return s;
   }
-  std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)),
+                                   std::istreambuf_iterator<char>());
   dicom_walker(bytes, s).run();
   return s;
 }
@@ -268,7 +290,8 @@ std::vector<std::string> series_files(const std::string& path) {
   CTFORGE_CHECK(fs::exists(path, ec), path + ": no such file or directory");
   if (!fs::is_directory(path, ec)) {
     const dicom_scan s = scan_dicom(path);
-    CTFORGE_CHECK(s.problem.empty(), fmt::format("{}: not a readable DICOM file: {}", path, s.problem));
+    CTFORGE_CHECK(s.problem.empty(),
+                  fmt::format("{}: not a readable DICOM file: {}", path, s.problem));
     CTFORGE_CHECK(s.has_pixels, path + ": DICOM file without pixel data (not an image)");
     return {path};
   }
@@ -286,7 +309,8 @@ std::vector<std::string> series_files(const std::string& path) {
     dicom_scan s = scan_dicom(f);
     if (!s.problem.empty()) {
       // A file announcing itself as DICOM must be readable; anything else is not ours to judge.
-      CTFORGE_CHECK(!s.preamble, fmt::format("{}: corrupt DICOM file in series directory {}: {}", f, path, s.problem));
+      CTFORGE_CHECK(!s.preamble, fmt::format("{}: corrupt DICOM file in series directory {}: {}", f,
+                                             path, s.problem));
       continue;
     }
     if (!s.has_pixels || s.series_uid.empty()) continue;  // DICOMDIR, reports, other non-images
@@ -295,29 +319,35 @@ std::vector<std::string> series_files(const std::string& path) {
   CTFORGE_CHECK(!by_series.empty(), path + ": no DICOM series found");
   if (by_series.size() > 1) {
     std::string list;
-    for (const auto& [uid, files] : by_series) list += fmt::format("{}{} ({} files)", list.empty() ? "" : ", ", uid, files.size());
-    CTFORGE_FAIL(fmt::format("{}: mixed DICOM series: {} Series Instance UIDs in one directory (one series "
-                             "expected): {}",
-                             path, by_series.size(), list));
+    for (const auto& [uid, files] : by_series)
+      list += fmt::format("{}{} ({} files)", list.empty() ? "" : ", ", uid, files.size());
+    CTFORGE_FAIL(
+        fmt::format("{}: mixed DICOM series: {} Series Instance UIDs in one directory (one series "
+                    "expected): {}",
+                    path, by_series.size(), list));
   }
   auto& slices = by_series.begin()->second;
   const auto& first = slices.front().scan;
   for (const auto& s : slices) {
-    CTFORGE_CHECK(s.scan.rows == first.rows && s.scan.cols == first.cols,
-                  fmt::format("{}: mixed DICOM series: {} is {}x{} pixels, {} {}x{}", path, s.file, s.scan.cols,
-                              s.scan.rows, slices.front().file, first.cols, first.rows));
-    CTFORGE_CHECK(numbers(s.scan.orientation) == numbers(first.orientation),
-                  fmt::format("{}: mixed DICOM series: {} and {} differ in Image Orientation (Patient)", path, s.file,
-                              slices.front().file));
+    CTFORGE_CHECK(
+        s.scan.rows == first.rows && s.scan.cols == first.cols,
+        fmt::format("{}: mixed DICOM series: {} is {}x{} pixels, {} {}x{}", path, s.file,
+                    s.scan.cols, s.scan.rows, slices.front().file, first.cols, first.rows));
+    CTFORGE_CHECK(
+        numbers(s.scan.orientation) == numbers(first.orientation),
+        fmt::format("{}: mixed DICOM series: {} and {} differ in Image Orientation (Patient)", path,
+                    s.file, slices.front().file));
   }
   if (slices.size() > 1) {
     const auto iop = numbers(first.orientation);
-    CTFORGE_CHECK(iop.size() == 6, fmt::format("{}: {} lacks Image Orientation (Patient)", path, slices.front().file));
+    CTFORGE_CHECK(iop.size() == 6, fmt::format("{}: {} lacks Image Orientation (Patient)", path,
+                                               slices.front().file));
     const vec3 n = cross(vec3{iop[0], iop[1], iop[2]}, vec3{iop[3], iop[4], iop[5]});
     std::vector<std::pair<double, std::string>> order;
     for (const auto& s : slices) {
       const auto p = numbers(s.scan.position);
-      CTFORGE_CHECK(p.size() == 3, fmt::format("{}: {} lacks Image Position (Patient)", path, s.file));
+      CTFORGE_CHECK(p.size() == 3,
+                    fmt::format("{}: {} lacks Image Position (Patient)", path, s.file));
       order.push_back({dot(n, vec3{p[0], p[1], p[2]}), s.file});
     }
     std::sort(order.begin(), order.end());
@@ -345,9 +375,10 @@ series read_series(const std::string& path) {
   try {
     reader->Update();
   } catch (const itk::ExceptionObject& e) {
-    CTFORGE_FAIL(fmt::format("{}: cannot read DICOM data (not DICOM, truncated, or slices of different "
-                             "sizes?): {}",
-                             path, e.GetDescription()));
+    CTFORGE_FAIL(
+        fmt::format("{}: cannot read DICOM data (not DICOM, truncated, or slices of different "
+                    "sizes?): {}",
+                    path, e.GetDescription()));
   }
   const auto* array = reader->GetMetaDataDictionaryArray();
   if (array && array->size() == s.files.size()) {
@@ -361,27 +392,29 @@ series read_series(const std::string& path) {
   const auto& first = s.dicts.front();
   const auto iop = numbers(tag(first, "0020|0037"));
   if (s.dicts.size() >= 2) {
-    CTFORGE_CHECK(iop.size() == 6, fmt::format("{}: Image Orientation (Patient) missing or malformed", path));
+    CTFORGE_CHECK(iop.size() == 6,
+                  fmt::format("{}: Image Orientation (Patient) missing or malformed", path));
     const vec3 r{iop[0], iop[1], iop[2]}, c{iop[3], iop[4], iop[5]};
     const vec3 n = cross(r, c);
     std::vector<double> pos;
     for (std::size_t i = 0; i < s.dicts.size(); ++i) {
       CTFORGE_CHECK(numbers(tag(s.dicts[i], "0020|0037")).size() == 6 &&
                         tag(s.dicts[i], "0020|0037") == tag(first, "0020|0037"),
-                    fmt::format("{}: slice {} ({}) has a different Image Orientation (Patient)", path, i,
-                                s.files[i]));
+                    fmt::format("{}: slice {} ({}) has a different Image Orientation (Patient)",
+                                path, i, s.files[i]));
       const auto p = numbers(tag(s.dicts[i], "0020|0032"));
-      CTFORGE_CHECK(p.size() == 3, fmt::format("{}: slice {} ({}) lacks Image Position (Patient)", path, i,
-                                               s.files[i]));
+      CTFORGE_CHECK(p.size() == 3, fmt::format("{}: slice {} ({}) lacks Image Position (Patient)",
+                                               path, i, s.files[i]));
       pos.push_back(dot(n, vec3{p[0], p[1], p[2]}));
     }
     const double mean = (pos.back() - pos.front()) / static_cast<double>(pos.size() - 1);
     for (std::size_t i = 1; i < pos.size(); ++i) {
       const double step = pos[i] - pos[i - 1];
-      CTFORGE_CHECK(std::abs(mean) > 1e-6 && std::abs(step - mean) <= 1e-2 * std::abs(mean) + 1e-3,
-                    fmt::format("{}: slices {} and {} ({} and {}) are {:g} mm apart, the series averages "
-                                "{:g} mm (duplicate or missing slices?)",
-                                path, i - 1, i, s.files[i - 1], s.files[i], step, mean));
+      CTFORGE_CHECK(
+          std::abs(mean) > 1e-6 && std::abs(step - mean) <= 1e-2 * std::abs(mean) + 1e-3,
+          fmt::format("{}: slices {} and {} ({} and {}) are {:g} mm apart, the series averages "
+                      "{:g} mm (duplicate or missing slices?)",
+                      path, i - 1, i, s.files[i - 1], s.files[i], step, mean));
     }
     // ITK derives the spacing from the positions too; keep the measured mean (mm, positive).
     s.vol.geom.spacing_mm[2] = std::abs(mean);
@@ -417,27 +450,32 @@ volume read_dicom(const std::string& path, const volume_read_options& opt) {
   series s = read_series(path);
   if (opt.mu_water_per_mm) {
     const double mw = *opt.mu_water_per_mm;
-    CTFORGE_EXPECTS(mw > 0 && std::isfinite(mw), fmt::format("mu_water must be positive (got {})", mw));
+    CTFORGE_EXPECTS(mw > 0 && std::isfinite(mw),
+                    fmt::format("mu_water must be positive (got {})", mw));
     for (float& x : s.vol.data) x = static_cast<float>(mu_from_hu(x, mw));
   }
   return std::move(s.vol);
 }
 
-void write_dicom_series(const std::string& dir_in, const volume& v, const volume_write_options& opt) {
+void write_dicom_series(const std::string& dir_in, const volume& v,
+                        const volume_write_options& opt) {
   v.geom.validate();
   std::string dir = dir_in;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   CTFORGE_EXPECTS(static_cast<std::int64_t>(v.data.size()) == v.geom.voxel_count(),
-                  fmt::format("{}: volume holds {} values for {} voxels", dir, v.data.size(), v.geom.voxel_count()));
-  CTFORGE_EXPECTS(opt.values_are_hu || (opt.mu_water_per_mm > 0 && std::isfinite(opt.mu_water_per_mm)),
-                  fmt::format("mu_water must be positive (got {})", opt.mu_water_per_mm));
+                  fmt::format("{}: volume holds {} values for {} voxels", dir, v.data.size(),
+                              v.geom.voxel_count()));
+  CTFORGE_EXPECTS(
+      opt.values_are_hu || (opt.mu_water_per_mm > 0 && std::isfinite(opt.mu_water_per_mm)),
+      fmt::format("mu_water must be positive (got {})", opt.mu_water_per_mm));
 
   // HU, rounded to multiples of a power-of-two slope so that int16 holds them exactly.
   std::vector<double> hu(v.data.size());
   double maxabs = 0;
   for (std::size_t i = 0; i < v.data.size(); ++i) {
     const double x = v.data[i];
-    CTFORGE_EXPECTS(std::isfinite(x), fmt::format("{}: voxel {} is not finite; DICOM cannot store it", dir, i));
+    CTFORGE_EXPECTS(std::isfinite(x),
+                    fmt::format("{}: voxel {} is not finite; DICOM cannot store it", dir, i));
     hu[i] = opt.values_are_hu ? x : hu_from_mu(x, opt.mu_water_per_mm);
     maxabs = std::max(maxabs, std::abs(hu[i]));
   }
@@ -450,7 +488,8 @@ void write_dicom_series(const std::string& dir_in, const volume& v, const volume
     buf[i] = static_cast<float>(std::clamp(std::round(hu[i] / slope), -32768.0, 32767.0) * slope);
 
   gdcm::UIDGenerator uid;
-  const std::string study_uid = uid.Generate(), series_uid = uid.Generate(), frame_uid = uid.Generate();
+  const std::string study_uid = uid.Generate(), series_uid = uid.Generate(),
+                    frame_uid = uid.Generate();
   const std::string date = today("%Y%m%d"), time = today("%H%M%S");
   const double dz = v.geom.spacing_mm[2];
   std::vector<itk::MetaDataDictionary> dicts(static_cast<std::size_t>(v.geom.nz));
@@ -458,7 +497,9 @@ void write_dicom_series(const std::string& dir_in, const volume& v, const volume
   const std::string tmp = dir + ".part";
   for (std::int64_t k = 0; k < v.geom.nz; ++k) {
     auto& d = dicts[static_cast<std::size_t>(k)];
-    auto put = [&](const char* key, const std::string& value) { itk::EncapsulateMetaData<std::string>(d, key, value); };
+    auto put = [&](const char* key, const std::string& value) {
+      itk::EncapsulateMetaData<std::string>(d, key, value);
+    };
     const double z = v.geom.origin_mm[2] + static_cast<double>(k) * dz;
     put("0008|0008", "DERIVED\\SECONDARY\\AXIAL");
     put("0008|0016", "1.2.840.10008.5.1.4.1.1.2");  // CT Image Storage
@@ -480,7 +521,8 @@ void write_dicom_series(const std::string& dir_in, const volume& v, const volume
     put("0020|0052", frame_uid);
     put("0020|0011", "1");
     put("0020|0013", std::to_string(k + 1));
-    put("0020|0032", fmt::format("{}\\{}\\{}", ds(v.geom.origin_mm[0]), ds(v.geom.origin_mm[1]), ds(z)));
+    put("0020|0032",
+        fmt::format("{}\\{}\\{}", ds(v.geom.origin_mm[0]), ds(v.geom.origin_mm[1]), ds(z)));
     put("0020|0037", "1\\0\\0\\0\\1\\0");
     put("0020|1041", ds(z));
     put("0028|0002", "1");
@@ -524,12 +566,14 @@ void write_dicom_series(const std::string& dir_in, const volume& v, const volume
     bool only_dicom = fs::is_directory(dir, ec);
     for (const auto& e : fs::directory_iterator(dir, ec)) {
       std::string ext = e.path().extension().string();
-      std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+      std::transform(ext.begin(), ext.end(), ext.begin(),
+                     [](unsigned char c) { return std::tolower(c); });
       only_dicom = only_dicom && e.is_regular_file() && ext == ".dcm";
     }
     if (!only_dicom) {
       fs::remove_all(tmp, ec);
-      CTFORGE_FAIL(fmt::format("{}: exists and is not a directory of .dcm files; refusing to replace it", dir));
+      CTFORGE_FAIL(fmt::format(
+          "{}: exists and is not a directory of .dcm files; refusing to replace it", dir));
     }
     fs::remove_all(old, ec);
     fs::rename(dir, old, ec);
@@ -554,8 +598,9 @@ std::string describe_dicom(const std::string& path) {
   const auto& d = s.dicts.front();
   const auto& g = s.vol.geom;
   const auto [lo, hi] = std::minmax_element(s.vol.data.begin(), s.vol.data.end());
-  std::string out = fmt::format("{}: DICOM {} ({} file{})\n", path, s.files.size() > 1 ? "series" : "image",
-                                s.files.size(), s.files.size() == 1 ? "" : "s");
+  std::string out =
+      fmt::format("{}: DICOM {} ({} file{})\n", path, s.files.size() > 1 ? "series" : "image",
+                  s.files.size(), s.files.size() == 1 ? "" : "s");
   auto line = [&](const char* name, const char* key) {
     const std::string v = tag(d, key);
     if (!v.empty()) out += fmt::format("  {} {}\n", name, v);
@@ -566,12 +611,14 @@ std::string describe_dicom(const std::string& path) {
   line("series UID", "0020|000e");
   line("study date", "0008|0020");
   out += fmt::format("  size {} x {} x {} (x, y, z)\n", g.nx, g.ny, g.nz);
-  out += fmt::format("  spacing {:g} x {:g} x {:g} mm\n", g.spacing_mm[0], g.spacing_mm[1], g.spacing_mm[2]);
-  out += fmt::format("  origin ({:g}, {:g}, {:g}) mm (first voxel centre, patient LPS)\n", g.origin_mm[0],
-                     g.origin_mm[1], g.origin_mm[2]);
+  out += fmt::format("  spacing {:g} x {:g} x {:g} mm\n", g.spacing_mm[0], g.spacing_mm[1],
+                     g.spacing_mm[2]);
+  out += fmt::format("  origin ({:g}, {:g}, {:g}) mm (first voxel centre, patient LPS)\n",
+                     g.origin_mm[0], g.origin_mm[1], g.origin_mm[2]);
   line("rescale intercept", "0028|1052");
   line("rescale slope", "0028|1053");
-  if (lo != s.vol.data.end()) out += fmt::format("  values {:g} .. {:g} (stored * slope + intercept)\n", *lo, *hi);
+  if (lo != s.vol.data.end())
+    out += fmt::format("  values {:g} .. {:g} (stored * slope + intercept)\n", *lo, *hi);
   return out;
 }
 

@@ -18,11 +18,11 @@ namespace {
 namespace h5 = ctforge::detail::h5;
 
 /// Reads frames [v0, v0+nv) x rows x cols of a rank-3 dataset whose detector matches the data.
-projection_stack read_frames(const h5::dataset& d, std::int64_t v0, std::int64_t nv, std::int64_t r0,
-                             std::int64_t nr, std::int64_t c0, std::int64_t nc) {
+projection_stack read_frames(const h5::dataset& d, std::int64_t v0, std::int64_t nv,
+                             std::int64_t r0, std::int64_t nr, std::int64_t c0, std::int64_t nc) {
   projection_stack s(nv, nr, nc);
-  d.read_slab<float>({hsize_t(v0), hsize_t(r0), hsize_t(c0)}, {hsize_t(nv), hsize_t(nr), hsize_t(nc)},
-                     std::span<float>(s.data));
+  d.read_slab<float>({hsize_t(v0), hsize_t(r0), hsize_t(c0)},
+                     {hsize_t(nv), hsize_t(nr), hsize_t(nc)}, std::span<float>(s.data));
   return s;
 }
 
@@ -39,10 +39,12 @@ raw_scan read_dxchange(const std::string& path, const detector_selection& sel) {
   auto f = h5::file::open(path);
   auto data = f.open_dataset("/exchange/data");
   const auto shape = data.shape();
-  CTFORGE_CHECK(shape.size() == 3, fmt::format("{}: dataset /exchange/data has shape {}, expected [views][rows][cols]",
-                                               path, h5::shape_string(shape)));
-  CTFORGE_CHECK(data.is_numeric(), fmt::format("{}: dataset /exchange/data holds {}, expected numbers", path,
-                                               data.type_name()));
+  CTFORGE_CHECK(shape.size() == 3,
+                fmt::format("{}: dataset /exchange/data has shape {}, expected [views][rows][cols]",
+                            path, h5::shape_string(shape)));
+  CTFORGE_CHECK(
+      data.is_numeric(),
+      fmt::format("{}: dataset /exchange/data holds {}, expected numbers", path, data.type_name()));
   raw_scan s;
   s.full_views = static_cast<std::int64_t>(shape[0]);
   s.full_rows = static_cast<std::int64_t>(shape[1]);
@@ -57,9 +59,10 @@ raw_scan read_dxchange(const std::string& path, const detector_selection& sel) {
     if (!f.has_dataset(name)) continue;
     auto d = f.open_dataset(name);
     const auto sh = d.shape();
-    CTFORGE_CHECK(sh.size() == 3 && sh[1] == shape[1] && sh[2] == shape[2],
-                  fmt::format("{}: dataset {} has shape {}, expected [n][{}][{}] like /exchange/data", path,
-                              name, h5::shape_string(sh), shape[1], shape[2]));
+    CTFORGE_CHECK(
+        sh.size() == 3 && sh[1] == shape[1] && sh[2] == shape[2],
+        fmt::format("{}: dataset {} has shape {}, expected [n][{}][{}] like /exchange/data", path,
+                    name, h5::shape_string(sh), shape[1], shape[2]));
     auto frames = read_frames(d, 0, static_cast<std::int64_t>(sh[0]), r0, nr, c0, nc);
     (std::string_view(name).ends_with("white") ? s.flats : s.darks) = std::move(frames);
   }
@@ -68,11 +71,12 @@ raw_scan read_dxchange(const std::string& path, const detector_selection& sel) {
     auto t = f.open_dataset("/exchange/theta");
     auto theta = t.read<double>();
     CTFORGE_CHECK(static_cast<std::int64_t>(theta.size()) == s.full_views,
-                  fmt::format("{}: dataset /exchange/theta holds {} angles for {} projections", path,
-                              theta.size(), s.full_views));
+                  fmt::format("{}: dataset /exchange/theta holds {} angles for {} projections",
+                              path, theta.size(), s.full_views));
     const bool rad = says_radians(t);
     for (double a : theta) {
-      CTFORGE_CHECK(std::isfinite(a), fmt::format("{}: dataset /exchange/theta holds a non-finite angle", path));
+      CTFORGE_CHECK(std::isfinite(a),
+                    fmt::format("{}: dataset /exchange/theta holds a non-finite angle", path));
       s.angles_rad.push_back(rad ? a : deg_to_rad(a));
     }
   }

@@ -53,14 +53,15 @@ mat3 rtk_rotation(const rtk_projection& p) {
 }
 /// R^T v: a rotated-frame vector in the RTK world frame.
 vec3 apply_transposed(const mat3& r, vec3 v) {
-  return {r[0][0] * v.x + r[1][0] * v.y + r[2][0] * v.z, r[0][1] * v.x + r[1][1] * v.y + r[2][1] * v.z,
+  return {r[0][0] * v.x + r[1][0] * v.y + r[2][0] * v.z,
+          r[0][1] * v.x + r[1][1] * v.y + r[2][1] * v.z,
           r[0][2] * v.x + r[1][2] * v.y + r[2][2] * v.z};
 }
 
 bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
          });
 }
 
@@ -87,13 +88,13 @@ void write_text_file(const std::string& path, const std::string& text) {
 
 struct rtk_parse_state {
   std::string origin;
-  std::string text;          // character data of the current element
-  rtk_projection current;    // values carry over between projections, as in RTK
+  std::string text;        // character data of the current element
+  rtk_projection current;  // values carry over between projections, as in RTK
   std::array<double, 12> matrix{};
   bool have_matrix = false;
   bool saw_root = false;
   std::vector<rtk_projection> out;
-  std::string failure;       // first error, reported after parsing stops
+  std::string failure;  // first error, reported after parsing stops
   XML_Parser parser = nullptr;
 
   void fail(const std::string& what) {
@@ -129,7 +130,8 @@ void XMLCALL rtk_start(void* data, const XML_Char* name, const XML_Char** atts) 
       if (std::string_view(atts[i]) == "version") {
         const std::string v = atts[i + 1];
         if (v != "2" && v != "3")
-          s.fail(fmt::format("unsupported RTKThreeDCircularGeometry version \"{}\" (2 or 3 expected)", v));
+          s.fail(fmt::format(
+              "unsupported RTKThreeDCircularGeometry version \"{}\" (2 or 3 expected)", v));
       }
     }
   } else if (iequals(n, "Projection")) {
@@ -185,9 +187,10 @@ void XMLCALL rtk_end(void* data, const XML_Char* name) {
       for (int i = 0; i < 12; ++i) {
         // RTK's reader uses the same absolute tolerance when it checks its own files.
         if (std::abs(m[i] - s.matrix[i]) > 1e-3) {
-          s.fail(fmt::format("projection {}: <Matrix> disagrees with the parameters (element {}: {} in "
-                             "the file, {} from the parameters)",
-                             s.out.size(), i, s.matrix[i], m[i]));
+          s.fail(fmt::format(
+              "projection {}: <Matrix> disagrees with the parameters (element {}: {} in "
+              "the file, {} from the parameters)",
+              s.out.size(), i, s.matrix[i], m[i]));
           return;
         }
       }
@@ -246,19 +249,23 @@ std::vector<rtk_projection> parse_rtk_xml(std::string_view xml, std::string_view
   const auto status = XML_Parse(parser, xml.data(), static_cast<int>(xml.size()), XML_TRUE);
   std::string xml_error;
   if (status == XML_STATUS_ERROR && s.failure.empty())
-    xml_error = fmt::format("{}: line {}: malformed XML: {}", s.origin, XML_GetCurrentLineNumber(parser),
-                            XML_ErrorString(XML_GetErrorCode(parser)));
+    xml_error =
+        fmt::format("{}: line {}: malformed XML: {}", s.origin, XML_GetCurrentLineNumber(parser),
+                    XML_ErrorString(XML_GetErrorCode(parser)));
   XML_ParserFree(parser);
   CTFORGE_CHECK(s.failure.empty(), s.failure);
   CTFORGE_CHECK(xml_error.empty(), xml_error);
-  CTFORGE_CHECK(s.saw_root, s.origin + ": not an RTK geometry (no <RTKThreeDCircularGeometry> element)");
+  CTFORGE_CHECK(s.saw_root,
+                s.origin + ": not an RTK geometry (no <RTKThreeDCircularGeometry> element)");
   CTFORGE_CHECK(!s.out.empty(), s.origin + ": RTK geometry without any <Projection>");
   return s.out;
 }
 
 std::string rtk_xml(std::span<const rtk_projection> projections) {
   CTFORGE_EXPECTS(!projections.empty(), "RTK geometry: at least one projection is required");
-  std::string x = "<?xml version=\"1.0\"?>\n<!DOCTYPE RTKGEOMETRY>\n<RTKThreeDCircularGeometry version=\"3\">\n";
+  std::string x =
+      "<?xml version=\"1.0\"?>\n<!DOCTYPE RTKGEOMETRY>\n<RTKThreeDCircularGeometry "
+      "version=\"3\">\n";
   // Parameters constant over all projections are written once, before the first projection
   // (RTK's reader carries them over); zero-valued optional ones are omitted, as RTK does.
   struct field {
@@ -282,18 +289,20 @@ std::string rtk_xml(std::span<const rtk_projection> projections) {
     const bool constant = std::all_of(projections.begin(), projections.end(),
                                       [&](const rtk_projection& p) { return p.*(f.member) == v0; });
     global.push_back(constant);
-    if (constant && !(f.optional && v0 == 0)) x += fmt::format("  <{0}>{1:.17g}</{0}>\n", f.name, v0);
+    if (constant && !(f.optional && v0 == 0))
+      x += fmt::format("  <{0}>{1:.17g}</{0}>\n", f.name, v0);
   }
   for (const auto& p : projections) {
     x += "  <Projection>\n";
     x += fmt::format("    <GantryAngle>{:.17g}</GantryAngle>\n", p.gantry_deg);
     for (std::size_t i = 0; i < std::size(fields); ++i)
-      if (!global[i]) x += fmt::format("    <{0}>{1:.17g}</{0}>\n", fields[i].name, p.*(fields[i].member));
+      if (!global[i])
+        x += fmt::format("    <{0}>{1:.17g}</{0}>\n", fields[i].name, p.*(fields[i].member));
     const auto m = rtk_matrix(p);
     x += "    <Matrix>\n";
     for (int r = 0; r < 3; ++r)
-      x += fmt::format("      {:.17g} {:.17g} {:.17g} {:.17g}\n", m[4 * r], m[4 * r + 1], m[4 * r + 2],
-                       m[4 * r + 3]);
+      x += fmt::format("      {:.17g} {:.17g} {:.17g} {:.17g}\n", m[4 * r], m[4 * r + 1],
+                       m[4 * r + 2], m[4 * r + 3]);
     x += "    </Matrix>\n  </Projection>\n";
   }
   x += "</RTKThreeDCircularGeometry>\n";
@@ -303,19 +312,22 @@ std::string rtk_xml(std::span<const rtk_projection> projections) {
 geometry geometry_from_rtk(std::span<const rtk_projection> projections, std::int64_t cols,
                            std::int64_t rows, double du, double dv) {
   CTFORGE_EXPECTS(!projections.empty(), "RTK geometry: at least one projection is required");
-  CTFORGE_EXPECTS(cols >= 1 && rows >= 1, fmt::format("RTK geometry: detector size {} x {} must be >= 1", cols, rows));
+  CTFORGE_EXPECTS(cols >= 1 && rows >= 1,
+                  fmt::format("RTK geometry: detector size {} x {} must be >= 1", cols, rows));
   CTFORGE_EXPECTS(du > 0 && dv > 0 && std::isfinite(du) && std::isfinite(dv),
                   "RTK geometry: pixel pitch must be positive");
   const bool parallel = projections[0].sdd == 0;
   for (const auto& p : projections)
-    CTFORGE_EXPECTS((p.sdd == 0) == parallel,
-                    "RTK geometry: mixes parallel (SourceToDetectorDistance 0) and divergent projections");
+    CTFORGE_EXPECTS(
+        (p.sdd == 0) == parallel,
+        "RTK geometry: mixes parallel (SourceToDetectorDistance 0) and divergent projections");
   const auto& p0 = projections[0];
-  const bool circular = std::all_of(projections.begin(), projections.end(), [&](const rtk_projection& p) {
-    return p.out_of_plane_deg == 0 && p.in_plane_deg == 0 &&
-           (parallel || (p.source_offset_x == 0 && p.source_offset_y == 0 && p.sid == p0.sid &&
-                         p.sdd == p0.sdd));
-  });
+  const bool circular =
+      std::all_of(projections.begin(), projections.end(), [&](const rtk_projection& p) {
+        return p.out_of_plane_deg == 0 && p.in_plane_deg == 0 &&
+               (parallel || (p.source_offset_x == 0 && p.source_offset_y == 0 && p.sid == p0.sid &&
+                             p.sdd == p0.sdd));
+      });
   if (circular && (parallel || (p0.sid > 0 && p0.sdd > p0.sid))) {
     std::vector<double> angles, ou, ov;
     for (const auto& p : projections) {
@@ -334,7 +346,8 @@ geometry geometry_from_rtk(std::span<const rtk_projection> projections, std::int
     w.v = dv * world_from_rtk(apply_transposed(r, {0, 1, 0}));
     if (parallel) {
       w.source = world_from_rtk(apply_transposed(r, {0, 0, -1}));
-      w.detector_center = world_from_rtk(apply_transposed(r, {p.proj_offset_x, p.proj_offset_y, 0}));
+      w.detector_center =
+          world_from_rtk(apply_transposed(r, {p.proj_offset_x, p.proj_offset_y, 0}));
     } else {
       w.source = world_from_rtk(apply_transposed(r, {p.source_offset_x, p.source_offset_y, p.sid}));
       w.detector_center =
@@ -342,7 +355,8 @@ geometry geometry_from_rtk(std::span<const rtk_projection> projections, std::int
     }
     views.push_back(w);
   }
-  return make_vec_geometry(parallel ? beam_kind::parallel : beam_kind::cone, cols, rows, std::move(views));
+  return make_vec_geometry(parallel ? beam_kind::parallel : beam_kind::cone, cols, rows,
+                           std::move(views));
 }
 
 std::vector<rtk_projection> rtk_from_geometry(const geometry& g) {
@@ -372,10 +386,11 @@ std::vector<rtk_projection> rtk_from_geometry(const geometry& g) {
     const double lu = norm(w.u), lv = norm(w.v);
     CTFORGE_EXPECTS(std::abs(dot(w.u, w.v)) <= 1e-9 * lu * lv,
                     fmt::format("RTK export: view {}: detector u and v are not orthogonal", i));
-    CTFORGE_EXPECTS(std::abs(lu - du) <= 1e-9 * du && std::abs(lv - dv) <= 1e-9 * dv,
-                    fmt::format("RTK export: view {}: pixel pitch differs from view 0 (RTK keeps one "
-                                "pixel spacing per projection stack)",
-                                i));
+    CTFORGE_EXPECTS(
+        std::abs(lu - du) <= 1e-9 * du && std::abs(lv - dv) <= 1e-9 * dv,
+        fmt::format("RTK export: view {}: pixel pitch differs from view 0 (RTK keeps one "
+                    "pixel spacing per projection stack)",
+                    i));
     // Rows of R (world -> rotated) are the rotated axes expressed in the RTK world frame.
     const vec3 uh = rtk_from_world((1.0 / lu) * w.u), vh = rtk_from_world((1.0 / lv) * w.v);
     const vec3 nh = cross(uh, vh);
@@ -383,8 +398,9 @@ std::vector<rtk_projection> rtk_from_geometry(const geometry& g) {
     //   R21 = sin a, R20 = -cos a sin b, R22 = cos a cos b, R01 = -sin c cos a, R11 = cos c cos a.
     const double r01 = uh.y, r11 = vh.y, r20 = nh.x, r21 = nh.y, r22 = nh.z;
     const double a = std::asin(std::clamp(r21, -1.0, 1.0));
-    CTFORGE_EXPECTS(std::cos(a) > 1e-9,
-                    fmt::format("RTK export: view {}: out-of-plane angle of 90 degrees (gimbal lock)", i));
+    CTFORGE_EXPECTS(
+        std::cos(a) > 1e-9,
+        fmt::format("RTK export: view {}: out-of-plane angle of 90 degrees (gimbal lock)", i));
     const double b = std::atan2(-r20, r22), c = std::atan2(-r01, r11);
     rtk_projection p;
     p.out_of_plane_deg = rad_to_deg(-a);
@@ -399,14 +415,16 @@ std::vector<rtk_projection> rtk_from_geometry(const geometry& g) {
       p.source_offset_y = dot(s, vh);
       p.sid = dot(s, nh);
       p.sdd = p.sid - dot(d, nh);
-      CTFORGE_EXPECTS(p.sdd != 0, fmt::format("RTK export: view {}: source lies in the detector plane", i));
+      CTFORGE_EXPECTS(p.sdd != 0,
+                      fmt::format("RTK export: view {}: source lies in the detector plane", i));
     } else {
       const vec3 r = rtk_from_world(w.source);
       // The sign of the ray does not change where points project.
-      CTFORGE_EXPECTS(norm(cross(r, nh)) <= 1e-9 * norm(r),
-                      fmt::format("RTK export: view {}: RTK parallel beams need rays perpendicular to "
-                                  "the detector",
-                                  i));
+      CTFORGE_EXPECTS(
+          norm(cross(r, nh)) <= 1e-9 * norm(r),
+          fmt::format("RTK export: view {}: RTK parallel beams need rays perpendicular to "
+                      "the detector",
+                      i));
       p.sid = 1000;
       p.sdd = 0;
     }
@@ -446,13 +464,15 @@ geometry geometry_from_astra(beam_kind beam, std::int64_t cols, std::int64_t row
   std::vector<view_vectors> views;
   views.reserve(rows_of_12.size());
   for (const auto& r : rows_of_12)
-    views.push_back({{r[0], r[1], r[2]}, {r[3], r[4], r[5]}, {r[6], r[7], r[8]}, {r[9], r[10], r[11]}});
+    views.push_back(
+        {{r[0], r[1], r[2]}, {r[3], r[4], r[5]}, {r[6], r[7], r[8]}, {r[9], r[10], r[11]}});
   return make_vec_geometry(beam, cols, rows, std::move(views));
 }
 
 void write_astra_vectors(const std::string& path, const geometry& g) {
-  std::string t = fmt::format("# ASTRA {} vectors, detector {} rows x {} columns: src/ray(3) d(3) u(3) v(3)\n",
-                              g.beam == beam_kind::cone ? "cone_vec" : "parallel3d_vec", g.rows, g.cols);
+  std::string t =
+      fmt::format("# ASTRA {} vectors, detector {} rows x {} columns: src/ray(3) d(3) u(3) v(3)\n",
+                  g.beam == beam_kind::cone ? "cone_vec" : "parallel3d_vec", g.rows, g.cols);
   for (const auto& r : astra_vectors(g)) {
     for (std::size_t i = 0; i < r.size(); ++i) t += fmt::format("{}{:.17g}", i ? " " : "", r[i]);
     t += '\n';
@@ -460,7 +480,8 @@ void write_astra_vectors(const std::string& path, const geometry& g) {
   write_text_file(path, t);
 }
 
-geometry read_astra_vectors(const std::string& path, beam_kind beam, std::int64_t cols, std::int64_t rows) {
+geometry read_astra_vectors(const std::string& path, beam_kind beam, std::int64_t cols,
+                            std::int64_t rows) {
   const std::string text = read_text_file(path, "ASTRA vector file");
   std::vector<astra_vector> rows_of_12;
   std::istringstream in(text);
@@ -485,8 +506,8 @@ geometry read_astra_vectors(const std::string& path, beam_kind beam, std::int64_
     }
     if (values.empty()) continue;
     CTFORGE_CHECK(values.size() == 12,
-                  fmt::format("{}: line {}: {} numbers, expected 12 (src/ray, d, u, v)", path, line_no,
-                              values.size()));
+                  fmt::format("{}: line {}: {} numbers, expected 12 (src/ray, d, u, v)", path,
+                              line_no, values.size()));
     astra_vector r;
     std::copy(values.begin(), values.end(), r.begin());
     rows_of_12.push_back(r);

@@ -13,12 +13,12 @@
 // Not thread-safe (neither is the serial HDF5 library): use from one thread at a time.
 #pragma once
 
+#include <fmt/format.h>
 #include <hdf5.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
-#include <fmt/format.h>
 #include <span>
 #include <string>
 #include <string_view>
@@ -129,33 +129,54 @@ using object_id = handle<H5Oclose>;
 template <class T>
 hid_t native_type() {
   static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>, "numeric types only");
-  if constexpr (std::is_same_v<T, float>) return H5T_NATIVE_FLOAT;
-  else if constexpr (std::is_same_v<T, double>) return H5T_NATIVE_DOUBLE;
-  else if constexpr (std::is_same_v<T, long double>) return H5T_NATIVE_LDOUBLE;
-  else if constexpr (std::is_signed_v<T> && sizeof(T) == 1) return H5T_NATIVE_INT8;
-  else if constexpr (std::is_signed_v<T> && sizeof(T) == 2) return H5T_NATIVE_INT16;
-  else if constexpr (std::is_signed_v<T> && sizeof(T) == 4) return H5T_NATIVE_INT32;
-  else if constexpr (std::is_signed_v<T> && sizeof(T) == 8) return H5T_NATIVE_INT64;
-  else if constexpr (sizeof(T) == 1) return H5T_NATIVE_UINT8;
-  else if constexpr (sizeof(T) == 2) return H5T_NATIVE_UINT16;
-  else if constexpr (sizeof(T) == 4) return H5T_NATIVE_UINT32;
-  else return H5T_NATIVE_UINT64;
+  if constexpr (std::is_same_v<T, float>)
+    return H5T_NATIVE_FLOAT;
+  else if constexpr (std::is_same_v<T, double>)
+    return H5T_NATIVE_DOUBLE;
+  else if constexpr (std::is_same_v<T, long double>)
+    return H5T_NATIVE_LDOUBLE;
+  else if constexpr (std::is_signed_v<T> && sizeof(T) == 1)
+    return H5T_NATIVE_INT8;
+  else if constexpr (std::is_signed_v<T> && sizeof(T) == 2)
+    return H5T_NATIVE_INT16;
+  else if constexpr (std::is_signed_v<T> && sizeof(T) == 4)
+    return H5T_NATIVE_INT32;
+  else if constexpr (std::is_signed_v<T> && sizeof(T) == 8)
+    return H5T_NATIVE_INT64;
+  else if constexpr (sizeof(T) == 1)
+    return H5T_NATIVE_UINT8;
+  else if constexpr (sizeof(T) == 2)
+    return H5T_NATIVE_UINT16;
+  else if constexpr (sizeof(T) == 4)
+    return H5T_NATIVE_UINT32;
+  else
+    return H5T_NATIVE_UINT64;
 }
 
 /// Little-endian file type used when writing a C++ arithmetic type.
 template <class T>
 hid_t file_type() {
   static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>, "numeric types only");
-  if constexpr (std::is_same_v<T, float>) return H5T_IEEE_F32LE;
-  else if constexpr (std::is_floating_point_v<T>) return H5T_IEEE_F64LE;
-  else if constexpr (std::is_signed_v<T> && sizeof(T) == 1) return H5T_STD_I8LE;
-  else if constexpr (std::is_signed_v<T> && sizeof(T) == 2) return H5T_STD_I16LE;
-  else if constexpr (std::is_signed_v<T> && sizeof(T) == 4) return H5T_STD_I32LE;
-  else if constexpr (std::is_signed_v<T> && sizeof(T) == 8) return H5T_STD_I64LE;
-  else if constexpr (sizeof(T) == 1) return H5T_STD_U8LE;
-  else if constexpr (sizeof(T) == 2) return H5T_STD_U16LE;
-  else if constexpr (sizeof(T) == 4) return H5T_STD_U32LE;
-  else return H5T_STD_U64LE;
+  if constexpr (std::is_same_v<T, float>)
+    return H5T_IEEE_F32LE;
+  else if constexpr (std::is_floating_point_v<T>)
+    return H5T_IEEE_F64LE;
+  else if constexpr (std::is_signed_v<T> && sizeof(T) == 1)
+    return H5T_STD_I8LE;
+  else if constexpr (std::is_signed_v<T> && sizeof(T) == 2)
+    return H5T_STD_I16LE;
+  else if constexpr (std::is_signed_v<T> && sizeof(T) == 4)
+    return H5T_STD_I32LE;
+  else if constexpr (std::is_signed_v<T> && sizeof(T) == 8)
+    return H5T_STD_I64LE;
+  else if constexpr (sizeof(T) == 1)
+    return H5T_STD_U8LE;
+  else if constexpr (sizeof(T) == 2)
+    return H5T_STD_U16LE;
+  else if constexpr (sizeof(T) == 4)
+    return H5T_STD_U32LE;
+  else
+    return H5T_STD_U64LE;
 }
 
 /// Short name of a stored type: "float32", "int16", "uint8", "string", "compound", ...
@@ -165,17 +186,28 @@ inline std::string type_name(hid_t type) {
   switch (cls) {
     case H5T_INTEGER:
       return fmt::format("{}int{}", H5Tget_sign(type) == H5T_SGN_NONE ? "u" : "", bits);
-    case H5T_FLOAT: return fmt::format("float{}", bits);
-    case H5T_STRING: return H5Tis_variable_str(type) > 0 ? "string" : fmt::format("string[{}]", bits / 8);
-    case H5T_COMPOUND: return "compound";
-    case H5T_ENUM: return "enum";
-    case H5T_ARRAY: return "array";
-    case H5T_VLEN: return "vlen";
-    case H5T_REFERENCE: return "reference";
-    case H5T_OPAQUE: return "opaque";
-    case H5T_BITFIELD: return "bitfield";
-    case H5T_TIME: return "time";
-    default: return "unknown";
+    case H5T_FLOAT:
+      return fmt::format("float{}", bits);
+    case H5T_STRING:
+      return H5Tis_variable_str(type) > 0 ? "string" : fmt::format("string[{}]", bits / 8);
+    case H5T_COMPOUND:
+      return "compound";
+    case H5T_ENUM:
+      return "enum";
+    case H5T_ARRAY:
+      return "array";
+    case H5T_VLEN:
+      return "vlen";
+    case H5T_REFERENCE:
+      return "reference";
+    case H5T_OPAQUE:
+      return "opaque";
+    case H5T_BITFIELD:
+      return "bitfield";
+    case H5T_TIME:
+      return "time";
+    default:
+      return "unknown";
   }
 }
 
@@ -198,7 +230,9 @@ inline std::string shape_string(const dims_t& d) {
 inline dims_t space_dims(hid_t space, std::string_view context) {
   const int rank = check(H5Sget_simple_extent_ndims(space), context, "H5Sget_simple_extent_ndims");
   dims_t d(static_cast<std::size_t>(rank));
-  if (rank > 0) check(H5Sget_simple_extent_dims(space, d.data(), nullptr), context, "H5Sget_simple_extent_dims");
+  if (rank > 0)
+    check(H5Sget_simple_extent_dims(space, d.data(), nullptr), context,
+          "H5Sget_simple_extent_dims");
   return d;
 }
 
@@ -290,8 +324,9 @@ class location {
     remove_attribute_if_present(name);
     datatype_id t = impl::utf8_string_type(ctx);
     dataspace_id s(check_id(H5Screate(H5S_SCALAR), ctx, "H5Screate"));
-    attribute_id a(check_id(H5Acreate2(id_, name.c_str(), t.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT),
-                            ctx, "H5Acreate2"));
+    attribute_id a(
+        check_id(H5Acreate2(id_, name.c_str(), t.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT), ctx,
+                 "H5Acreate2"));
     const std::string copy(value);
     const char* p = copy.c_str();
     check(H5Awrite(a.get(), t.get(), &p), ctx, "H5Awrite");
@@ -319,9 +354,9 @@ class location {
     remove_attribute_if_present(name);
     const hsize_t n = values.size();
     dataspace_id s(check_id(H5Screate_simple(1, &n, nullptr), ctx, "H5Screate_simple"));
-    attribute_id a(check_id(
-        H5Acreate2(id_, name.c_str(), H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, H5P_DEFAULT), ctx,
-        "H5Acreate2"));
+    attribute_id a(
+        check_id(H5Acreate2(id_, name.c_str(), H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, H5P_DEFAULT),
+                 ctx, "H5Acreate2"));
     check(H5Awrite(a.get(), H5T_NATIVE_DOUBLE, values.data()), ctx, "H5Awrite");
     a.close(ctx);
   }
@@ -348,9 +383,9 @@ class location {
 
 /// Options for creating a dataset.
 struct create_options {
-  dims_t chunk;         ///< chunk shape (same rank); empty = contiguous storage
-  int deflate = 0;      ///< gzip level 0..9 (0 = none; needs chunks; skipped if unavailable)
-  bool shuffle = false; ///< byte shuffle before deflate (helps float data)
+  dims_t chunk;          ///< chunk shape (same rank); empty = contiguous storage
+  int deflate = 0;       ///< gzip level 0..9 (0 = none; needs chunks; skipped if unavailable)
+  bool shuffle = false;  ///< byte shuffle before deflate (helps float data)
 };
 
 /// An open dataset. Reads/writes convert between the stored type and T.
@@ -395,7 +430,8 @@ class dataset : public location {
     CTFORGE_CHECK(out.size() == n, fmt::format("{}: buffer of {} elements for {} stored elements",
                                                context_, out.size(), n));
     if (n == 0) return;
-    check(H5Dread(id_, native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), context_, "H5Dread");
+    check(H5Dread(id_, native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), context_,
+          "H5Dread");
   }
   template <class T>
   std::vector<T> read() const {
@@ -410,8 +446,9 @@ class dataset : public location {
     require_numeric();
     auto [file_space, mem_space] = select(start, count, out.size());
     if (out.empty()) return;
-    check(H5Dread(id_, native_type<T>(), mem_space.get(), file_space.get(), H5P_DEFAULT, out.data()),
-          context_, "H5Dread (hyperslab)");
+    check(
+        H5Dread(id_, native_type<T>(), mem_space.get(), file_space.get(), H5P_DEFAULT, out.data()),
+        context_, "H5Dread (hyperslab)");
   }
 
   /// Writes the whole dataset from `data` (size = element count), converting from T.
@@ -421,14 +458,16 @@ class dataset : public location {
     CTFORGE_CHECK(data.size() == n, fmt::format("{}: {} elements given for {} stored elements",
                                                 context_, data.size(), n));
     if (n == 0) return;
-    check(H5Dwrite(id_, native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()), context_, "H5Dwrite");
+    check(H5Dwrite(id_, native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()), context_,
+          "H5Dwrite");
   }
   /// Writes the block [start, start + count) from `data` (row-major).
   template <class T>
   void write_slab(const dims_t& start, const dims_t& count, std::span<const T> data) const {
     auto [file_space, mem_space] = select(start, count, data.size());
     if (data.empty()) return;
-    check(H5Dwrite(id_, native_type<T>(), mem_space.get(), file_space.get(), H5P_DEFAULT, data.data()),
+    check(H5Dwrite(id_, native_type<T>(), mem_space.get(), file_space.get(), H5P_DEFAULT,
+                   data.data()),
           context_, "H5Dwrite (hyperslab)");
   }
 
@@ -466,10 +505,12 @@ class dataset : public location {
                   fmt::format("{}: buffer of {} elements for a hyperslab of {}", context_,
                               buffer_size, element_count(count)));
     dataspace_id fs(check_id(H5Dget_space(id_), context_, "H5Dget_space"));
-    check(H5Sselect_hyperslab(fs.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
-          context_, "H5Sselect_hyperslab");
-    dataspace_id ms(check_id(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr),
-                             context_, "H5Screate_simple"));
+    check(
+        H5Sselect_hyperslab(fs.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
+        context_, "H5Sselect_hyperslab");
+    dataspace_id ms(
+        check_id(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), context_,
+                 "H5Screate_simple"));
     return {std::move(fs), std::move(ms)};
   }
 
@@ -487,13 +528,14 @@ class file : public location {
     silence_errors();
     std::error_code ec;
     CTFORGE_CHECK(std::filesystem::exists(path, ec), path + ": no such file");
-    CTFORGE_CHECK(!std::filesystem::is_directory(path, ec), path + ": is a directory, not an HDF5 file");
+    CTFORGE_CHECK(!std::filesystem::is_directory(path, ec),
+                  path + ": is a directory, not an HDF5 file");
     const htri_t is_h5 = H5Fis_hdf5(path.c_str());
     if (is_h5 < 0) fail(path, "H5Fis_hdf5 (cannot read the file)");
     CTFORGE_CHECK(is_h5 > 0, path + ": not an HDF5 file");
-    return file(file_id(check_id(H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY,
-                                         H5P_DEFAULT),
-                                 path, "H5Fopen")),
+    return file(file_id(check_id(
+                    H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT),
+                    path, "H5Fopen")),
                 path);
   }
   /// Creates (truncating) a file.
@@ -517,7 +559,8 @@ class file : public location {
       std::size_t next = n.find('/', pos);
       if (next == std::string::npos) next = n.size();
       prefix = n.substr(0, next);
-      if (check(H5Lexists(id_, prefix.c_str(), H5P_DEFAULT), context_, "H5Lexists") <= 0) return false;
+      if (check(H5Lexists(id_, prefix.c_str(), H5P_DEFAULT), context_, "H5Lexists") <= 0)
+        return false;
       pos = next + 1;
     }
     return true;
@@ -572,7 +615,8 @@ class file : public location {
   /// Creates a numeric dataset of element type T (little endian) and shape `dims`; missing
   /// intermediate groups are created.
   template <class T>
-  dataset create_dataset(std::string_view name, const dims_t& dims, const create_options& opt = {}) const {
+  dataset create_dataset(std::string_view name, const dims_t& dims,
+                         const create_options& opt = {}) const {
     return create_typed(name, file_type<T>(), dims, opt);
   }
   /// Creates a numeric dataset and writes `data` (row-major, size = product of dims).
@@ -635,12 +679,14 @@ class file : public location {
     plist_id dcpl(check_id(H5Pcreate(H5P_DATASET_CREATE), ctx, "H5Pcreate"));
     const bool empty = element_count(dims) == 0;
     if (!opt.chunk.empty() && !empty) {
-      CTFORGE_CHECK(opt.chunk.size() == dims.size(),
-                    fmt::format("{}: chunk of rank {} for rank {}", ctx, opt.chunk.size(), dims.size()));
+      CTFORGE_CHECK(
+          opt.chunk.size() == dims.size(),
+          fmt::format("{}: chunk of rank {} for rank {}", ctx, opt.chunk.size(), dims.size()));
       dims_t chunk(dims.size());
       for (std::size_t i = 0; i < dims.size(); ++i)
         chunk[i] = std::max<hsize_t>(1, std::min(opt.chunk[i], dims[i]));
-      check(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()), ctx, "H5Pset_chunk");
+      check(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()), ctx,
+            "H5Pset_chunk");
       if (opt.deflate > 0 && H5Zfilter_avail(H5Z_FILTER_DEFLATE) > 0) {
         if (opt.shuffle) check(H5Pset_shuffle(dcpl.get()), ctx, "H5Pset_shuffle");
         check(H5Pset_deflate(dcpl.get(), static_cast<unsigned>(std::min(opt.deflate, 9))), ctx,

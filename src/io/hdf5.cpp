@@ -51,9 +51,9 @@ void check_finite(const std::vector<float>& data, const h5::dims_t& shape, const
 h5::dataset open_rank3(const h5::file& f, const char* name, const char* axes) {
   h5::dataset ds = f.open_dataset(name);
   const h5::dims_t shape = ds.shape();
-  CTFORGE_CHECK(shape.size() == 3, fmt::format("{}: dataset {} has rank {} {} (expected rank 3: {})",
-                                               f.path(), name, shape.size(),
-                                               h5::shape_string(shape), axes));
+  CTFORGE_CHECK(shape.size() == 3,
+                fmt::format("{}: dataset {} has rank {} {} (expected rank 3: {})", f.path(), name,
+                            shape.size(), h5::shape_string(shape), axes));
   CTFORGE_CHECK(ds.is_numeric(), fmt::format("{}: dataset {} has type {} (expected numbers)",
                                              f.path(), name, ds.type_name()));
   CTFORGE_CHECK(shape[0] > 0 && shape[1] > 0 && shape[2] > 0,
@@ -66,7 +66,8 @@ std::array<double, 3> read_triplet(const h5::dataset& ds, const char* attr) {
   CTFORGE_CHECK(v.size() == 3, fmt::format("{}: attribute {} has {} values (expected 3: x, y, z)",
                                            ds.context(), attr, v.size()));
   for (double x : v)
-    CTFORGE_CHECK(std::isfinite(x), fmt::format("{}: attribute {} is not finite", ds.context(), attr));
+    CTFORGE_CHECK(std::isfinite(x),
+                  fmt::format("{}: attribute {} is not finite", ds.context(), attr));
   return {v[0], v[1], v[2]};
 }
 
@@ -118,7 +119,8 @@ value_stats dataset_stats(const h5::dataset& ds) {
     return s;
   }
   const std::uint64_t per_row = n / shape[0];
-  const hsize_t rows_per_block = std::max<hsize_t>(1, (8u << 20) / std::max<std::uint64_t>(per_row, 1));
+  const hsize_t rows_per_block =
+      std::max<hsize_t>(1, (8u << 20) / std::max<std::uint64_t>(per_row, 1));
   std::vector<double> buf;
   for (hsize_t r = 0; r < shape[0]; r += rows_per_block) {
     h5::dims_t start(shape.size(), 0), count = shape;
@@ -167,7 +169,8 @@ std::string attribute_line(const h5::location& loc, const std::string& name) {
     if (type.starts_with("int") || type.starts_with("uint") || type.starts_with("float")) {
       const auto v = loc.read_double_attribute(name);
       std::string vals;
-      for (std::size_t i = 0; i < v.size() && i < 8; ++i) vals += fmt::format("{}{:g}", i ? ", " : "", v[i]);
+      for (std::size_t i = 0; i < v.size() && i < 8; ++i)
+        vals += fmt::format("{}{:g}", i ? ", " : "", v[i]);
       if (v.size() > 8) vals += ", ...";
       return fmt::format("@{} = [{}]", name, vals);
     }
@@ -185,9 +188,9 @@ projection_file read_projections(const std::string& path) {
   {
     const h5::dataset ds = open_rank3(f, k_projections, "[views][rows][cols]");
     const h5::dims_t shape = ds.shape();
-    out.projections = projection_stack(static_cast<std::int64_t>(shape[0]),
-                                       static_cast<std::int64_t>(shape[1]),
-                                       static_cast<std::int64_t>(shape[2]));
+    out.projections =
+        projection_stack(static_cast<std::int64_t>(shape[0]), static_cast<std::int64_t>(shape[1]),
+                         static_cast<std::int64_t>(shape[2]));
     ds.read<float>(std::span<float>(out.projections.data));
     check_finite(out.projections.data, shape, path, k_projections);
   }
@@ -213,7 +216,8 @@ projection_file read_projections(const std::string& path) {
 }
 
 void write_projections(const std::string& path, const projection_stack& p, const geometry& g) {
-  CTFORGE_EXPECTS(p.views >= 1 && p.rows >= 1 && p.cols >= 1 && p.data.size() == static_cast<std::size_t>(p.size()),
+  CTFORGE_EXPECTS(p.views >= 1 && p.rows >= 1 && p.cols >= 1 &&
+                      p.data.size() == static_cast<std::size_t>(p.size()),
                   fmt::format("{}: projection stack [{}][{}][{}] holds {} values", path, p.views,
                               p.rows, p.cols, p.data.size()));
   CTFORGE_EXPECTS(g.view_count() == p.views && g.rows == p.rows && g.cols == p.cols,
@@ -230,7 +234,8 @@ void write_projections(const std::string& path, const projection_stack& p, const
       opt.shuffle = true;
       const h5::dims_t dims{static_cast<hsize_t>(p.views), static_cast<hsize_t>(p.rows),
                             static_cast<hsize_t>(p.cols)};
-      h5::dataset ds = f.write_dataset<float>(k_projections, dims, std::span<const float>(p.data), opt);
+      h5::dataset ds =
+          f.write_dataset<float>(k_projections, dims, std::span<const float>(p.data), opt);
       ds.write_string_attribute("units", "line integrals (dimensionless)");
       ds.write_string_attribute("axes", "views:rows:cols");
       ds.close();
@@ -250,8 +255,8 @@ volume read_volume(const std::string& path) {
   g.ny = static_cast<std::int64_t>(shape[1]);
   g.nx = static_cast<std::int64_t>(shape[2]);
   // Files written by other tools may lack the attributes: spacing 1 mm, grid centred.
-  g.spacing_mm = ds.has_attribute(k_spacing) ? read_triplet(ds, k_spacing)
-                                             : std::array<double, 3>{1, 1, 1};
+  g.spacing_mm =
+      ds.has_attribute(k_spacing) ? read_triplet(ds, k_spacing) : std::array<double, 3>{1, 1, 1};
   for (double s : g.spacing_mm)
     CTFORGE_CHECK(s > 0, fmt::format("{}: attribute {} must be positive", ds.context(), k_spacing));
   if (ds.has_attribute(k_origin)) {
@@ -295,7 +300,8 @@ std::string describe_file(const std::string& path) {
   const h5::file f = h5::file::open(path);
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
-  std::string out = fmt::format("{}: HDF5 file, {}\n", path, ec ? std::string("size unknown") : human_bytes(size));
+  std::string out = fmt::format("{}: HDF5 file, {}\n", path,
+                                ec ? std::string("size unknown") : human_bytes(size));
   for (const auto& a : f.attribute_names()) out += fmt::format("  {}\n", attribute_line(f, a));
 
   for (const auto& name : f.dataset_names()) {
@@ -327,10 +333,10 @@ std::string describe_file(const std::string& path) {
       try {
         const auto sp = ds.has_attribute(k_spacing) ? read_triplet(ds, k_spacing)
                                                     : std::array<double, 3>{1, 1, 1};
-        out += fmt::format("  extent: {:g} x {:g} x {:g} mm (x, y, z){}\n",
-                           sp[0] * static_cast<double>(shape[2]), sp[1] * static_cast<double>(shape[1]),
-                           sp[2] * static_cast<double>(shape[0]),
-                           ds.has_attribute(k_spacing) ? "" : " assuming 1 mm voxels (no spacing_mm)");
+        out += fmt::format(
+            "  extent: {:g} x {:g} x {:g} mm (x, y, z){}\n", sp[0] * static_cast<double>(shape[2]),
+            sp[1] * static_cast<double>(shape[1]), sp[2] * static_cast<double>(shape[0]),
+            ds.has_attribute(k_spacing) ? "" : " assuming 1 mm voxels (no spacing_mm)");
       } catch (const error& e) {
         out += fmt::format("  extent: unknown ({})\n", e.what());
       }

@@ -2,14 +2,13 @@
 // the format dispatch of read_volume_any / write_volume_any. The ImageIO is chosen from the
 // extension (no ITK factory registration needed). ITK exceptions become ctforge::error naming
 // the file. One of the two translation units that include ITK headers (with dicom.cpp).
+#include <fmt/format.h>
 #include <itkImage.h>
 #include <itkImageFileReader.h>
 #include <itkImageFileWriter.h>
 #include <itkMetaImageIO.h>
 #include <itkNiftiImageIO.h>
 #include <itkNrrdImageIO.h>
-
-#include <fmt/format.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -17,13 +16,13 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <memory>
 #include <fstream>
+#include <memory>
 
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
-#include "io/itk_image.hpp"
 #include "ctforge/io.hpp"
+#include "io/itk_image.hpp"
 
 namespace ctforge::io {
 namespace {
@@ -38,10 +37,14 @@ std::string lower(std::string s) {
 
 itk::ImageIOBase::Pointer make_io(const std::string& path) {
   switch (volume_format_of(path)) {
-    case volume_format::metaimage: return itk::MetaImageIO::New().GetPointer();
-    case volume_format::nrrd: return itk::NrrdImageIO::New().GetPointer();
-    case volume_format::nifti: return itk::NiftiImageIO::New().GetPointer();
-    default: break;
+    case volume_format::metaimage:
+      return itk::MetaImageIO::New().GetPointer();
+    case volume_format::nrrd:
+      return itk::NrrdImageIO::New().GetPointer();
+    case volume_format::nifti:
+      return itk::NiftiImageIO::New().GetPointer();
+    default:
+      break;
   }
   throw usage_error(path + ": not a MetaImage, NRRD or NIfTI file name");
 }
@@ -62,9 +65,12 @@ void check_metaimage_complete(const std::string& path, const itk::ImageIOBase& i
   };
   while (std::getline(in, line)) {
     const std::string key = lower(line.substr(0, line.find_first_of(" =")));
-    if (key == "compresseddata") compressed = lower(value(line)) == "true";
-    else if (key == "compresseddatasize") compressed_size = std::stoll(value(line));
-    else if (key == "headersize") header_size = std::stoll(value(line));
+    if (key == "compresseddata")
+      compressed = lower(value(line)) == "true";
+    else if (key == "compresseddatasize")
+      compressed_size = std::stoll(value(line));
+    else if (key == "headersize")
+      header_size = std::stoll(value(line));
     else if (key == "elementdatafile") {
       data_file = value(line);
       break;
@@ -79,10 +85,13 @@ void check_metaimage_complete(const std::string& path, const itk::ImageIOBase& i
   } else {
     if (data_file.find('%') != std::string::npos || lower(data_file).starts_with("list")) return;
     const fs::path raw = fs::path(path).parent_path() / data_file;
-    CTFORGE_CHECK(fs::is_regular_file(raw, ec), fmt::format("{}: data file {} is missing", path, raw.string()));
-    available = static_cast<std::int64_t>(fs::file_size(raw, ec)) - std::max<std::int64_t>(header_size, 0);
+    CTFORGE_CHECK(fs::is_regular_file(raw, ec),
+                  fmt::format("{}: data file {} is missing", path, raw.string()));
+    available =
+        static_cast<std::int64_t>(fs::file_size(raw, ec)) - std::max<std::int64_t>(header_size, 0);
   }
-  const auto expected = compressed ? compressed_size : static_cast<std::int64_t>(io.GetImageSizeInBytes());
+  const auto expected =
+      compressed ? compressed_size : static_cast<std::int64_t>(io.GetImageSizeInBytes());
   if (expected < 0) return;
   CTFORGE_CHECK(available >= expected,
                 fmt::format("{}: truncated: {} bytes of voxel data, the header announces {}", path,
@@ -126,8 +135,10 @@ void check_nifti_complete(const std::string& path, const itk::ImageIOBase& io) {
   std::vector<char> buf(1 << 16);
   for (int n; (n = gzread(f.get(), buf.data(), static_cast<unsigned>(buf.size()))) > 0;) total += n;
   const double expected = offset + static_cast<double>(io.GetImageSizeInBytes());
-  CTFORGE_CHECK(total >= expected, fmt::format("{}: truncated: {:.0f} bytes (decompressed), the header announces {:.0f}",
-                                               path, total, expected));
+  CTFORGE_CHECK(
+      total >= expected,
+      fmt::format("{}: truncated: {:.0f} bytes (decompressed), the header announces {:.0f}", path,
+                  total, expected));
 }
 
 /// Reads header information; checks a scalar image of at most 3 dimensions.
@@ -137,15 +148,18 @@ itk::ImageIOBase::Pointer read_info(const std::string& path) {
   auto io = make_io(path);
   try {
     io->SetFileName(path);
-    CTFORGE_CHECK(io->CanReadFile(path.c_str()), fmt::format("{}: not a readable {} file", path, io->GetNameOfClass()));
+    CTFORGE_CHECK(io->CanReadFile(path.c_str()),
+                  fmt::format("{}: not a readable {} file", path, io->GetNameOfClass()));
     io->ReadImageInformation();
   } catch (const itk::ExceptionObject& e) {
     CTFORGE_FAIL(fmt::format("{}: cannot read the image header: {}", path, e.GetDescription()));
   }
   const unsigned dims = io->GetNumberOfDimensions();
-  CTFORGE_CHECK(dims >= 1 && dims <= 3, fmt::format("{}: {}-dimensional image (1 to 3 supported)", path, dims));
+  CTFORGE_CHECK(dims >= 1 && dims <= 3,
+                fmt::format("{}: {}-dimensional image (1 to 3 supported)", path, dims));
   CTFORGE_CHECK(io->GetNumberOfComponents() == 1,
-                fmt::format("{}: {} components per voxel (scalar images only)", path, io->GetNumberOfComponents()));
+                fmt::format("{}: {} components per voxel (scalar images only)", path,
+                            io->GetNumberOfComponents()));
   if (volume_format_of(path) == volume_format::metaimage) check_metaimage_complete(path, *io);
   if (volume_format_of(path) == volume_format::nifti) check_nifti_complete(path, *io);
   return io;
@@ -165,16 +179,20 @@ volume volume_from_itk(const itk::Image<float, 3>* img, const std::string& path)
     for (int c = 0; c < 3; ++c) {
       const double d = dir[r][c];
       if (r == c) {
-        CTFORGE_CHECK(std::abs(std::abs(d) - 1) < 1e-6,
-                      fmt::format("{}: direction matrix is not axis-aligned (oblique or permuted axes are not "
-                                  "supported)",
-                                  path));
+        CTFORGE_CHECK(
+            std::abs(std::abs(d) - 1) < 1e-6,
+            fmt::format(
+                "{}: direction matrix is not axis-aligned (oblique or permuted axes are not "
+                "supported)",
+                path));
         sign[r] = d > 0 ? 1 : -1;
       } else {
-        CTFORGE_CHECK(std::abs(d) < 1e-6,
-                      fmt::format("{}: direction matrix is not axis-aligned (oblique or permuted axes are not "
-                                  "supported)",
-                                  path));
+        CTFORGE_CHECK(
+            std::abs(d) < 1e-6,
+            fmt::format(
+                "{}: direction matrix is not axis-aligned (oblique or permuted axes are not "
+                "supported)",
+                path));
       }
     }
   }
@@ -213,7 +231,9 @@ namespace {
 /// still recognises the format: "a/b.nii.gz" -> "a/b.part.nii.gz".
 std::string temporary_name(const std::string& path) {
   const std::string l = lower(path);
-  const std::size_t cut = l.ends_with(".nii.gz") ? path.size() - 7 : path.size() - fs::path(path).extension().string().size();
+  const std::size_t cut = l.ends_with(".nii.gz")
+                              ? path.size() - 7
+                              : path.size() - fs::path(path).extension().string().size();
   return path.substr(0, cut) + ".part" + path.substr(cut);
 }
 
@@ -229,18 +249,24 @@ volume_format volume_format_of(const std::string& path) {
   if (ext == ".mha" || ext == ".mhd") return volume_format::metaimage;
   if (ext == ".nrrd" || ext == ".nhdr") return volume_format::nrrd;
   if (ext == ".dcm" || ext.empty()) return volume_format::dicom;  // no extension: a DICOM directory
-  throw usage_error(fmt::format("{}: unknown volume format (expected .h5, .mha/.mhd, .nrrd/.nhdr, .nii/.nii.gz, "
-                                "a DICOM directory or .dcm file)",
-                                path));
+  throw usage_error(
+      fmt::format("{}: unknown volume format (expected .h5, .mha/.mhd, .nrrd/.nhdr, .nii/.nii.gz, "
+                  "a DICOM directory or .dcm file)",
+                  path));
 }
 
 std::string to_string(volume_format f) {
   switch (f) {
-    case volume_format::hdf5: return "hdf5";
-    case volume_format::metaimage: return "metaimage";
-    case volume_format::nrrd: return "nrrd";
-    case volume_format::nifti: return "nifti";
-    case volume_format::dicom: return "dicom";
+    case volume_format::hdf5:
+      return "hdf5";
+    case volume_format::metaimage:
+      return "metaimage";
+    case volume_format::nrrd:
+      return "nrrd";
+    case volume_format::nifti:
+      return "nifti";
+    case volume_format::dicom:
+      return "dicom";
   }
   return "unknown";
 }
@@ -253,8 +279,8 @@ volume read_itk_volume(const std::string& path) {
   try {
     reader->Update();
   } catch (const itk::ExceptionObject& e) {
-    CTFORGE_FAIL(fmt::format("{}: cannot read the image data (truncated or corrupt file?): {}", path,
-                             e.GetDescription()));
+    CTFORGE_FAIL(fmt::format("{}: cannot read the image data (truncated or corrupt file?): {}",
+                             path, e.GetDescription()));
   }
   return detail::volume_from_itk(reader->GetOutput(), path);
 }
@@ -262,11 +288,13 @@ volume read_itk_volume(const std::string& path) {
 void write_itk_volume(const std::string& path, const volume& v, bool compress) {
   v.geom.validate();
   CTFORGE_EXPECTS(static_cast<std::int64_t>(v.data.size()) == v.geom.voxel_count(),
-                  fmt::format("{}: volume holds {} values for {} voxels", path, v.data.size(), v.geom.voxel_count()));
+                  fmt::format("{}: volume holds {} values for {} voxels", path, v.data.size(),
+                              v.geom.voxel_count()));
   auto io = make_io(path);
   auto img = ctforge::detail::new_itk_image(v.geom);
   // Shares the volume's buffer (no copy); ITK does not take ownership.
-  img->GetPixelContainer()->SetImportPointer(const_cast<float*>(v.data.data()), v.data.size(), false);
+  img->GetPixelContainer()->SetImportPointer(const_cast<float*>(v.data.data()), v.data.size(),
+                                             false);
 
   const std::string l = lower(path);
   const bool detached = l.ends_with(".mhd") || l.ends_with(".nhdr");
@@ -298,30 +326,40 @@ std::string describe_itk_volume(const std::string& path) {
   auto io = read_info(path);
   const volume v = read_itk_volume(path);
   const auto [lo, hi] = std::minmax_element(v.data.begin(), v.data.end());
-  std::string s = fmt::format("{}: {} volume ({} stored, {})\n", path, to_string(volume_format_of(path)),
-                              itk::ImageIOBase::GetComponentTypeAsString(io->GetComponentType()),
-                              io->GetNameOfClass());
+  std::string s = fmt::format(
+      "{}: {} volume ({} stored, {})\n", path, to_string(volume_format_of(path)),
+      itk::ImageIOBase::GetComponentTypeAsString(io->GetComponentType()), io->GetNameOfClass());
   s += fmt::format("  size {} x {} x {} (x, y, z)\n", v.geom.nx, v.geom.ny, v.geom.nz);
-  s += fmt::format("  spacing {:g} x {:g} x {:g} mm\n", v.geom.spacing_mm[0], v.geom.spacing_mm[1], v.geom.spacing_mm[2]);
-  s += fmt::format("  origin ({:g}, {:g}, {:g}) mm (centre of voxel 0,0,0)\n", v.geom.origin_mm[0], v.geom.origin_mm[1],
-                   v.geom.origin_mm[2]);
+  s += fmt::format("  spacing {:g} x {:g} x {:g} mm\n", v.geom.spacing_mm[0], v.geom.spacing_mm[1],
+                   v.geom.spacing_mm[2]);
+  s += fmt::format("  origin ({:g}, {:g}, {:g}) mm (centre of voxel 0,0,0)\n", v.geom.origin_mm[0],
+                   v.geom.origin_mm[1], v.geom.origin_mm[2]);
   if (lo != v.data.end()) s += fmt::format("  values {:g} .. {:g}\n", *lo, *hi);
   return s;
 }
 
 volume read_volume_any(const std::string& path, const volume_read_options& opt) {
   switch (volume_format_of(path)) {
-    case volume_format::hdf5: return read_volume(path);
-    case volume_format::dicom: return read_dicom(path, opt);
-    default: return read_itk_volume(path);
+    case volume_format::hdf5:
+      return read_volume(path);
+    case volume_format::dicom:
+      return read_dicom(path, opt);
+    default:
+      return read_itk_volume(path);
   }
 }
 
 void write_volume_any(const std::string& path, const volume& v, const volume_write_options& opt) {
   switch (volume_format_of(path)) {
-    case volume_format::hdf5: write_volume(path, v); return;
-    case volume_format::dicom: write_dicom_series(path, v, opt); return;
-    default: write_itk_volume(path, v, opt.compress); return;
+    case volume_format::hdf5:
+      write_volume(path, v);
+      return;
+    case volume_format::dicom:
+      write_dicom_series(path, v, opt);
+      return;
+    default:
+      write_itk_volume(path, v, opt.compress);
+      return;
   }
 }
 

@@ -16,7 +16,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool has_glob_chars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
+bool has_glob_chars(const std::string& s) {
+  return s.find_first_of("*?[") != std::string::npos;
+}
 
 std::string lower_extension(const std::string& path) {
   std::string e = fs::path(path).extension().string();
@@ -43,8 +45,9 @@ raw_scan read_native_selection(const std::string& path, const detector_selection
   auto f = detail::h5::file::open(path);
   auto d = f.open_dataset("/projections");
   const auto shape = d.shape();
-  CTFORGE_CHECK(shape.size() == 3, fmt::format("{}: dataset /projections has shape {}, expected [views][rows][cols]",
-                                               path, detail::h5::shape_string(shape)));
+  CTFORGE_CHECK(shape.size() == 3,
+                fmt::format("{}: dataset /projections has shape {}, expected [views][rows][cols]",
+                            path, detail::h5::shape_string(shape)));
   raw_scan s;
   s.full_views = static_cast<std::int64_t>(shape[0]);
   s.full_rows = static_cast<std::int64_t>(shape[1]);
@@ -53,13 +56,14 @@ raw_scan read_native_selection(const std::string& path, const detector_selection
   const auto [r0, nr] = resolve_range(sel.rows, s.full_rows, "rows", path);
   const auto [c0, nc] = resolve_range(sel.cols, s.full_cols, "cols", path);
   s.frames = projection_stack(nv, nr, nc);
-  d.read_slab<float>({hsize_t(v0), hsize_t(r0), hsize_t(c0)}, {hsize_t(nv), hsize_t(nr), hsize_t(nc)},
-                     std::span<float>(s.frames.data));
+  d.read_slab<float>({hsize_t(v0), hsize_t(r0), hsize_t(c0)},
+                     {hsize_t(nv), hsize_t(nr), hsize_t(nc)}, std::span<float>(s.frames.data));
   for (std::size_t i = 0; i < s.frames.data.size(); ++i) {
     if (!std::isfinite(s.frames.data[i])) {
       const auto idx = static_cast<std::int64_t>(i);
-      CTFORGE_FAIL(fmt::format("{}: dataset /projections: non-finite value at view {}, row {}, col {}", path,
-                               v0 + idx / (nr * nc), r0 + idx / nc % nr, c0 + idx % nc));
+      CTFORGE_FAIL(
+          fmt::format("{}: dataset /projections: non-finite value at view {}, row {}, col {}", path,
+                      v0 + idx / (nr * nc), r0 + idx / nc % nr, c0 + idx % nc));
     }
   }
   if (f.has_dataset("/geometry")) {
@@ -97,8 +101,9 @@ geometry select_geometry(const geometry& g, const detector_selection& sel, std::
   const auto [r0, nr] = resolve_range(sel.rows, g.rows, "rows", "geometry");
   const auto [c0, nc] = resolve_range(sel.cols, g.cols, "cols", "geometry");
   const std::int64_t mr = nr / bin_rows, mc = nc / bin_cols;
-  CTFORGE_EXPECTS(mr >= 1 && mc >= 1, fmt::format("binning {}x{} leaves no pixel of the {}x{} selected",
-                                                  bin_rows, bin_cols, nr, nc));
+  CTFORGE_EXPECTS(mr >= 1 && mc >= 1,
+                  fmt::format("binning {}x{} leaves no pixel of the {}x{} selected", bin_rows,
+                              bin_cols, nr, nc));
   // Shift (in stored pixels) from the old detector centre to the centre of the kept pixels.
   const double dc = static_cast<double>(c0) + 0.5 * static_cast<double>(bin_cols * mc - 1) -
                     0.5 * static_cast<double>(g.cols - 1);
@@ -132,25 +137,27 @@ geometry select_geometry(const geometry& g, const detector_selection& sel, std::
 }
 
 projection_stack normalize(const raw_scan& scan, intensity_mode mode, std::int64_t bin_rows,
-                           std::int64_t bin_cols, double min_transmission, const std::string& context,
-                           normalize_report* report) {
+                           std::int64_t bin_cols, double min_transmission,
+                           const std::string& context, normalize_report* report) {
   CTFORGE_EXPECTS(bin_rows >= 1 && bin_cols >= 1,
                   fmt::format("binning must be >= 1 (got {} rows x {} cols)", bin_rows, bin_cols));
   CTFORGE_EXPECTS(min_transmission > 0 && min_transmission < 1,
                   fmt::format("min_transmission must be in (0, 1) (got {})", min_transmission));
   const auto& in = scan.frames;
   const std::int64_t mr = in.rows / bin_rows, mc = in.cols / bin_cols;
-  CTFORGE_EXPECTS(mr >= 1 && mc >= 1, fmt::format("{}: binning {}x{} leaves no pixel of the {}x{} selected",
-                                                  context, bin_rows, bin_cols, in.rows, in.cols));
+  CTFORGE_EXPECTS(mr >= 1 && mc >= 1,
+                  fmt::format("{}: binning {}x{} leaves no pixel of the {}x{} selected", context,
+                              bin_rows, bin_cols, in.rows, in.cols));
   std::vector<std::string> notes;
   if (mode == intensity_mode::automatic) {
     if (scan.flats.views > 0) {
       mode = intensity_mode::raw;
     } else {
-      CTFORGE_CHECK(!scan.integer_data,
-                    fmt::format("{}: frames hold integer counts but there is no flat field: give flat "
-                                "(and dark) images, or declare the data line integrals",
-                                context));
+      CTFORGE_CHECK(
+          !scan.integer_data,
+          fmt::format("{}: frames hold integer counts but there is no flat field: give flat "
+                      "(and dark) images, or declare the data line integrals",
+                      context));
       mode = intensity_mode::line_integrals;
       notes.push_back("no flat field: values taken as line integrals");
     }
@@ -158,16 +165,17 @@ projection_stack normalize(const raw_scan& scan, intensity_mode mode, std::int64
   const bool raw = mode == intensity_mode::raw;
   std::vector<double> flat, dark;
   if (raw) {
-    CTFORGE_CHECK(scan.flats.views > 0,
-                  fmt::format("{}: raw counts need a flat field, and none was found or given", context));
+    CTFORGE_CHECK(
+        scan.flats.views > 0,
+        fmt::format("{}: raw counts need a flat field, and none was found or given", context));
     CTFORGE_CHECK(scan.flats.rows == in.rows && scan.flats.cols == in.cols,
-                  fmt::format("{}: flat field is {}x{}, projections {}x{}", context, scan.flats.rows,
-                              scan.flats.cols, in.rows, in.cols));
+                  fmt::format("{}: flat field is {}x{}, projections {}x{}", context,
+                              scan.flats.rows, scan.flats.cols, in.rows, in.cols));
     flat = mean_frame(scan.flats);
     if (scan.darks.views > 0) {
       CTFORGE_CHECK(scan.darks.rows == in.rows && scan.darks.cols == in.cols,
-                    fmt::format("{}: dark field is {}x{}, projections {}x{}", context, scan.darks.rows,
-                                scan.darks.cols, in.rows, in.cols));
+                    fmt::format("{}: dark field is {}x{}, projections {}x{}", context,
+                                scan.darks.rows, scan.darks.cols, in.rows, in.cols));
       dark = mean_frame(scan.darks);
     } else {
       dark.assign(flat.size(), 0.0);
@@ -197,8 +205,8 @@ projection_stack normalize(const raw_scan& scan, intensity_mode mode, std::int64
               acc += t;
             } else {
               CTFORGE_CHECK(std::isfinite(value),
-                            fmt::format("{}: non-finite line integral at view {}, row {}, col {}", context, v,
-                                        r * bin_rows + br, c * bin_cols + bc));
+                            fmt::format("{}: non-finite line integral at view {}, row {}, col {}",
+                                        context, v, r * bin_rows + br, c * bin_cols + bc));
               acc += value;
             }
           }
@@ -209,9 +217,10 @@ projection_stack normalize(const raw_scan& scan, intensity_mode mode, std::int64
     }
   }
   if (clamped > 0)
-    notes.push_back(fmt::format("{} of {} pixels had a transmission (I - dark) / (flat - dark) below {:g} "
-                                "(or not finite) and were clamped to it (line integral {:.3g})",
-                                clamped, in.size(), min_transmission, -std::log(min_transmission)));
+    notes.push_back(
+        fmt::format("{} of {} pixels had a transmission (I - dark) / (flat - dark) below {:g} "
+                    "(or not finite) and were clamped to it (line integral {:.3g})",
+                    clamped, in.size(), min_transmission, -std::log(min_transmission)));
   if (report) {
     report->clamped = clamped;
     report->warnings = join(notes);
@@ -231,17 +240,20 @@ std::string projection_format(const std::string& path) {
   for (const auto& name : f.dataset_names()) {
     // NXtomo: /entry*/.../image_key or an NXdata "data" under an entry.
     if (name.starts_with("/entry") &&
-        (name.ends_with("/image_key") || name.ends_with("/data/data") || name.ends_with("/detector/data")))
+        (name.ends_with("/image_key") || name.ends_with("/data/data") ||
+         name.ends_with("/detector/data")))
       return "nxtomo";
   }
   std::string present;
   for (const auto& d : f.dataset_names()) present += (present.empty() ? "" : ", ") + d;
-  CTFORGE_FAIL(fmt::format("{}: not a projection file: no /projections (ctforge), /exchange/data "
-                           "(DataExchange) or /entry*/ NXtomo data (datasets present: {})",
-                           path, present.empty() ? "none" : present));
+  CTFORGE_FAIL(
+      fmt::format("{}: not a projection file: no /projections (ctforge), /exchange/data "
+                  "(DataExchange) or /entry*/ NXtomo data (datasets present: {})",
+                  path, present.empty() ? "none" : present));
 }
 
-loaded_projections read_projections_any(const std::string& path, const projection_read_options& opt) {
+loaded_projections read_projections_any(const std::string& path,
+                                        const projection_read_options& opt) {
   CTFORGE_EXPECTS(opt.pixel_size_mm > 0 && std::isfinite(opt.pixel_size_mm),
                   fmt::format("pixel size must be positive (got {})", opt.pixel_size_mm));
   const std::string format = projection_format(path);
@@ -254,8 +266,9 @@ loaded_projections read_projections_any(const std::string& path, const projectio
   intensity_mode mode = opt.mode;
   if (format == "ctforge") {
     scan = read_native_selection(path, opt.select, stored_geometry);
-    CTFORGE_EXPECTS(mode != intensity_mode::raw,
-                    fmt::format("{}: ctforge projection files hold line integrals, not raw counts", path));
+    CTFORGE_EXPECTS(
+        mode != intensity_mode::raw,
+        fmt::format("{}: ctforge projection files hold line integrals, not raw counts", path));
     if (opt.flat_path.empty() && opt.dark_path.empty()) mode = intensity_mode::line_integrals;
   } else if (format == "dxchange") {
     scan = read_dxchange(path, opt.select);
@@ -271,16 +284,18 @@ loaded_projections read_projections_any(const std::string& path, const projectio
   detector_selection field_sel{{0, -1}, opt.select.rows, opt.select.cols};
   auto read_field = [&](const std::string& source, const char* what) {
     raw_scan f = read_tiff_stack(source, field_sel);
-    CTFORGE_CHECK(f.full_rows == scan.full_rows && f.full_cols == scan.full_cols,
-                  fmt::format("{}: {} images are {}x{} pixels, the projections in {} {}x{}", source, what,
-                              f.full_rows, f.full_cols, path, scan.full_rows, scan.full_cols));
+    CTFORGE_CHECK(
+        f.full_rows == scan.full_rows && f.full_cols == scan.full_cols,
+        fmt::format("{}: {} images are {}x{} pixels, the projections in {} {}x{}", source, what,
+                    f.full_rows, f.full_cols, path, scan.full_rows, scan.full_cols));
     return std::move(f.frames);
   };
   if (!opt.flat_path.empty()) scan.flats = read_field(opt.flat_path, "flat field");
   if (!opt.dark_path.empty()) scan.darks = read_field(opt.dark_path, "dark field");
 
   normalize_report report;
-  out.projections = normalize(scan, mode, opt.bin_rows, opt.bin_cols, opt.min_transmission, path, &report);
+  out.projections =
+      normalize(scan, mode, opt.bin_rows, opt.bin_cols, opt.min_transmission, path, &report);
   out.clamped = report.clamped;
   if (!report.warnings.empty()) notes.push_back(report.warnings);
 
@@ -289,28 +304,35 @@ loaded_projections read_projections_any(const std::string& path, const projectio
   if (!opt.geometry_path.empty()) {
     full = load_geometry(opt.geometry_path);
     // A runtime error (the files disagree), naming both sides.
-    CTFORGE_CHECK(full.view_count() == scan.full_views && full.rows == scan.full_rows &&
-                      full.cols == scan.full_cols,
-                  fmt::format("--geometry {}: {} views of {} rows x {} cols, but {} holds projections "
-                              "[{}][{}][{}] (views, rows, cols; the geometry describes the whole stored scan)",
-                              opt.geometry_path, full.view_count(), full.rows, full.cols, path,
-                              scan.full_views, scan.full_rows, scan.full_cols));
+    CTFORGE_CHECK(
+        full.view_count() == scan.full_views && full.rows == scan.full_rows &&
+            full.cols == scan.full_cols,
+        fmt::format(
+            "--geometry {}: {} views of {} rows x {} cols, but {} holds projections "
+            "[{}][{}][{}] (views, rows, cols; the geometry describes the whole stored scan)",
+            opt.geometry_path, full.view_count(), full.rows, full.cols, path, scan.full_views,
+            scan.full_rows, scan.full_cols));
   } else if (stored_geometry) {
     full = *stored_geometry;
-    CTFORGE_CHECK(full.view_count() == scan.full_views && full.rows == scan.full_rows &&
-                      full.cols == scan.full_cols,
-                  fmt::format("{}: /geometry describes {} views of {}x{} pixels, /projections holds {} of {}x{}",
-                              path, full.view_count(), full.rows, full.cols, scan.full_views,
-                              scan.full_rows, scan.full_cols));
+    CTFORGE_CHECK(
+        full.view_count() == scan.full_views && full.rows == scan.full_rows &&
+            full.cols == scan.full_cols,
+        fmt::format(
+            "{}: /geometry describes {} views of {}x{} pixels, /projections holds {} of {}x{}",
+            path, full.view_count(), full.rows, full.cols, scan.full_views, scan.full_rows,
+            scan.full_cols));
   } else {
-    CTFORGE_EXPECTS(format != "tiff", fmt::format("{}: TIFF stacks need a geometry JSON file (--geometry)", path));
-    CTFORGE_EXPECTS(format != "ctforge", fmt::format("{}: no /geometry dataset; pass --geometry FILE", path));
+    CTFORGE_EXPECTS(format != "tiff",
+                    fmt::format("{}: TIFF stacks need a geometry JSON file (--geometry)", path));
+    CTFORGE_EXPECTS(format != "ctforge",
+                    fmt::format("{}: no /geometry dataset; pass --geometry FILE", path));
     CTFORGE_CHECK(static_cast<std::int64_t>(scan.angles_rad.size()) == scan.full_views,
                   fmt::format("{}: {} rotation angles for {} views and no geometry given", path,
                               scan.angles_rad.size(), scan.full_views));
     const double du = scan.pixel_u_mm > 0 ? scan.pixel_u_mm : opt.pixel_size_mm;
     const double dv = scan.pixel_v_mm > 0 ? scan.pixel_v_mm : opt.pixel_size_mm;
-    if (scan.pixel_u_mm <= 0) notes.push_back(fmt::format("pixel size not recorded: {:g} mm assumed", du));
+    if (scan.pixel_u_mm <= 0)
+      notes.push_back(fmt::format("pixel size not recorded: {:g} mm assumed", du));
     full = make_parallel_geometry(scan.full_cols, scan.full_rows, du, dv, scan.angles_rad);
   }
   (void)v0;
@@ -324,7 +346,8 @@ std::string content_kind(const std::string& path) {
   const std::string ext = lower_extension(path);
   std::error_code ec;
   const bool dir = fs::is_directory(path, ec);
-  if (!dir && (ext == ".json" || ext == ".xml" || ext == ".txt" || ext == ".vec")) return "geometry";
+  if (!dir && (ext == ".json" || ext == ".xml" || ext == ".txt" || ext == ".vec"))
+    return "geometry";
   if (dir) {
     for (const auto& e : fs::directory_iterator(path, ec)) {
       const std::string x = lower_extension(e.path().string());
@@ -370,11 +393,13 @@ std::string describe_any(const std::string& path) {
                : format == "nxtomo" ? read_nxtomo(path, first)
                                     : read_tiff_stack(path, first);
   const auto [lo, hi] = std::minmax_element(s.frames.data.begin(), s.frames.data.end());
-  std::string d = fmt::format("{}: {} projections\n  views {}, rows {}, cols {} ({} data)\n", path, format,
-                              s.full_views, s.full_rows, s.full_cols, s.integer_data ? "integer" : "float");
+  std::string d =
+      fmt::format("{}: {} projections\n  views {}, rows {}, cols {} ({} data)\n", path, format,
+                  s.full_views, s.full_rows, s.full_cols, s.integer_data ? "integer" : "float");
   if (format == "tiff") {
     const auto files = list_tiff_files(path);
-    d += fmt::format("  files {} ({} ... {})\n", files.size(), fs::path(files.front()).filename().string(),
+    d += fmt::format("  files {} ({} ... {})\n", files.size(),
+                     fs::path(files.front()).filename().string(),
                      fs::path(files.back()).filename().string());
   }
   d += fmt::format("  flat fields {}, dark fields {}\n", s.flats.views, s.darks.views);

@@ -32,7 +32,8 @@ std::string units_of(const h5::dataset& d) {
 }
 
 /// First candidate that exists as a dataset, or "".
-std::string first_dataset(const h5::file& f, const std::string& entry, std::initializer_list<const char*> names) {
+std::string first_dataset(const h5::file& f, const std::string& entry,
+                          std::initializer_list<const char*> names) {
   for (const char* n : names) {
     const std::string p = entry + "/" + n;
     if (f.has_dataset(p)) return p;
@@ -41,16 +42,18 @@ std::string first_dataset(const h5::file& f, const std::string& entry, std::init
 }
 
 /// Reads frames `idx` (sorted, of the frame axis) restricted to rows/cols into a stack.
-projection_stack read_frames(const h5::dataset& d, const std::vector<std::int64_t>& idx, std::int64_t r0,
-                             std::int64_t nr, std::int64_t c0, std::int64_t nc) {
+projection_stack read_frames(const h5::dataset& d, const std::vector<std::int64_t>& idx,
+                             std::int64_t r0, std::int64_t nr, std::int64_t c0, std::int64_t nc) {
   projection_stack s(static_cast<std::int64_t>(idx.size()), nr, nc);
   std::size_t i = 0;
   while (i < idx.size()) {
     std::size_t j = i + 1;
     while (j < idx.size() && idx[j] == idx[j - 1] + 1) ++j;  // run of consecutive frames
     const auto n = static_cast<std::int64_t>(j - i);
-    d.read_slab<float>({hsize_t(idx[i]), hsize_t(r0), hsize_t(c0)}, {hsize_t(n), hsize_t(nr), hsize_t(nc)},
-                       std::span<float>(s.view(static_cast<std::int64_t>(i)), static_cast<std::size_t>(n * nr * nc)));
+    d.read_slab<float>({hsize_t(idx[i]), hsize_t(r0), hsize_t(c0)},
+                       {hsize_t(n), hsize_t(nr), hsize_t(nc)},
+                       std::span<float>(s.view(static_cast<std::int64_t>(i)),
+                                        static_cast<std::size_t>(n * nr * nc)));
     i = j;
   }
   return s;
@@ -63,7 +66,8 @@ double pixel_mm(const h5::file& f, const std::string& name, const std::string& p
   CTFORGE_CHECK(!v.empty() && std::isfinite(v[0]) && v[0] > 0,
                 fmt::format("{}: dataset {} must hold a positive pixel size", path, name));
   const std::string u = units_of(d);
-  if (u.empty() || u == "m" || u == "meter" || u == "metre" || u == "meters" || u == "metres") return v[0] * 1e3;
+  if (u.empty() || u == "m" || u == "meter" || u == "metre" || u == "meters" || u == "metres")
+    return v[0] * 1e3;
   if (u == "mm" || u == "millimeter" || u == "millimetre") return v[0];
   if (u == "um" || u == "micron" || u == "microns" || u == "micrometer" || u == "micrometre" ||
       u == "\xC2\xB5m" || u == "\xCE\xBCm")
@@ -89,35 +93,44 @@ raw_scan read_nxtomo(const std::string& path, const detector_selection& sel) {
       break;
     }
   }
-  CTFORGE_CHECK(!entry.empty(), fmt::format("{}: no NXtomo entry with detector frames (looked for "
-                                            "/entry*/data/data and /entry*/instrument/detector/data)",
-                                            path));
+  CTFORGE_CHECK(!entry.empty(),
+                fmt::format("{}: no NXtomo entry with detector frames (looked for "
+                            "/entry*/data/data and /entry*/instrument/detector/data)",
+                            path));
   auto data = f.open_dataset(data_name);
   const auto shape = data.shape();
-  CTFORGE_CHECK(shape.size() == 3, fmt::format("{}: dataset {} has shape {}, expected [frames][rows][cols]", path,
-                                               data_name, h5::shape_string(shape)));
-  CTFORGE_CHECK(data.is_numeric(), fmt::format("{}: dataset {} holds {}, expected numbers", path, data_name,
-                                               data.type_name()));
+  CTFORGE_CHECK(shape.size() == 3,
+                fmt::format("{}: dataset {} has shape {}, expected [frames][rows][cols]", path,
+                            data_name, h5::shape_string(shape)));
+  CTFORGE_CHECK(data.is_numeric(), fmt::format("{}: dataset {} holds {}, expected numbers", path,
+                                               data_name, data.type_name()));
   const auto frames = static_cast<std::int64_t>(shape[0]);
 
   std::vector<std::int64_t> keys(static_cast<std::size_t>(frames), 0);
-  const std::string key_name = first_dataset(f, entry, {"data/image_key", "instrument/detector/image_key"});
+  const std::string key_name =
+      first_dataset(f, entry, {"data/image_key", "instrument/detector/image_key"});
   if (!key_name.empty()) {
     auto k = f.open_dataset(key_name).read<std::int64_t>();
     CTFORGE_CHECK(static_cast<std::int64_t>(k.size()) == frames,
-                  fmt::format("{}: dataset {} holds {} keys for {} frames", path, key_name, k.size(), frames));
+                  fmt::format("{}: dataset {} holds {} keys for {} frames", path, key_name,
+                              k.size(), frames));
     keys = std::move(k);
   }
   std::vector<std::int64_t> proj, flat, dark;
   for (std::int64_t i = 0; i < frames; ++i) {
     const auto k = keys[static_cast<std::size_t>(i)];
-    CTFORGE_CHECK(k >= 0 && k <= 3, fmt::format("{}: dataset {}: image_key {} at frame {} (expected 0..3)", path,
-                                                key_name, k, i));
-    if (k == 0) proj.push_back(i);
-    else if (k == 1) flat.push_back(i);
-    else if (k == 2) dark.push_back(i);
+    CTFORGE_CHECK(k >= 0 && k <= 3,
+                  fmt::format("{}: dataset {}: image_key {} at frame {} (expected 0..3)", path,
+                              key_name, k, i));
+    if (k == 0)
+      proj.push_back(i);
+    else if (k == 1)
+      flat.push_back(i);
+    else if (k == 2)
+      dark.push_back(i);
   }
-  CTFORGE_CHECK(!proj.empty(), fmt::format("{}: {} has no projection frames (image_key 0)", path, data_name));
+  CTFORGE_CHECK(!proj.empty(),
+                fmt::format("{}: {} has no projection frames (image_key 0)", path, data_name));
 
   raw_scan s;
   s.full_views = static_cast<std::int64_t>(proj.size());
@@ -132,16 +145,19 @@ raw_scan read_nxtomo(const std::string& path, const detector_selection& sel) {
   if (!flat.empty()) s.flats = read_frames(data, flat, r0, nr, c0, nc);
   if (!dark.empty()) s.darks = read_frames(data, dark, r0, nr, c0, nc);
 
-  const std::string angle_name = first_dataset(f, entry, {"data/rotation_angle", "sample/rotation_angle"});
+  const std::string angle_name =
+      first_dataset(f, entry, {"data/rotation_angle", "sample/rotation_angle"});
   if (!angle_name.empty()) {
     auto d = f.open_dataset(angle_name);
     const auto a = d.read<double>();
     CTFORGE_CHECK(static_cast<std::int64_t>(a.size()) == frames,
-                  fmt::format("{}: dataset {} holds {} angles for {} frames", path, angle_name, a.size(), frames));
+                  fmt::format("{}: dataset {} holds {} angles for {} frames", path, angle_name,
+                              a.size(), frames));
     const bool rad = units_of(d).starts_with("rad");
     for (std::int64_t i : proj) {
       const double v = a[static_cast<std::size_t>(i)];
-      CTFORGE_CHECK(std::isfinite(v), fmt::format("{}: dataset {}: non-finite angle at frame {}", path, angle_name, i));
+      CTFORGE_CHECK(std::isfinite(v), fmt::format("{}: dataset {}: non-finite angle at frame {}",
+                                                  path, angle_name, i));
       s.angles_rad.push_back(rad ? v : deg_to_rad(v));
     }
   }

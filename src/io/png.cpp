@@ -51,8 +51,9 @@ void write_preview_png(const std::string& path, const volume& v, float lo, float
   CTFORGE_EXPECTS(v.data.size() == static_cast<std::size_t>(v.geom.voxel_count()),
                   fmt::format("{}: volume holds {} values for {} voxels", path, v.data.size(),
                               v.geom.voxel_count()));
-  CTFORGE_EXPECTS(std::isfinite(lo) && std::isfinite(hi) && lo <= hi,
-                  fmt::format("{}: preview window [{}, {}] must be finite with lo <= hi", path, lo, hi));
+  CTFORGE_EXPECTS(
+      std::isfinite(lo) && std::isfinite(hi) && lo <= hi,
+      fmt::format("{}: preview window [{}, {}] must be finite with lo <= hi", path, lo, hi));
   if (lo == hi) std::tie(lo, hi) = auto_window(v);
   if (!(hi > lo)) {  // constant volume: show mid grey
     lo -= 0.5f;

@@ -4,9 +4,9 @@
 // 32 or 64 bits; strips or tiles, any compression libtiff decodes. Only the selected rows and
 // columns are decoded per image (scan lines / tiles). libtiff messages are collected per file
 // (no global handlers) and reported in ctforge::error.
+#include <fmt/format.h>
 #include <glob.h>
 #include <tiffio.h>
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <cctype>
@@ -28,7 +28,8 @@ namespace fs = std::filesystem;
 bool natural_less(const std::string& a, const std::string& b) {
   std::size_t i = 0, j = 0;
   while (i < a.size() && j < b.size()) {
-    const bool da = std::isdigit(static_cast<unsigned char>(a[i])), db = std::isdigit(static_cast<unsigned char>(b[j]));
+    const bool da = std::isdigit(static_cast<unsigned char>(a[i])),
+               db = std::isdigit(static_cast<unsigned char>(b[j]));
     if (da && db) {
       std::size_t ie = i, je = j;
       while (ie < a.size() && std::isdigit(static_cast<unsigned char>(a[ie]))) ++ie;
@@ -69,13 +70,16 @@ int collect_error(TIFF*, void* user, const char* module, const char* fmt_str, va
   m->errors += module && *module ? fmt::format("{}: {}", module, buf) : std::string(buf);
   return 1;
 }
-int ignore_warning(TIFF*, void*, const char*, const char*, va_list) { return 1; }
+int ignore_warning(TIFF*, void*, const char*, const char*, va_list) {
+  return 1;
+}
 
 /// An open TIFF file whose failures become ctforge::error naming it.
 class tiff_file {
  public:
   tiff_file(const std::string& path, const char* mode) : path_(path) {
-    std::unique_ptr<TIFFOpenOptions, void (*)(TIFFOpenOptions*)> opts(TIFFOpenOptionsAlloc(), TIFFOpenOptionsFree);
+    std::unique_ptr<TIFFOpenOptions, void (*)(TIFFOpenOptions*)> opts(TIFFOpenOptionsAlloc(),
+                                                                      TIFFOpenOptionsFree);
     CTFORGE_CHECK(opts != nullptr, path + ": cannot allocate TIFF options");
     TIFFOpenOptionsSetErrorHandlerExtR(opts.get(), collect_error, &messages_);
     TIFFOpenOptionsSetWarningHandlerExtR(opts.get(), ignore_warning, nullptr);
@@ -90,7 +94,8 @@ class tiff_file {
 
   TIFF* get() const { return tif_; }
   [[noreturn]] void fail(const std::string& what) const {
-    CTFORGE_FAIL(fmt::format("{}: {}{}", path_, what, messages_.errors.empty() ? "" : " (" + messages_.errors + ")"));
+    CTFORGE_FAIL(fmt::format("{}: {}{}", path_, what,
+                             messages_.errors.empty() ? "" : " (" + messages_.errors + ")"));
   }
   /// Closes, flushing data (writers); reports failures.
   void close() {
@@ -119,7 +124,8 @@ page_info read_page_info(const tiff_file& t) {
   TIFF* tif = t.get();
   page_info p;
   std::uint16_t spp = 1, planar = PLANARCONFIG_CONTIG;
-  if (!TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &p.width) || !TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &p.height))
+  if (!TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &p.width) ||
+      !TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &p.height))
     t.fail("image size missing");
   TIFFGetFieldDefaulted(tif, TIFFTAG_BITSPERSAMPLE, &p.bits);
   TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLEFORMAT, &p.format);
@@ -128,10 +134,12 @@ page_info read_page_info(const tiff_file& t) {
   if (spp != 1) t.fail(fmt::format("{} samples per pixel; projections must be grey images", spp));
   const bool fp = p.format == SAMPLEFORMAT_IEEEFP;
   const bool integer = p.format == SAMPLEFORMAT_UINT || p.format == SAMPLEFORMAT_INT;
-  if (!(fp && (p.bits == 32 || p.bits == 64)) && !(integer && (p.bits == 8 || p.bits == 16 || p.bits == 32)))
-    t.fail(fmt::format("unsupported pixel type ({} bits, sample format {}): expected 8/16/32-bit integers "
-                       "or 32/64-bit floats",
-                       p.bits, p.format));
+  if (!(fp && (p.bits == 32 || p.bits == 64)) &&
+      !(integer && (p.bits == 8 || p.bits == 16 || p.bits == 32)))
+    t.fail(fmt::format(
+        "unsupported pixel type ({} bits, sample format {}): expected 8/16/32-bit integers "
+        "or 32/64-bit floats",
+        p.bits, p.format));
   p.tiled = TIFFIsTiled(tif) != 0;
   return p;
 }
@@ -147,31 +155,41 @@ void convert(const page_info& p, const unsigned char* src, std::size_t n, float*
     }
   };
   if (p.format == SAMPLEFORMAT_IEEEFP) {
-    if (p.bits == 32) cast(float{});
-    else cast(double{});
+    if (p.bits == 32)
+      cast(float{});
+    else
+      cast(double{});
   } else if (p.format == SAMPLEFORMAT_INT) {
-    if (p.bits == 8) cast(std::int8_t{});
-    else if (p.bits == 16) cast(std::int16_t{});
-    else cast(std::int32_t{});
+    if (p.bits == 8)
+      cast(std::int8_t{});
+    else if (p.bits == 16)
+      cast(std::int16_t{});
+    else
+      cast(std::int32_t{});
   } else {
-    if (p.bits == 8) cast(std::uint8_t{});
-    else if (p.bits == 16) cast(std::uint16_t{});
-    else cast(std::uint32_t{});
+    if (p.bits == 8)
+      cast(std::uint8_t{});
+    else if (p.bits == 16)
+      cast(std::uint16_t{});
+    else
+      cast(std::uint32_t{});
   }
 }
 
 /// Reads rows [r0, r0+nr) x cols [c0, c0+nc) of the current page into out (nr*nc floats).
-void read_region(const tiff_file& t, const page_info& p, std::int64_t r0, std::int64_t nr, std::int64_t c0,
-                 std::int64_t nc, float* out) {
+void read_region(const tiff_file& t, const page_info& p, std::int64_t r0, std::int64_t nr,
+                 std::int64_t c0, std::int64_t nc, float* out) {
   TIFF* tif = t.get();
   const std::size_t bytes = p.bits / 8;
   if (!p.tiled) {
     std::vector<unsigned char> line(static_cast<std::size_t>(TIFFScanlineSize64(tif)));
-    CTFORGE_CHECK(line.size() >= p.width * bytes, t.path() + ": scan line shorter than the image width");
+    CTFORGE_CHECK(line.size() >= p.width * bytes,
+                  t.path() + ": scan line shorter than the image width");
     for (std::int64_t r = 0; r < nr; ++r) {
       if (TIFFReadScanline(tif, line.data(), static_cast<std::uint32_t>(r0 + r), 0) < 0)
         t.fail(fmt::format("cannot read row {} (truncated or corrupt file?)", r0 + r));
-      convert(p, line.data() + static_cast<std::size_t>(c0) * bytes, static_cast<std::size_t>(nc), out + r * nc);
+      convert(p, line.data() + static_cast<std::size_t>(c0) * bytes, static_cast<std::size_t>(nc),
+              out + r * nc);
     }
     return;
   }
@@ -183,8 +201,10 @@ void read_region(const tiff_file& t, const page_info& p, std::int64_t r0, std::i
   std::vector<float> row(tw);
   for (std::int64_t ty = r0 / th * th; ty < r0 + nr; ty += th) {
     for (std::int64_t tx = c0 / tw * tw; tx < c0 + nc; tx += tw) {
-      if (TIFFReadTile(tif, tile.data(), static_cast<std::uint32_t>(tx), static_cast<std::uint32_t>(ty), 0, 0) < 0)
-        t.fail(fmt::format("cannot read the tile at row {}, col {} (truncated or corrupt file?)", ty, tx));
+      if (TIFFReadTile(tif, tile.data(), static_cast<std::uint32_t>(tx),
+                       static_cast<std::uint32_t>(ty), 0, 0) < 0)
+        t.fail(fmt::format("cannot read the tile at row {}, col {} (truncated or corrupt file?)",
+                           ty, tx));
       for (std::int64_t y = std::max(ty, r0); y < std::min<std::int64_t>(ty + th, r0 + nr); ++y) {
         convert(p, tile.data() + static_cast<std::size_t>((y - ty) * tw) * bytes, tw, row.data());
         for (std::int64_t x = std::max(tx, c0); x < std::min<std::int64_t>(tx + tw, c0 + nc); ++x)
@@ -244,13 +264,14 @@ raw_scan read_tiff_stack(const std::string& source, const detector_selection& se
 
   auto check_same = [&](const tiff_file& t, const page_info& p, std::int64_t view) {
     if (p.width != first.width || p.height != first.height)
-      t.fail(fmt::format("view {} is {}x{} pixels, the first image {}x{}", view, p.width, p.height, first.width,
-                         first.height));
+      t.fail(fmt::format("view {} is {}x{} pixels, the first image {}x{}", view, p.width, p.height,
+                         first.width, first.height));
   };
   if (multipage) {
     tiff_file t(files[0], "r");
     for (std::int64_t v = 0; v < nv; ++v) {
-      if (!TIFFSetDirectory(t.get(), static_cast<tdir_t>(v0 + v))) t.fail(fmt::format("cannot read page {}", v0 + v));
+      if (!TIFFSetDirectory(t.get(), static_cast<tdir_t>(v0 + v)))
+        t.fail(fmt::format("cannot read page {}", v0 + v));
       const page_info p = read_page_info(t);
       check_same(t, p, v0 + v);
       read_region(t, p, r0, nr, c0, nc, s.frames.view(v));
@@ -266,11 +287,14 @@ raw_scan read_tiff_stack(const std::string& source, const detector_selection& se
   return s;
 }
 
-void write_tiff_stack(const std::string& dir, const projection_stack& p, const std::string& prefix) {
-  CTFORGE_EXPECTS(p.views >= 1 && p.rows >= 1 && p.cols >= 1, "write_tiff_stack: empty projection stack");
+void write_tiff_stack(const std::string& dir, const projection_stack& p,
+                      const std::string& prefix) {
+  CTFORGE_EXPECTS(p.views >= 1 && p.rows >= 1 && p.cols >= 1,
+                  "write_tiff_stack: empty projection stack");
   std::error_code ec;
   fs::create_directories(dir, ec);
-  CTFORGE_CHECK(!ec && fs::is_directory(dir), fmt::format("{}: cannot create directory: {}", dir, ec.message()));
+  CTFORGE_CHECK(!ec && fs::is_directory(dir),
+                fmt::format("{}: cannot create directory: {}", dir, ec.message()));
   for (std::int64_t v = 0; v < p.views; ++v) {
     const std::string path = (fs::path(dir) / fmt::format("{}_{:05d}.tif", prefix, v)).string();
     write_atomically(path, [&](const std::string& tmp) {

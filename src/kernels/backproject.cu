@@ -53,7 +53,7 @@ __device__ __forceinline__ float sample_exact(cudaTextureObject_t tex, float col
 }
 
 template <bp_weighting W, interp Mode>
-__global__ void __launch_bounds__(k_block_x * k_block_y)
+__global__ void __launch_bounds__(k_block_x* k_block_y)
     backproject_kernel(cudaTextureObject_t tex, float* __restrict__ volume) {
   const bp_slab_header& h = c_bp.slab;
   const int ix = static_cast<int>(blockIdx.x) * k_block_x + static_cast<int>(threadIdx.x);
@@ -89,8 +89,8 @@ __global__ void __launch_bounds__(k_block_x * k_block_y)
   }
 
   const std::int64_t plane = static_cast<std::int64_t>(h.nx) * h.ny;
-  float* dst = volume + static_cast<std::int64_t>(iz0) * plane +
-               static_cast<std::int64_t>(iy) * h.nx + ix;
+  float* dst =
+      volume + static_cast<std::int64_t>(iz0) * plane + static_cast<std::int64_t>(iy) * h.nx + ix;
 #pragma unroll
   for (int k = 0; k < k_z; ++k)
     if (iz0 + k < h.nz) dst[k * plane] += acc[k];
@@ -109,10 +109,13 @@ void launch(cudaStream_t s, cudaTextureObject_t tex, float* volume, int nx, int 
 void preload_backprojection_kernels() {
   cudaFuncAttributes a{};
   CTFORGE_CUDA_TRY(cudaFuncGetAttributes(&a, assemble_constants));
-  CTFORGE_CUDA_TRY(cudaFuncGetAttributes(&a, backproject_kernel<bp_weighting::fdk, interp::hardware>));
+  CTFORGE_CUDA_TRY(
+      cudaFuncGetAttributes(&a, backproject_kernel<bp_weighting::fdk, interp::hardware>));
   CTFORGE_CUDA_TRY(cudaFuncGetAttributes(&a, backproject_kernel<bp_weighting::fdk, interp::exact>));
-  CTFORGE_CUDA_TRY(cudaFuncGetAttributes(&a, backproject_kernel<bp_weighting::none, interp::hardware>));
-  CTFORGE_CUDA_TRY(cudaFuncGetAttributes(&a, backproject_kernel<bp_weighting::none, interp::exact>));
+  CTFORGE_CUDA_TRY(
+      cudaFuncGetAttributes(&a, backproject_kernel<bp_weighting::none, interp::hardware>));
+  CTFORGE_CUDA_TRY(
+      cudaFuncGetAttributes(&a, backproject_kernel<bp_weighting::none, interp::exact>));
   void* sym = nullptr;
   CTFORGE_CUDA_TRY(cudaGetSymbolAddress(&sym, c_bp), "locating the back-projection constants");
 }
@@ -120,16 +123,17 @@ void preload_backprojection_kernels() {
 void enqueue_backprojection(cudaStream_t s, bp_weighting w, interp mode, const bp_sources& src,
                             cudaTextureObject_t tex_linear, cudaTextureObject_t tex_point,
                             float* volume, int nx, int ny, int max_nz) {
-  CTFORGE_EXPECTS(src.views_per_batch >= 1 && src.views_per_batch <= k_max_batch_views,
-                  "back-projection: views per batch must be in [1, " +
-                      std::to_string(k_max_batch_views) + "]");
+  CTFORGE_EXPECTS(
+      src.views_per_batch >= 1 && src.views_per_batch <= k_max_batch_views,
+      "back-projection: views per batch must be in [1, " + std::to_string(k_max_batch_views) + "]");
   assemble_constants<<<1, 256, 0, s>>>(src);
   CTFORGE_CUDA_CHECK_LAUNCH("launching the back-projection set-up kernel");
   // Header and the batch's matrices only (the rest of c_bp is never read).
   const std::size_t bytes = offsetof(bp_constants, m) +
                             static_cast<std::size_t>(src.views_per_batch) * sizeof(proj_matrix);
-  CTFORGE_CUDA_TRY(cudaMemcpyToSymbolAsync(c_bp, src.staging, bytes, 0, cudaMemcpyDeviceToDevice, s),
-                   "copying the batch's projection matrices to constant memory");
+  CTFORGE_CUDA_TRY(
+      cudaMemcpyToSymbolAsync(c_bp, src.staging, bytes, 0, cudaMemcpyDeviceToDevice, s),
+      "copying the batch's projection matrices to constant memory");
   const bool fdk = w == bp_weighting::fdk;
   if (mode == interp::hardware) {
     if (fdk)

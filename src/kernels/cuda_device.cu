@@ -7,8 +7,8 @@
 #include <string>
 
 #include "kernels/cuda_error.cuh"
-#include "kernels/cuda_raii.cuh"
 #include "kernels/cuda_host_api.cuh"
+#include "kernels/cuda_raii.cuh"
 #include "recon/cuda_dispatch.hpp"
 
 namespace ctforge::kernels::cuda {
@@ -104,7 +104,8 @@ void require_cuda_device(int device) {
                     "--device: CUDA device " + std::to_string(device) + " does not exist (" +
                         std::to_string(count) + " found; ordinals count from 0)");
   std::string why;
-  CTFORGE_CHECK(cuda_device_available(&why, device), "CUDA backend: no usable device (" + why + ")");
+  CTFORGE_CHECK(cuda_device_available(&why, device),
+                "CUDA backend: no usable device (" + why + ")");
 }
 
 cuda_memory_info cuda_device_memory(int device) {

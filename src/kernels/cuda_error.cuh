@@ -49,21 +49,36 @@ inline const char* k_memory_hint =
 
 inline const char* cufft_error_name(cufftResult r) {
   switch (r) {
-    case CUFFT_SUCCESS: return "CUFFT_SUCCESS";
-    case CUFFT_INVALID_PLAN: return "CUFFT_INVALID_PLAN";
-    case CUFFT_ALLOC_FAILED: return "CUFFT_ALLOC_FAILED";
-    case CUFFT_INVALID_TYPE: return "CUFFT_INVALID_TYPE";
-    case CUFFT_INVALID_VALUE: return "CUFFT_INVALID_VALUE";
-    case CUFFT_INTERNAL_ERROR: return "CUFFT_INTERNAL_ERROR";
-    case CUFFT_EXEC_FAILED: return "CUFFT_EXEC_FAILED";
-    case CUFFT_SETUP_FAILED: return "CUFFT_SETUP_FAILED";
-    case CUFFT_INVALID_SIZE: return "CUFFT_INVALID_SIZE";
-    case CUFFT_UNALIGNED_DATA: return "CUFFT_UNALIGNED_DATA";
-    case CUFFT_INVALID_DEVICE: return "CUFFT_INVALID_DEVICE";
-    case CUFFT_NO_WORKSPACE: return "CUFFT_NO_WORKSPACE";
-    case CUFFT_NOT_IMPLEMENTED: return "CUFFT_NOT_IMPLEMENTED";
-    case CUFFT_NOT_SUPPORTED: return "CUFFT_NOT_SUPPORTED";
-    default: return "unknown cufftResult";
+    case CUFFT_SUCCESS:
+      return "CUFFT_SUCCESS";
+    case CUFFT_INVALID_PLAN:
+      return "CUFFT_INVALID_PLAN";
+    case CUFFT_ALLOC_FAILED:
+      return "CUFFT_ALLOC_FAILED";
+    case CUFFT_INVALID_TYPE:
+      return "CUFFT_INVALID_TYPE";
+    case CUFFT_INVALID_VALUE:
+      return "CUFFT_INVALID_VALUE";
+    case CUFFT_INTERNAL_ERROR:
+      return "CUFFT_INTERNAL_ERROR";
+    case CUFFT_EXEC_FAILED:
+      return "CUFFT_EXEC_FAILED";
+    case CUFFT_SETUP_FAILED:
+      return "CUFFT_SETUP_FAILED";
+    case CUFFT_INVALID_SIZE:
+      return "CUFFT_INVALID_SIZE";
+    case CUFFT_UNALIGNED_DATA:
+      return "CUFFT_UNALIGNED_DATA";
+    case CUFFT_INVALID_DEVICE:
+      return "CUFFT_INVALID_DEVICE";
+    case CUFFT_NO_WORKSPACE:
+      return "CUFFT_NO_WORKSPACE";
+    case CUFFT_NOT_IMPLEMENTED:
+      return "CUFFT_NOT_IMPLEMENTED";
+    case CUFFT_NOT_SUPPORTED:
+      return "CUFFT_NOT_SUPPORTED";
+    default:
+      return "unknown cufftResult";
   }
 }
 
@@ -116,21 +131,21 @@ inline void warn_on_error(cufftResult r, const char* call) {
 
 /// Throws ctforge::error when a CUDA runtime call fails. Optional second argument: context
 /// (anything convertible to std::string, evaluated only on failure).
-#define CTFORGE_CUDA_TRY(call, ...)                                                        \
-  do {                                                                                     \
-    const cudaError_t ctforge_cuda_err_ = (call);                                          \
-    if (ctforge_cuda_err_ != cudaSuccess)                                                  \
-      ::ctforge::kernels::cuda::throw_cuda(ctforge_cuda_err_, #call, __FILE__, __LINE__,  \
-                                           std::string(__VA_ARGS__));                      \
+#define CTFORGE_CUDA_TRY(call, ...)                                                      \
+  do {                                                                                   \
+    const cudaError_t ctforge_cuda_err_ = (call);                                        \
+    if (ctforge_cuda_err_ != cudaSuccess)                                                \
+      ::ctforge::kernels::cuda::throw_cuda(ctforge_cuda_err_, #call, __FILE__, __LINE__, \
+                                           std::string(__VA_ARGS__));                    \
   } while (0)
 
 /// Throws ctforge::error when a cuFFT call fails. Optional second argument: context.
-#define CTFORGE_CUFFT_TRY(call, ...)                                                        \
-  do {                                                                                      \
-    const cufftResult ctforge_cufft_res_ = (call);                                          \
-    if (ctforge_cufft_res_ != CUFFT_SUCCESS)                                                \
+#define CTFORGE_CUFFT_TRY(call, ...)                                                       \
+  do {                                                                                     \
+    const cufftResult ctforge_cufft_res_ = (call);                                         \
+    if (ctforge_cufft_res_ != CUFFT_SUCCESS)                                               \
       ::ctforge::kernels::cuda::throw_cufft(ctforge_cufft_res_, #call, __FILE__, __LINE__, \
-                                            std::string(__VA_ARGS__));                      \
+                                            std::string(__VA_ARGS__));                     \
   } while (0)
 
 /// Checks the launch of the kernel just issued (configuration errors, missing kernel image).

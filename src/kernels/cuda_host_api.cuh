@@ -23,19 +23,19 @@ struct cuda_pipeline_stats {
   double download_ms = 0;  ///< device -> host copy of the volume
   // Device time (ms) summed over batches, from events around each stage's graph launch.
   // The stages overlap, so the sum can exceed stream_ms.
-  double filter_ms = 0;        ///< pre-weighting + FFT filter (+ copy into the arrays or the store)
-  double backproject_ms = 0;   ///< back-projection kernels
-  double gather_ms = 0;        ///< slab mode: copying each slab's rows from the store into the arrays
+  double filter_ms = 0;       ///< pre-weighting + FFT filter (+ copy into the arrays or the store)
+  double backproject_ms = 0;  ///< back-projection kernels
+  double gather_ms = 0;  ///< slab mode: copying each slab's rows from the store into the arrays
   // Decisions.
   int views_per_batch = 0;
   int batches = 0;
-  int slabs = 0;                    ///< 1 = the whole volume stayed on the device
-  bool device_store = false;        ///< slab mode: filtered projections kept on the device
-  bool filtered = false;            ///< FDK / FBP (true) or plain back-projection (false)
+  int slabs = 0;              ///< 1 = the whole volume stayed on the device
+  bool device_store = false;  ///< slab mode: filtered projections kept on the device
+  bool filtered = false;      ///< FDK / FBP (true) or plain back-projection (false)
   bool hardware_interpolation = false;
-  std::int64_t budget_bytes = 0;    ///< device memory budget the plan had to fit
-  std::int64_t planned_bytes = 0;   ///< device memory the plan allocated (estimate)
-  int fft_plans_created = 0;        ///< cuFFT plan pairs made by this call (0: all from the cache)
+  std::int64_t budget_bytes = 0;   ///< device memory budget the plan had to fit
+  std::int64_t planned_bytes = 0;  ///< device memory the plan allocated (estimate)
+  int fft_plans_created = 0;       ///< cuFFT plan pairs made by this call (0: all from the cache)
 };
 
 /// Releases the cached cuFFT plans of the ramp filter (they are kept across calls, per device

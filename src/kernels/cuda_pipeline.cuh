@@ -35,12 +35,12 @@ enum class interp {
 
 /// Volume part (z-slab) the back-projector writes, in __constant__ memory with the matrices.
 struct bp_slab_header {
-  int nx, ny, nz;     ///< voxels of the slab
-  int cols;           ///< detector columns (texture width)
-  int rows_valid;     ///< detector rows held by the texture; samples at row >= rows_valid read 0
-  int row_offset;     ///< first detector row held by the texture (matrices already shifted)
-  float ox, oy, oz;   ///< centre of slab voxel (0, 0, 0), mm
-  float sx, sy, sz;   ///< voxel spacing, mm
+  int nx, ny, nz;    ///< voxels of the slab
+  int cols;          ///< detector columns (texture width)
+  int rows_valid;    ///< detector rows held by the texture; samples at row >= rows_valid read 0
+  int row_offset;    ///< first detector row held by the texture (matrices already shifted)
+  float ox, oy, oz;  ///< centre of slab voxel (0, 0, 0), mm
+  float sx, sy, sz;  ///< voxel spacing, mm
 };
 
 /// Everything one back-projection launch reads from __constant__ memory.
@@ -51,14 +51,15 @@ struct bp_constants {
   proj_matrix m[k_max_batch_views];  ///< matrices of the batch's views (slab-shifted rows)
 };
 // k_max_batch_views matrices of 48 B plus the header fit in the 64 KiB of constant memory.
-static_assert(sizeof(bp_constants) <= k_bp_constants_bytes, "bp_constants must fit in constant memory");
+static_assert(sizeof(bp_constants) <= k_bp_constants_bytes,
+              "bp_constants must fit in constant memory");
 
 /// Device-side sources of one back-projection launch.
 struct bp_sources {
-  const bp_slab_header* slab;  ///< device: current slab
-  const proj_matrix* matrices; ///< device: all views of the scan (rows shifted for the slab)
-  int* counter;                ///< device: batch index, incremented at the end of each launch
-  bp_constants* staging;       ///< device: assembled constants, copied into __constant__ memory
+  const bp_slab_header* slab;   ///< device: current slab
+  const proj_matrix* matrices;  ///< device: all views of the scan (rows shifted for the slab)
+  int* counter;                 ///< device: batch index, incremented at the end of each launch
+  bp_constants* staging;        ///< device: assembled constants, copied into __constant__ memory
   int views_per_batch;
   int total_views;
 };

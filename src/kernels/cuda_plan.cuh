@@ -27,10 +27,10 @@ inline constexpr std::int64_t k_bp_constants_bytes = 50 * 1024;
 struct plan_input {
   std::int64_t views = 0, rows = 0, cols = 0;  ///< projections
   std::int64_t nx = 0, ny = 0, nz = 0;         ///< volume
-  bool filter = false;                          ///< FDK / FBP (FFT buffers needed)
-  std::int64_t padded_len = 0;                  ///< FFT length when filter
-  int requested_batch = 0;                      ///< cuda_options::views_per_batch (0 = auto)
-  int max_batch = k_max_batch_views;            ///< device limit on array layers
+  bool filter = false;                         ///< FDK / FBP (FFT buffers needed)
+  std::int64_t padded_len = 0;                 ///< FFT length when filter
+  int requested_batch = 0;                     ///< cuda_options::views_per_batch (0 = auto)
+  int max_batch = k_max_batch_views;           ///< device limit on array layers
 };
 
 /// plan_input for `views` projections of rows x cols into the grid `vg`; padded_len is the FFT
@@ -53,15 +53,17 @@ inline plan_input make_plan_input(std::int64_t views, std::int64_t rows, std::in
 struct plan {
   int views_per_batch = 1;
   int batches = 1;
-  bool slab_mode = false;      ///< volume split into z-slabs of slab_nz planes
-  bool device_store = false;   ///< slab mode: filtered projections kept in device memory
+  bool slab_mode = false;     ///< volume split into z-slabs of slab_nz planes
+  bool device_store = false;  ///< slab mode: filtered projections kept in device memory
   std::int64_t slab_nz = 0;
-  std::int64_t budget = 0;     ///< bytes the plan had to fit in
-  std::int64_t planned = 0;    ///< bytes it allocates (estimate, see batch_bytes)
+  std::int64_t budget = 0;   ///< bytes the plan had to fit in
+  std::int64_t planned = 0;  ///< bytes it allocates (estimate, see batch_bytes)
 };
 
 /// Floats per row of the in-place R2C buffer for FFT length n.
-inline std::int64_t fft_pitch(std::int64_t n) { return 2 * (n / 2 + 1); }
+inline std::int64_t fft_pitch(std::int64_t n) {
+  return 2 * (n / 2 + 1);
+}
 
 /// Bytes of a float cudaArray of cols x rows x layers, with an allowance for row padding.
 inline std::int64_t array_bytes(std::int64_t cols, std::int64_t rows, std::int64_t layers) {
@@ -94,8 +96,8 @@ inline std::string format_mib(std::int64_t bytes) {
 /// constant-memory limit and the device's layer limit.
 inline int initial_batch(const plan_input& in) {
   std::int64_t B = in.requested_batch > 0 ? in.requested_batch : 32;
-  B = std::min<std::int64_t>({B, std::max<std::int64_t>(in.views, 1), k_max_batch_views,
-                              std::max(in.max_batch, 1)});
+  B = std::min<std::int64_t>(
+      {B, std::max<std::int64_t>(in.views, 1), k_max_batch_views, std::max(in.max_batch, 1)});
   return static_cast<int>(std::max<std::int64_t>(B, 1));
 }
 
@@ -103,12 +105,13 @@ inline int initial_batch(const plan_input& in) {
 /// estimate the cuFFT work area; otherwise use it for every batch size tried. The batch starts
 /// at the requested size (auto: 32), halves until the buffers fit, and the volume is split
 /// when whole it does not fit next to them. Slab mode keeps the filtered projections on the
-/// device when that still leaves room for max(min(nz, 8), min(nz / 4, 32)) planes. Throws ctforge::error (with the
-/// sizes and the --gpu-memory-limit hint) when even one view and 8 planes do not fit.
+/// device when that still leaves room for max(min(nz, 8), min(nz / 4, 32)) planes. Throws
+/// ctforge::error (with the sizes and the --gpu-memory-limit hint) when even one view and 8 planes
+/// do not fit.
 inline plan make_plan(const plan_input& in, std::int64_t budget, std::int64_t fft_work = -1) {
-  CTFORGE_EXPECTS(in.views >= 1 && in.rows >= 1 && in.cols >= 1 && in.nx >= 1 && in.ny >= 1 &&
-                      in.nz >= 1,
-                  "CUDA plan: empty projections or volume");
+  CTFORGE_EXPECTS(
+      in.views >= 1 && in.rows >= 1 && in.cols >= 1 && in.nx >= 1 && in.ny >= 1 && in.nz >= 1,
+      "CUDA plan: empty projections or volume");
   const std::int64_t plane = in.nx * in.ny * 4;
   const std::int64_t vol = plane * in.nz;
   std::int64_t B = initial_batch(in);
@@ -141,12 +144,12 @@ inline plan make_plan(const plan_input& in, std::int64_t budget, std::int64_t ff
       return p;
     }
     if (B == 1)
-      throw ctforge::error(
-          "CUDA reconstruction: a device memory budget of " + format_mib(budget) +
-          " cannot hold the buffers of one view (" + format_mib(fixed) + ") plus " +
-          std::to_string(min_planes) + " volume planes of " + std::to_string(in.nx) + " x " +
-          std::to_string(in.ny) + " voxels (" + format_mib(min_planes * plane) +
-          "); use a smaller volume or detector, or raise --gpu-memory-limit");
+      throw ctforge::error("CUDA reconstruction: a device memory budget of " + format_mib(budget) +
+                           " cannot hold the buffers of one view (" + format_mib(fixed) +
+                           ") plus " + std::to_string(min_planes) + " volume planes of " +
+                           std::to_string(in.nx) + " x " + std::to_string(in.ny) + " voxels (" +
+                           format_mib(min_planes * plane) +
+                           "); use a smaller volume or detector, or raise --gpu-memory-limit");
   }
 }
 
@@ -236,7 +239,8 @@ inline void shifted_matrices(const std::vector<projection_matrix>& mats, int row
     const auto& m = mats[v];
     for (int i = 0; i < 12; ++i) {
       double value = m[static_cast<std::size_t>(i)];
-      if (i >= 4 && i < 8) value -= static_cast<double>(row_offset) * m[static_cast<std::size_t>(i + 4)];
+      if (i >= 4 && i < 8)
+        value -= static_cast<double>(row_offset) * m[static_cast<std::size_t>(i + 4)];
       out[v].m[i] = static_cast<float>(value);
     }
   }

@@ -178,9 +178,9 @@ class event {
   event() = delete;
   /// timing = false creates a cheaper synchronisation-only event.
   explicit event(bool timing) {
-    CTFORGE_CUDA_TRY(cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault
-                                                          : cudaEventDisableTiming),
-                     "creating an event");
+    CTFORGE_CUDA_TRY(
+        cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming),
+        "creating an event");
   }
   event(event&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
   event& operator=(event&& o) noexcept {
@@ -308,10 +308,10 @@ class cufft_plan {
       int in_embed[1] = {in_dist};
       int out_embed[1] = {out_dist};
       std::size_t work = 0;
-      CTFORGE_CUFFT_TRY(cufftMakePlanMany(h_, 1, dims, in_embed, 1, in_dist, out_embed, 1,
-                                          out_dist, type, batch, &work),
-                        "planning " + std::to_string(batch) + " transforms of length " +
-                            std::to_string(n));
+      CTFORGE_CUFFT_TRY(
+          cufftMakePlanMany(h_, 1, dims, in_embed, 1, in_dist, out_embed, 1, out_dist, type, batch,
+                            &work),
+          "planning " + std::to_string(batch) + " transforms of length " + std::to_string(n));
       work_ = work;
     } catch (...) {
       cufftDestroy(h_);  // the destructor does not run when the constructor throws
@@ -360,9 +360,9 @@ class cuda_array {
              const char* what = "texture array")
       : width_(width), height_(height), depth_(depth) {
     const cudaChannelFormatDesc desc = cudaCreateChannelDesc<float>();
-    const cudaExtent ext = make_cudaExtent(static_cast<std::size_t>(width),
-                                           static_cast<std::size_t>(height),
-                                           static_cast<std::size_t>(depth));
+    const cudaExtent ext =
+        make_cudaExtent(static_cast<std::size_t>(width), static_cast<std::size_t>(height),
+                        static_cast<std::size_t>(depth));
     unsigned flags = k == kind::layered_2d ? cudaArrayLayered : cudaArrayDefault;
     if (surface) flags |= cudaArraySurfaceLoadStore;
     const cudaError_t e = cudaMalloc3DArray(&a_, &desc, ext, flags);
@@ -401,9 +401,9 @@ class cuda_array {
                               std::int64_t height, std::int64_t depth, std::int64_t dst_z = 0,
                               cudaMemcpyKind kind = cudaMemcpyDefault) const {
     cudaMemcpy3DParms p{};
-    p.srcPtr = make_cudaPitchedPtr(const_cast<float*>(src), pitch_bytes,
-                                   static_cast<std::size_t>(width),
-                                   static_cast<std::size_t>(height));
+    p.srcPtr =
+        make_cudaPitchedPtr(const_cast<float*>(src), pitch_bytes, static_cast<std::size_t>(width),
+                            static_cast<std::size_t>(height));
     p.dstArray = a_;
     p.dstPos = make_cudaPos(0, 0, static_cast<std::size_t>(dst_z));
     p.extent = make_cudaExtent(static_cast<std::size_t>(width), static_cast<std::size_t>(height),

@@ -36,9 +36,9 @@
 
 #include "ctforge/error.hpp"
 #include "kernels/cuda_error.cuh"
+#include "kernels/cuda_host_api.cuh"
 #include "kernels/cuda_pipeline.cuh"
 #include "kernels/cuda_raii.cuh"
-#include "kernels/cuda_host_api.cuh"
 #include "recon/cuda_dispatch.hpp"
 #include "recon/fdk_setup.hpp"
 #include "recon/filter.hpp"
@@ -61,7 +61,9 @@ std::mutex& backend_mutex() {
   return m;
 }
 
-int host_threads(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
+int host_threads(int threads) {
+  return threads > 0 ? threads : omp_get_max_threads();
+}
 
 /// memcpy split over threads (host staging into / out of pinned buffers).
 void parallel_copy(void* dst, const void* src, std::size_t bytes, int threads) {
@@ -85,10 +87,10 @@ struct job {
   const projection_stack* proj = nullptr;
   const geometry* g = nullptr;
   volume_geometry vg;
-  bool filter = false;                    // pre-weight + ramp filter (FDK / FBP)
+  bool filter = false;                     // pre-weight + ramp filter (FDK / FBP)
   std::optional<detail::fdk_setup> setup;  // when filter
-  std::vector<float> response;            // when filter: ramp_response(padded_len, ...)
-  int padded_len = 0;                     // when filter
+  std::vector<float> response;             // when filter: ramp_response(padded_len, ...)
+  int padded_len = 0;                      // when filter
   bp_weighting weighting = bp_weighting::none;
   interp mode = interp::exact;
   int threads = 0;
@@ -112,7 +114,8 @@ struct stage_timer {
   }
   double sum_ms(int n) const {
     double t = 0;
-    for (int i = 0; i < n; ++i) t += event::elapsed_ms(start[static_cast<std::size_t>(i)], stop[static_cast<std::size_t>(i)]);
+    for (int i = 0; i < n; ++i)
+      t += event::elapsed_ms(start[static_cast<std::size_t>(i)], stop[static_cast<std::size_t>(i)]);
     return t;
   }
 };
@@ -131,16 +134,20 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
 
   // ---- limits ---------------------------------------------------------------------------
   int max_w = 0, max_h = 0, max_layers = 0;
-  CTFORGE_CUDA_TRY(cudaDeviceGetAttribute(&max_w, cudaDevAttrMaxTexture2DLayeredWidth, copt.device));
-  CTFORGE_CUDA_TRY(cudaDeviceGetAttribute(&max_h, cudaDevAttrMaxTexture2DLayeredHeight, copt.device));
-  CTFORGE_CUDA_TRY(cudaDeviceGetAttribute(&max_layers, cudaDevAttrMaxTexture2DLayeredLayers, copt.device));
+  CTFORGE_CUDA_TRY(
+      cudaDeviceGetAttribute(&max_w, cudaDevAttrMaxTexture2DLayeredWidth, copt.device));
+  CTFORGE_CUDA_TRY(
+      cudaDeviceGetAttribute(&max_h, cudaDevAttrMaxTexture2DLayeredHeight, copt.device));
+  CTFORGE_CUDA_TRY(
+      cudaDeviceGetAttribute(&max_layers, cudaDevAttrMaxTexture2DLayeredLayers, copt.device));
   CTFORGE_EXPECTS(C <= max_w && R <= max_h && R <= 65535,
                   "CUDA backend: detector of " + std::to_string(C) + " x " + std::to_string(R) +
-                      " pixels exceeds the layered texture limit (" + std::to_string(max_w) + " x " +
-                      std::to_string(std::min(max_h, 65535)) + ")");
+                      " pixels exceeds the layered texture limit (" + std::to_string(max_w) +
+                      " x " + std::to_string(std::min(max_h, 65535)) + ")");
   CTFORGE_EXPECTS(vg.nx < (std::int64_t{1} << 31) / 32 && vg.ny < 65535 * 4 && vg.nz < 65535 * 8,
-                  "CUDA backend: volume of " + std::to_string(vg.nx) + " x " + std::to_string(vg.ny) +
-                      " x " + std::to_string(vg.nz) + " voxels exceeds the launch limits");
+                  "CUDA backend: volume of " + std::to_string(vg.nx) + " x " +
+                      std::to_string(vg.ny) + " x " + std::to_string(vg.nz) +
+                      " voxels exceeds the launch limits");
 
   const stream s_up(0), s_f(0), s_b(0);
 
@@ -202,14 +209,17 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   const int pitch = jb.filter ? filter->pitch() : static_cast<int>(C);
   std::optional<device_buffer<float>> fft_rows, fft_work;
   if (jb.filter) {
-    fft_rows.emplace(static_cast<std::size_t>(B) * static_cast<std::size_t>(R) * static_cast<std::size_t>(pitch),
-                     "the FFT row buffer");
+    fft_rows.emplace(
+        static_cast<std::size_t>(B) * static_cast<std::size_t>(R) * static_cast<std::size_t>(pitch),
+        "the FFT row buffer");
     fft_work.emplace(std::max<std::size_t>(filter->work_bytes(), 1), "the cuFFT work area");
     filter->set_work_area(fft_work->data());
   }
   const bool need_arrays_surface = pl.slab_mode;
-  cuda_array arr0(cuda_array::kind::layered_2d, C, array_rows, B, need_arrays_surface, "filtered projections");
-  cuda_array arr1(cuda_array::kind::layered_2d, C, array_rows, B, need_arrays_surface, "filtered projections");
+  cuda_array arr0(cuda_array::kind::layered_2d, C, array_rows, B, need_arrays_surface,
+                  "filtered projections");
+  cuda_array arr1(cuda_array::kind::layered_2d, C, array_rows, B, need_arrays_surface,
+                  "filtered projections");
   const cuda_array* arrays[2] = {&arr0, &arr1};
   const texture_object tex_lin0(arr0, true), tex_lin1(arr1, true);
   const texture_object tex_pt0(arr0, false), tex_pt1(arr1, false);
@@ -413,10 +423,10 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
     const event* done[2] = {&ev_u[0], &ev_u[1]};
     const auto issue = [&](std::int64_t c) {
       const std::int64_t off = c * chunk, n = std::min(chunk, total - off);
-      CTFORGE_CUDA_TRY(cudaMemcpyAsync(staging[c % 2]->data(), vol_dev.data() + off,
-                                       static_cast<std::size_t>(n) * sizeof(float),
-                                       cudaMemcpyDeviceToHost, s_b),
-                       "downloading the volume");
+      CTFORGE_CUDA_TRY(
+          cudaMemcpyAsync(staging[c % 2]->data(), vol_dev.data() + off,
+                          static_cast<std::size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost, s_b),
+          "downloading the volume");
       done[c % 2]->record(s_b);
     };
     for (std::int64_t c = 0; c < std::min<std::int64_t>(2, n_chunks); ++c) issue(c);
@@ -439,8 +449,9 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
     const std::size_t bytes = static_cast<std::size_t>(n * R * C) * sizeof(float);
     parallel_copy(staging[p]->data(), proj.view(v0), bytes, threads);
     s_up.wait(ev_f[p]);  // F(j-2) has finished reading raw[p]
-    CTFORGE_CUDA_TRY(cudaMemcpyAsync(raw[p], staging[p]->data(), bytes, cudaMemcpyHostToDevice, s_up),
-                     "uploading projections");
+    CTFORGE_CUDA_TRY(
+        cudaMemcpyAsync(raw[p], staging[p]->data(), bytes, cudaMemcpyHostToDevice, s_up),
+        "uploading projections");
     ev_u[p].record(s_up);
   };
 
@@ -493,14 +504,16 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   report(jb, 0.0);
   if (!pl.slab_mode) {
     set_slab(slabs[0]);
-    const pass_times t = run_pass(g_filter, jb.filter ? "filter" : "projection copy", true, true, 0.0, 0.95);
+    const pass_times t =
+        run_pass(g_filter, jb.filter ? "filter" : "projection copy", true, true, 0.0, 0.95);
     st.stream_ms = ms_since(t_stream);
     st.filter_ms = t.first_ms;
     st.backproject_ms = t.backproject_ms;
     download(slabs[0]);
   } else {
     // Phase 1: every view filtered once into the store.
-    st.filter_ms = run_pass(g_filter, "filtering projections into the store", true, false, 0.0, 0.1).first_ms;
+    st.filter_ms =
+        run_pass(g_filter, "filtering projections into the store", true, false, 0.0, 0.1).first_ms;
     // Phase 2: per slab, the rows it needs into the arrays, then back-projection.
     for (std::size_t si = 0; si < slabs.size(); ++si) {
       const slab_info& sl = slabs[si];
@@ -528,15 +541,22 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
 
 namespace ctforge::detail {
 
-cuda_pipeline_stats cuda_last_pipeline_stats() { return kernels::cuda::g_last_stats; }
+cuda_pipeline_stats cuda_last_pipeline_stats() {
+  return kernels::cuda::g_last_stats;
+}
 
-void cuda_clear_fft_plan_cache() { kernels::cuda::clear_ramp_plan_cache(); }
+void cuda_clear_fft_plan_cache() {
+  kernels::cuda::clear_ramp_plan_cache();
+}
 
-std::size_t cuda_fft_plan_cache_size() { return kernels::cuda::ramp_plan_cache_statistics().size; }
+std::size_t cuda_fft_plan_cache_size() {
+  return kernels::cuda::ramp_plan_cache_statistics().size;
+}
 
 std::int64_t cuda_fft_work_bytes(std::int64_t padded_len, std::int64_t rows_total) {
-  CTFORGE_EXPECTS(padded_len >= 2 && rows_total >= 1 && padded_len < (1 << 30) && rows_total < (1 << 30),
-                  "cuda_fft_work_bytes: invalid shape");
+  CTFORGE_EXPECTS(
+      padded_len >= 2 && rows_total >= 1 && padded_len < (1 << 30) && rows_total < (1 << 30),
+      "cuda_fft_work_bytes: invalid shape");
   return kernels::cuda::ramp_work_bytes(static_cast<int>(padded_len), static_cast<int>(rows_total));
 }
 
@@ -551,8 +571,10 @@ volume cuda_reconstruct(const projection_stack& proj, const geometry& g, const v
   jb.setup = make_fdk_setup(proj, g, opt);
   jb.padded_len = static_cast<int>(padded_length(proj.cols));
   jb.response = ramp_response(jb.padded_len, jb.setup->filter_pixel_mm, opt.filter, opt.cutoff);
-  jb.weighting = jb.setup->distance_weighting ? kernels::bp_weighting::fdk : kernels::bp_weighting::none;
-  jb.mode = copt.hardware_interpolation ? kernels::cuda::interp::hardware : kernels::cuda::interp::exact;
+  jb.weighting =
+      jb.setup->distance_weighting ? kernels::bp_weighting::fdk : kernels::bp_weighting::none;
+  jb.mode =
+      copt.hardware_interpolation ? kernels::cuda::interp::hardware : kernels::cuda::interp::exact;
   jb.threads = opt.threads;
   jb.progress = &opt.progress;
   return kernels::cuda::run_pipeline(jb, copt);
@@ -576,7 +598,8 @@ volume back_project_job(const projection_stack& proj, const geometry& g, const v
   jb.vg = vg;
   jb.filter = false;
   jb.weighting = w;
-  jb.mode = copt.hardware_interpolation ? kernels::cuda::interp::hardware : kernels::cuda::interp::exact;
+  jb.mode =
+      copt.hardware_interpolation ? kernels::cuda::interp::hardware : kernels::cuda::interp::exact;
   return kernels::cuda::run_pipeline(jb, copt);
 }
 }  // namespace
@@ -589,8 +612,9 @@ volume cuda_back_project(const projection_stack& proj, const geometry& g, const 
 volume cuda_backproject_filtered(const projection_stack& proj, const geometry& g,
                                  const volume_geometry& vg, const cuda_options& copt,
                                  bool distance_weighting) {
-  return back_project_job(proj, g, vg, copt,
-                          distance_weighting ? kernels::bp_weighting::fdk : kernels::bp_weighting::none);
+  return back_project_job(
+      proj, g, vg, copt,
+      distance_weighting ? kernels::bp_weighting::fdk : kernels::bp_weighting::none);
 }
 
 }  // namespace ctforge::detail

@@ -65,7 +65,7 @@ __device__ __forceinline__ float sample_exact_3d(cudaTextureObject_t tex, int nx
 }
 
 template <interp Mode>
-__global__ void __launch_bounds__(k_block_x * k_block_y)
+__global__ void __launch_bounds__(k_block_x* k_block_y)
     forward_project_kernel(cudaTextureObject_t tex, const fp_view* __restrict__ views, fp_params p,
                            int view0, float* __restrict__ out) {
   const int c = static_cast<int>(blockIdx.x) * k_block_x + static_cast<int>(threadIdx.x);
@@ -80,14 +80,17 @@ __global__ void __launch_bounds__(k_block_x * k_block_y)
   for (int a = 0; a < 3; ++a) dir[a] = p.cone ? px[a] - w.src[a] : w.src[a];
   const double len2 = dir[0] * dir[0] + dir[1] * dir[1] + dir[2] * dir[2];
   const double t = ((p.centre[0] - px[0]) * dir[0] + (p.centre[1] - px[1]) * dir[1] +
-                    (p.centre[2] - px[2]) * dir[2]) / len2;
+                    (p.centre[2] - px[2]) * dir[2]) /
+                   len2;
   double anchor[3];
   for (int a = 0; a < 3; ++a) anchor[a] = px[a] + t * dir[a];
   // Cone beam: integrate from the source on (its parameter along anchor + t dir), as the CPU.
   const float t_min =
-      p.cone ? static_cast<float>(((w.src[0] - anchor[0]) * dir[0] + (w.src[1] - anchor[1]) * dir[1] +
-                                   (w.src[2] - anchor[2]) * dir[2]) / len2)
-             : -3.0e38f;
+      p.cone
+          ? static_cast<float>(((w.src[0] - anchor[0]) * dir[0] + (w.src[1] - anchor[1]) * dir[1] +
+                                (w.src[2] - anchor[2]) * dir[2]) /
+                               len2)
+          : -3.0e38f;
   f3 q, d;
   q.x = static_cast<float>((anchor[0] - p.org[0]) * p.inv_sp[0]);
   q.y = static_cast<float>((anchor[1] - p.org[1]) * p.inv_sp[1]);
@@ -111,7 +114,8 @@ __global__ void __launch_bounds__(k_block_x * k_block_y)
 
 namespace ctforge::detail {
 
-projection_stack cuda_forward_project(const volume& vol, const geometry& g, const cuda_options& copt) {
+projection_stack cuda_forward_project(const volume& vol, const geometry& g,
+                                      const cuda_options& copt) {
   using namespace kernels::cuda;
   g.validate();
   const volume_geometry& vg = vol.geom;
@@ -144,12 +148,13 @@ projection_stack cuda_forward_project(const volume& vol, const geometry& g, cons
   const std::int64_t vol_bytes = vg.voxel_count() * 4;
   const std::int64_t view_bytes = R * C * 4;
   const std::int64_t avail = budget - vol_bytes - vol_bytes / 16 - (8 << 20);
-  CTFORGE_CHECK(avail >= view_bytes,
-                "CUDA forward projection: the volume (" + format_bytes(vol_bytes) +
-                    ") and one projection (" + format_bytes(view_bytes) +
-                    ") do not fit in the device memory budget of " + format_bytes(budget) +
-                    memory_state() + k_memory_hint);
-  const std::int64_t chunk = std::clamp<std::int64_t>(avail / view_bytes, 1, std::min<std::int64_t>(V, 1024));
+  CTFORGE_CHECK(avail >= view_bytes, "CUDA forward projection: the volume (" +
+                                         format_bytes(vol_bytes) + ") and one projection (" +
+                                         format_bytes(view_bytes) +
+                                         ") do not fit in the device memory budget of " +
+                                         format_bytes(budget) + memory_state() + k_memory_hint);
+  const std::int64_t chunk =
+      std::clamp<std::int64_t>(avail / view_bytes, 1, std::min<std::int64_t>(V, 1024));
 
   const stream s(0);
   cuda_array arr(cuda_array::kind::volume_3d, vg.nx, vg.ny, vg.nz, false, "the volume");
@@ -174,8 +179,9 @@ projection_stack cuda_forward_project(const volume& vol, const geometry& g, cons
                                    cudaMemcpyHostToDevice, s),
                    "uploading view geometry");
   {
-    const cudaMemcpy3DParms cp = arr.copy_from(vol.data.data(), static_cast<std::size_t>(vg.nx) * sizeof(float),
-                                               vg.nx, vg.ny, vg.nz, 0, cudaMemcpyHostToDevice);
+    const cudaMemcpy3DParms cp =
+        arr.copy_from(vol.data.data(), static_cast<std::size_t>(vg.nx) * sizeof(float), vg.nx,
+                      vg.ny, vg.nz, 0, cudaMemcpyHostToDevice);
     CTFORGE_CUDA_TRY(cudaMemcpy3DAsync(&cp, s), "uploading the volume");
   }
 
@@ -186,9 +192,9 @@ projection_stack cuda_forward_project(const volume& vol, const geometry& g, cons
   p.cols = static_cast<int>(C);
   p.rows = static_cast<int>(R);
   p.cone = g.beam == beam_kind::cone ? 1 : 0;
-  const vec3 centre = vg.voxel_center(0.5 * static_cast<double>(vg.nx - 1),
-                                      0.5 * static_cast<double>(vg.ny - 1),
-                                      0.5 * static_cast<double>(vg.nz - 1));
+  const vec3 centre =
+      vg.voxel_center(0.5 * static_cast<double>(vg.nx - 1), 0.5 * static_cast<double>(vg.ny - 1),
+                      0.5 * static_cast<double>(vg.nz - 1));
   for (int a = 0; a < 3; ++a) {
     p.org[a] = vg.origin_mm[static_cast<std::size_t>(a)];
     p.inv_sp[a] = 1.0 / vg.spacing_mm[static_cast<std::size_t>(a)];
@@ -203,11 +209,11 @@ projection_stack cuda_forward_project(const volume& vol, const geometry& g, cons
     const dim3 block(k_block_x, k_block_y, 1);
     const dim3 grid(blocks_for(C, k_block_x), blocks_for(R, k_block_y), static_cast<unsigned>(n));
     if (hw)
-      forward_project_kernel<interp::hardware><<<grid, block, 0, s>>>(tex.get(), views_dev.data(), p,
-                                                                      static_cast<int>(v0), out_dev.data());
+      forward_project_kernel<interp::hardware><<<grid, block, 0, s>>>(
+          tex.get(), views_dev.data(), p, static_cast<int>(v0), out_dev.data());
     else
-      forward_project_kernel<interp::exact><<<grid, block, 0, s>>>(tex.get(), views_dev.data(), p,
-                                                                   static_cast<int>(v0), out_dev.data());
+      forward_project_kernel<interp::exact><<<grid, block, 0, s>>>(
+          tex.get(), views_dev.data(), p, static_cast<int>(v0), out_dev.data());
     CTFORGE_CUDA_CHECK_LAUNCH("launching the forward projection kernel");
     CTFORGE_CUDA_TRY(cudaMemcpyAsync(out.view(v0), out_dev.data(),
                                      static_cast<std::size_t>(n * R * C) * sizeof(float),

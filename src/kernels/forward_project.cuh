@@ -18,8 +18,8 @@ namespace ctforge::kernels {
 
 /// Trilinear interpolation of a [nz][ny][nx] volume at index coordinates (x, y, z), zero
 /// outside (each tap outside the volume reads zero, as a border-mode texture does).
-CTFORGE_HD float sample_trilinear_border(const float* vol, int nx, int ny, int nz, float x,
-                                         float y, float z) {
+CTFORGE_HD float sample_trilinear_border(const float* vol, int nx, int ny, int nz, float x, float y,
+                                         float z) {
   if (!(x > -1.0f && x < static_cast<float>(nx) && y > -1.0f && y < static_cast<float>(ny) &&
         z > -1.0f && z < static_cast<float>(nz)))
     return 0.0f;
@@ -67,16 +67,17 @@ struct padded_volume_sampler {
     const float fx = floor_f(x), fy = floor_f(y), fz = floor_f(z);
     const float ax = x - fx, ay = y - fy, az = z - fz;
     const std::int64_t px = nx + 3, py = ny + 3;
-    const float* a = data + ((static_cast<std::int64_t>(fz) + 1) * py +
-                             (static_cast<std::int64_t>(fy) + 1)) * px +
-                     (static_cast<std::int64_t>(fx) + 1);
+    const float* a =
+        data +
+        ((static_cast<std::int64_t>(fz) + 1) * py + (static_cast<std::int64_t>(fy) + 1)) * px +
+        (static_cast<std::int64_t>(fx) + 1);
     const float* b = a + px;       // y + 1
     const float* c = a + px * py;  // z + 1
     const float* d = c + px;       // y + 1, z + 1
-    const float lo = (1.0f - ay) * ((1.0f - ax) * a[0] + ax * a[1]) +
-                     ay * ((1.0f - ax) * b[0] + ax * b[1]);
-    const float hi = (1.0f - ay) * ((1.0f - ax) * c[0] + ax * c[1]) +
-                     ay * ((1.0f - ax) * d[0] + ax * d[1]);
+    const float lo =
+        (1.0f - ay) * ((1.0f - ax) * a[0] + ax * a[1]) + ay * ((1.0f - ax) * b[0] + ax * b[1]);
+    const float hi =
+        (1.0f - ay) * ((1.0f - ax) * c[0] + ax * c[1]) + ay * ((1.0f - ax) * d[0] + ax * d[1]);
     return (1.0f - az) * lo + az * hi;
   }
 };
@@ -105,8 +106,8 @@ CTFORGE_HD bool clip_axis(float p, float d, float lo, float hi, float& t0, float
 /// the dominant axis whose ray point lies within the volume box extended by one voxel,
 /// [-1, n] in each axis (beyond it every tap reads zero).
 template <class Sampler>
-CTFORGE_HD float joseph_ray(const Sampler& sample, f3 p, f3 d, int nx, int ny, int nz,
-                            float dir_mm, float t_min = -3.0e38f) {
+CTFORGE_HD float joseph_ray(const Sampler& sample, f3 p, f3 d, int nx, int ny, int nz, float dir_mm,
+                            float t_min = -3.0e38f) {
   const float ax = fabsf(d.x), ay = fabsf(d.y), az = fabsf(d.z);
   // Dominant axis: 0 = x, 1 = y, 2 = z (ties resolved towards x, then y).
   const int axis = (ax >= ay && ax >= az) ? 0 : (ay >= az ? 1 : 2);
@@ -150,9 +151,12 @@ CTFORGE_HD float joseph_ray(const Sampler& sample, f3 p, f3 d, int nx, int ny, i
     if (w == 0.0f) continue;
     float x = p.x + dk * s.x, y = p.y + dk * s.y, z = p.z + dk * s.z;
     // Exactly on the plane: the trilinear fetch reduces to a bilinear one.
-    if (axis == 0) x = static_cast<float>(k);
-    else if (axis == 1) y = static_cast<float>(k);
-    else z = static_cast<float>(k);
+    if (axis == 0)
+      x = static_cast<float>(k);
+    else if (axis == 1)
+      y = static_cast<float>(k);
+    else
+      z = static_cast<float>(k);
     acc += w * sample(x, y, z);
   }
   return acc * dir_mm / fabsf(dm);

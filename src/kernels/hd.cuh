@@ -26,8 +26,14 @@ CTFORGE_HD float floor_f(float a) {
   return std::floor(a);
 #endif
 }
-CTFORGE_HD float min_f(float a, float b) { return a < b ? a : b; }
-CTFORGE_HD float max_f(float a, float b) { return a > b ? a : b; }
-CTFORGE_HD float clamp_f(float a, float lo, float hi) { return min_f(max_f(a, lo), hi); }
+CTFORGE_HD float min_f(float a, float b) {
+  return a < b ? a : b;
+}
+CTFORGE_HD float max_f(float a, float b) {
+  return a > b ? a : b;
+}
+CTFORGE_HD float clamp_f(float a, float lo, float hi) {
+  return min_f(max_f(a, lo), hi);
+}
 
 }  // namespace ctforge::kernels

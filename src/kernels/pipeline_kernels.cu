@@ -12,7 +12,9 @@ namespace {
 
 constexpr int k_threads = 256;
 
-__global__ void bump_kernel(int* counter) { *counter += 1; }
+__global__ void bump_kernel(int* counter) {
+  *counter += 1;
+}
 
 // grid: x covers cols, y = detector row, z = view of the batch.
 __global__ void store_kernel(store_batch b) {
@@ -36,7 +38,8 @@ __global__ void gather_kernel(gather_batch b) {
   if (col >= b.cols || view >= b.total_views || row > rows_valid) return;
   float value = 0.0f;  // row == rows_valid: the zero row below the slab's rows
   if (row < rows_valid) {
-    const std::int64_t src_line = static_cast<std::int64_t>(view) * b.rows + b.slab->row_offset + row;
+    const std::int64_t src_line =
+        static_cast<std::int64_t>(view) * b.rows + b.slab->row_offset + row;
     value = b.store[src_line * b.cols + col];
   }
   surf2DLayeredwrite(value, b.surface, col * static_cast<int>(sizeof(float)), row, i);

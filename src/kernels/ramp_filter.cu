@@ -58,16 +58,18 @@ std::shared_ptr<const ramp_fft_plans> plans_for(int padded_len, int rows_total, 
       [&] {
         // In place: real rows of pitch 2 (N/2+1) floats, complex rows of N/2+1 bins.
         const int pitch = 2 * (padded_len / 2 + 1), bins = padded_len / 2 + 1;
-        return std::make_shared<const ramp_fft_plans>(ramp_fft_plans{
-            cufft_plan(padded_len, rows_total, pitch, bins, CUFFT_R2C),
-            cufft_plan(padded_len, rows_total, bins, pitch, CUFFT_C2R)});
+        return std::make_shared<const ramp_fft_plans>(
+            ramp_fft_plans{cufft_plan(padded_len, rows_total, pitch, bins, CUFFT_R2C),
+                           cufft_plan(padded_len, rows_total, bins, pitch, CUFFT_C2R)});
       },
       created);
 }
 
 }  // namespace
 
-void clear_ramp_plan_cache() { cache().clear(); }
+void clear_ramp_plan_cache() {
+  cache().clear();
+}
 
 std::int64_t ramp_work_bytes(int padded_len, int rows_total) {
   bool created = false;
@@ -96,7 +98,8 @@ ramp_filter_gpu::ramp_filter_gpu(int padded_len, int rows_total, const std::vect
 }
 
 std::size_t ramp_filter_gpu::work_bytes() const {
-  return plans_->fwd.work_bytes() > plans_->inv.work_bytes() ? plans_->fwd.work_bytes() : plans_->inv.work_bytes();
+  return plans_->fwd.work_bytes() > plans_->inv.work_bytes() ? plans_->fwd.work_bytes()
+                                                             : plans_->inv.work_bytes();
 }
 
 void ramp_filter_gpu::set_work_area(void* area) const {
@@ -114,8 +117,8 @@ void ramp_filter_gpu::enqueue(cudaStream_t s, float* buffer) const {
   CTFORGE_CUFFT_TRY(cufftExecR2C(plans_->fwd.get(), buffer, spectrum), "ramp filter (forward FFT)");
   const int bins = n_ / 2 + 1;
   const std::int64_t total = static_cast<std::int64_t>(rows_total_) * bins;
-  apply_response_kernel<<<blocks_for(total, k_threads), k_threads, 0, s>>>(spectrum, response_.data(),
-                                                                          bins, total);
+  apply_response_kernel<<<blocks_for(total, k_threads), k_threads, 0, s>>>(
+      spectrum, response_.data(), bins, total);
   CTFORGE_CUDA_CHECK_LAUNCH("launching the ramp filter multiplication");
   CTFORGE_CUFFT_TRY(cufftExecC2R(plans_->inv.get(), spectrum, buffer), "ramp filter (inverse FFT)");
 }

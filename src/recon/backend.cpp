@@ -19,7 +19,8 @@ backend parse_backend(std::string_view name) {
   if (n == "auto" || n == "automatic") return backend::automatic;
   if (n == "cpu") return backend::cpu;
   if (n == "cuda" || n == "gpu") return backend::cuda;
-  throw usage_error(fmt::format("--backend: unknown backend '{}' (expected auto, cpu or cuda)", name));
+  throw usage_error(
+      fmt::format("--backend: unknown backend '{}' (expected auto, cpu or cuda)", name));
 }
 
 backend resolve_backend(backend where, std::string* notice, int device) {

@@ -60,7 +60,8 @@ inline padded_projections make_padded_projections(const float* src, std::int64_t
   for (std::int64_t v = 0; v < n_views; ++v)
     for (std::int64_t r = 0; r < n_rows; ++r)
       std::memcpy(p.data.data() + v * p.view_stride + (r + 1) * pitch + 1,
-                  src + (v * n_rows + r) * n_cols, static_cast<std::size_t>(n_cols) * sizeof(float));
+                  src + (v * n_rows + r) * n_cols,
+                  static_cast<std::size_t>(n_cols) * sizeof(float));
   return p;
 }
 
@@ -83,7 +84,9 @@ inline void backproject_row(const padded_projections& proj, const kernels::proj_
   for (std::int64_t v = 0; v < proj.views; ++v) {
     const kernels::padded_view pv = proj.view(v);
     const kernels::proj_matrix P = mats[v];
-    const auto sample = [&pv](float c, float r) { return kernels::sample_bilinear_padded(pv, c, r); };
+    const auto sample = [&pv](float c, float r) {
+      return kernels::sample_bilinear_padded(pv, c, r);
+    };
 #pragma omp simd
     for (int i = 0; i < nx; ++i) {
       const float x = x0 + static_cast<float>(i) * dx;

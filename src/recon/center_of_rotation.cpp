@@ -63,9 +63,12 @@ class correlator {
         fftwf_malloc(sizeof(fftwf_complex) * static_cast<std::size_t>(len_ / 2 + 1))));
     acc_.assign(static_cast<std::size_t>(len_ / 2 + 1), {0.0, 0.0});
     CTFORGE_CHECK(real_ && spec_a_ && spec_b_, "center of rotation: out of memory for FFT buffers");
-    fwd_a_.reset(fftwf_plan_dft_r2c_1d(static_cast<int>(len_), real_.get(), spec_a_.get(), FFTW_ESTIMATE));
-    fwd_b_.reset(fftwf_plan_dft_r2c_1d(static_cast<int>(len_), real_.get(), spec_b_.get(), FFTW_ESTIMATE));
-    inv_.reset(fftwf_plan_dft_c2r_1d(static_cast<int>(len_), spec_a_.get(), real_.get(), FFTW_ESTIMATE));
+    fwd_a_.reset(
+        fftwf_plan_dft_r2c_1d(static_cast<int>(len_), real_.get(), spec_a_.get(), FFTW_ESTIMATE));
+    fwd_b_.reset(
+        fftwf_plan_dft_r2c_1d(static_cast<int>(len_), real_.get(), spec_b_.get(), FFTW_ESTIMATE));
+    inv_.reset(
+        fftwf_plan_dft_c2r_1d(static_cast<int>(len_), spec_a_.get(), real_.get(), FFTW_ESTIMATE));
     CTFORGE_CHECK(fwd_a_ && fwd_b_ && inv_, "center of rotation: FFTW planning failed");
   }
 
@@ -92,7 +95,9 @@ class correlator {
       spec_a_.get()[k][1] = static_cast<float>(acc_[k].imag());
     }
     fftwf_execute(inv_.get());
-    auto at = [&](std::int64_t d) { return static_cast<double>(real_.get()[(d % len_ + len_) % len_]); };
+    auto at = [&](std::int64_t d) {
+      return static_cast<double>(real_.get()[(d % len_ + len_) % len_]);
+    };
     std::int64_t best = 0;
     double best_value = -std::numeric_limits<double>::infinity();
     double lowest = std::numeric_limits<double>::infinity();
@@ -132,9 +137,10 @@ class correlator {
 }  // namespace
 
 double estimate_center_of_rotation(const projection_stack& proj, const geometry& g) {
-  CTFORGE_EXPECTS(g.orbit.has_value(),
-                  fmt::format("center of rotation: needs a circular geometry (cone or parallel), got {}",
-                              g.type_name()));
+  CTFORGE_EXPECTS(
+      g.orbit.has_value(),
+      fmt::format("center of rotation: needs a circular geometry (cone or parallel), got {}",
+                  g.type_name()));
   CTFORGE_EXPECTS(proj.views == g.view_count() && proj.rows == g.rows && proj.cols == g.cols,
                   fmt::format("center of rotation: projections {}x{}x{} do not match the geometry "
                               "({} views, {} rows, {} cols)",
@@ -145,13 +151,16 @@ double estimate_center_of_rotation(const projection_stack& proj, const geometry&
 
   // Typical angular step: median of the gaps between sorted angles (on the circle).
   std::vector<std::pair<double, std::int64_t>> sorted;
-  for (std::int64_t i = 0; i < nv; ++i) sorted.push_back({wrap(angles[static_cast<std::size_t>(i)]), i});
+  for (std::int64_t i = 0; i < nv; ++i)
+    sorted.push_back({wrap(angles[static_cast<std::size_t>(i)]), i});
   std::sort(sorted.begin(), sorted.end());
   std::vector<double> gaps;
   for (std::size_t i = 0; i + 1 < sorted.size(); ++i)
-    if (sorted[i + 1].first - sorted[i].first > 1e-12) gaps.push_back(sorted[i + 1].first - sorted[i].first);
+    if (sorted[i + 1].first - sorted[i].first > 1e-12)
+      gaps.push_back(sorted[i + 1].first - sorted[i].first);
   CTFORGE_EXPECTS(!gaps.empty(), "center of rotation: needs views at two or more distinct angles");
-  std::nth_element(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 2), gaps.end());
+  std::nth_element(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 2),
+                   gaps.end());
   const double step = gaps[gaps.size() / 2];
 
   // Opposite view of each view i: the view nearest to t_i + pi (it must lie within one angular
@@ -185,7 +194,8 @@ double estimate_center_of_rotation(const projection_stack& proj, const geometry&
     std::int64_t k = -1;
     double best_score = 1e300;
     for (std::int64_t v = 0; v < nv; ++v) {
-      const double u = signed_diff(angles[static_cast<std::size_t>(v)], angles[static_cast<std::size_t>(j)]);
+      const double u =
+          signed_diff(angles[static_cast<std::size_t>(v)], angles[static_cast<std::size_t>(j)]);
       if (std::abs(u) <= 0.5 * step || std::abs(u) > 1.5 * step) continue;
       const double score = std::abs(std::abs(u) - step) + ((u > 0) == (t > 0) ? 0.0 : 10.0 * step);
       if (score < best_score) {
@@ -196,13 +206,15 @@ double estimate_center_of_rotation(const projection_stack& proj, const geometry&
     if (k < 0 || std::abs(t) < 1e-9 * step) {
       pairs.push_back({i, j, j, 0.0});
     } else {
-      const double u = signed_diff(angles[static_cast<std::size_t>(k)], angles[static_cast<std::size_t>(j)]);
+      const double u =
+          signed_diff(angles[static_cast<std::size_t>(k)], angles[static_cast<std::size_t>(j)]);
       pairs.push_back({i, j, k, t / u});
     }
   }
-  CTFORGE_EXPECTS(!pairs.empty(),
-                  "center of rotation: no pair of views 180 degrees apart (the scan must cover about "
-                  "180 degrees or more)");
+  CTFORGE_EXPECTS(
+      !pairs.empty(),
+      "center of rotation: no pair of views 180 degrees apart (the scan must cover about "
+      "180 degrees or more)");
   // Bound the work: at most 180 pairs, evenly spread.
   if (pairs.size() > 180) {
     std::vector<partner> kept;
@@ -212,7 +224,8 @@ double estimate_center_of_rotation(const projection_stack& proj, const geometry&
   // Rows used: all, or 64 evenly spread.
   std::vector<std::int64_t> rows;
   const std::int64_t nr = std::min<std::int64_t>(proj.rows, 64);
-  for (std::int64_t r = 0; r < nr; ++r) rows.push_back(proj.rows == nr ? r : (2 * r + 1) * proj.rows / (2 * nr));
+  for (std::int64_t r = 0; r < nr; ++r)
+    rows.push_back(proj.rows == nr ? r : (2 * r + 1) * proj.rows / (2 * nr));
 
   correlator corr(n);
   const std::int64_t max_shift = std::max<std::int64_t>(1, (3 * n) / 4);
@@ -226,16 +239,16 @@ double estimate_center_of_rotation(const projection_stack& proj, const geometry&
       const float* bk = proj.view(p.k) + r * n;
       for (std::int64_t c = 0; c < n; ++c) {
         const std::int64_t src = n - 1 - c;
-        rev[static_cast<std::size_t>(c)] =
-            static_cast<float>((1 - p.w) * bj[src] + p.w * bk[src]);
+        rev[static_cast<std::size_t>(c)] = static_cast<float>((1 - p.w) * bj[src] + p.w * bk[src]);
       }
       corr.add(a, rev.data());
     }
     const double d = corr.peak(max_shift);
     if (std::isfinite(d)) estimates.push_back(0.5 * (d + static_cast<double>(n - 1)));
   }
-  CTFORGE_CHECK(!estimates.empty(),
-                "center of rotation: the projections hold no structure to register (constant views)");
+  CTFORGE_CHECK(
+      !estimates.empty(),
+      "center of rotation: the projections hold no structure to register (constant views)");
   std::sort(estimates.begin(), estimates.end());
   const std::size_t m = estimates.size();
   return m % 2 ? estimates[m / 2] : 0.5 * (estimates[m / 2 - 1] + estimates[m / 2]);
@@ -248,8 +261,9 @@ geometry with_center_of_rotation(const geometry& g, double col) {
     const auto& o = *g.orbit;
     std::vector<double> ou(o.angles_rad.size(), (mid - col) * g.pixel_u_mm);
     if (g.beam == beam_kind::cone)
-      return make_cone_geometry(g.cols, g.rows, g.pixel_u_mm, g.pixel_v_mm, o.source_to_isocenter_mm,
-                                o.source_to_detector_mm, o.angles_rad, ou, o.offset_v_mm);
+      return make_cone_geometry(g.cols, g.rows, g.pixel_u_mm, g.pixel_v_mm,
+                                o.source_to_isocenter_mm, o.source_to_detector_mm, o.angles_rad, ou,
+                                o.offset_v_mm);
     return make_parallel_geometry(g.cols, g.rows, g.pixel_u_mm, g.pixel_v_mm, o.angles_rad, ou,
                                   o.offset_v_mm);
   }
@@ -260,7 +274,8 @@ geometry with_center_of_rotation(const geometry& g, double col) {
     const auto m = compute_projection_matrix(g, i);
     const double now = m[3] / m[11];
     views[static_cast<std::size_t>(i)].detector_center =
-        views[static_cast<std::size_t>(i)].detector_center + (now - col) * views[static_cast<std::size_t>(i)].u;
+        views[static_cast<std::size_t>(i)].detector_center +
+        (now - col) * views[static_cast<std::size_t>(i)].u;
   }
   return make_vec_geometry(g.beam, g.cols, g.rows, std::move(views));
 }

@@ -40,7 +40,8 @@ volume cuda_reconstruct(const projection_stack& proj, const geometry& g, const v
                         const recon_options& opt, const cuda_options& copt);
 
 /// Ray-driven (Joseph) forward projection on the GPU; matches ctforge::forward_project.
-projection_stack cuda_forward_project(const volume& vol, const geometry& g, const cuda_options& copt);
+projection_stack cuda_forward_project(const volume& vol, const geometry& g,
+                                      const cuda_options& copt);
 
 /// Unweighted voxel-driven back-projection on the GPU; matches ctforge::back_project.
 volume cuda_back_project(const projection_stack& proj, const geometry& g, const volume_geometry& vg,

@@ -62,8 +62,10 @@ struct row_scratch {
   std::vector<std::int32_t> idx;  // offset of tap (c0, r0) in the padded view
   std::vector<float> ac, ar, wt;  // column / row fractions, view weight (0: behind the source)
   explicit row_scratch(std::int64_t nx)
-      : idx(static_cast<std::size_t>(nx)), ac(static_cast<std::size_t>(nx)),
-        ar(static_cast<std::size_t>(nx)), wt(static_cast<std::size_t>(nx)) {}
+      : idx(static_cast<std::size_t>(nx)),
+        ac(static_cast<std::size_t>(nx)),
+        ar(static_cast<std::size_t>(nx)),
+        wt(static_cast<std::size_t>(nx)) {}
 };
 
 // 64-bit loads of the tap pairs at base + a and base + b: [base[a], base[a+1], base[b], base[b+1]].
@@ -83,19 +85,23 @@ inline void contributing_range(const kernels::proj_matrix& P, float x0, float dx
   const double a0 = double(m[1]) * y + double(m[2]) * z + m[3];
   const double a1 = double(m[5]) * y + double(m[6]) * z + m[7];
   const double a2 = double(m[9]) * y + double(m[10]) * z + m[11];
-  double xlo = -std::numeric_limits<double>::infinity(), xhi = std::numeric_limits<double>::infinity();
+  double xlo = -std::numeric_limits<double>::infinity(),
+         xhi = std::numeric_limits<double>::infinity();
   bool empty = false;
   const auto half_line = [&](double a, double b) {  // a x + b > 0
-    if (a > 0) xlo = std::max(xlo, -b / a);
-    else if (a < 0) xhi = std::min(xhi, -b / a);
-    else if (!(b > 0)) empty = true;
+    if (a > 0)
+      xlo = std::max(xlo, -b / a);
+    else if (a < 0)
+      xhi = std::min(xhi, -b / a);
+    else if (!(b > 0))
+      empty = true;
   };
   const double c = cols, r = rows;
-  half_line(double(m[0]) + m[8], a0 + a2);          // col > -1
-  half_line(c * m[8] - m[0], c * a2 - a0);          // col < cols
-  half_line(double(m[4]) + m[8], a1 + a2);          // row > -1
-  half_line(r * m[8] - m[4], r * a2 - a1);          // row < rows
-  half_line(m[8], a2 - 1e-6);                        // p2 > 1e-6
+  half_line(double(m[0]) + m[8], a0 + a2);  // col > -1
+  half_line(c * m[8] - m[0], c * a2 - a0);  // col < cols
+  half_line(double(m[4]) + m[8], a1 + a2);  // row > -1
+  half_line(r * m[8] - m[4], r * a2 - a1);  // row < rows
+  half_line(m[8], a2 - 1e-6);               // p2 > 1e-6
   if (empty || !(xlo < xhi)) {
     lo = hi = 0;
     return;
@@ -116,8 +122,8 @@ void backproject_row_avx2(const kernels::padded_view& pv, const kernels::proj_ma
   int lo, hi;
   contributing_range(P, x0, dx, y, z, pv.cols, pv.rows, nx, lo, hi);
   if (lo >= hi) return;
-  const int vb = lo & ~7;                    // vector part [vb, ve) on the same 8-lane grid
-  const int ve = vb + ((hi - vb) & ~7);      // as the unclipped loop; scalar tail [ve, hi)
+  const int vb = lo & ~7;                // vector part [vb, ve) on the same 8-lane grid
+  const int ve = vb + ((hi - vb) & ~7);  // as the unclipped loop; scalar tail [ve, hi)
   // Phase 1: detector coordinates -> tap offsets and weights.
   {
     const __m256 a0 = _mm256_set1_ps(m[1] * y + m[2] * z + m[3]);
@@ -126,13 +132,15 @@ void backproject_row_avx2(const kernels::padded_view& pv, const kernels::proj_ma
     const __m256 m0 = _mm256_set1_ps(m[0]), m4 = _mm256_set1_ps(m[4]), m8 = _mm256_set1_ps(m[8]);
     const __m256 vdx = _mm256_set1_ps(dx), vx0 = _mm256_set1_ps(x0);
     const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256 eps = _mm256_set1_ps(1e-6f), one = _mm256_set1_ps(1.0f), minus1 = _mm256_set1_ps(-1.0f);
+    const __m256 eps = _mm256_set1_ps(1e-6f), one = _mm256_set1_ps(1.0f),
+                 minus1 = _mm256_set1_ps(-1.0f);
     const __m256 two = _mm256_set1_ps(2.0f);
     const __m256 cmax = _mm256_set1_ps(static_cast<float>(pv.cols));
     const __m256 rmax = _mm256_set1_ps(static_cast<float>(pv.rows));
     const __m256i pitch = _mm256_set1_epi32(pv.pitch), base = _mm256_set1_epi32(pv.pitch + 1);
     for (int i = vb; i < ve; i += 8) {
-      const __m256 x = _mm256_fmadd_ps(_mm256_add_ps(_mm256_set1_ps(static_cast<float>(i)), lane), vdx, vx0);
+      const __m256 x =
+          _mm256_fmadd_ps(_mm256_add_ps(_mm256_set1_ps(static_cast<float>(i)), lane), vdx, vx0);
       const __m256 p0 = _mm256_fmadd_ps(m0, x, a0);
       const __m256 p1 = _mm256_fmadd_ps(m4, x, a1);
       const __m256 p2 = _mm256_fmadd_ps(m8, x, a2);
@@ -144,8 +152,10 @@ void backproject_row_avx2(const kernels::padded_view& pv, const kernels::proj_ma
       const __m256 col = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(p0, inv), minus1), cmax);
       const __m256 row = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(p1, inv), minus1), rmax);
       const __m256 fc = _mm256_floor_ps(col), fr = _mm256_floor_ps(row);
-      const __m256i off = _mm256_add_epi32(
-          _mm256_add_epi32(_mm256_mullo_epi32(_mm256_cvttps_epi32(fr), pitch), _mm256_cvttps_epi32(fc)), base);
+      const __m256i off =
+          _mm256_add_epi32(_mm256_add_epi32(_mm256_mullo_epi32(_mm256_cvttps_epi32(fr), pitch),
+                                            _mm256_cvttps_epi32(fc)),
+                           base);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(s.idx.data() + i), off);
       _mm256_storeu_ps(s.ac.data() + i, _mm256_sub_ps(col, fc));
       _mm256_storeu_ps(s.ar.data() + i, _mm256_sub_ps(row, fr));
@@ -179,7 +189,8 @@ void backproject_row_avx2(const kernels::padded_view& pv, const kernels::proj_ma
     const __m256 up = _mm256_fmadd_ps(ac, t01, _mm256_mul_ps(one_ac, t00));
     const __m256 down = _mm256_fmadd_ps(ac, t11, _mm256_mul_ps(one_ac, t10));
     const __m256 v = _mm256_fmadd_ps(ar, down, _mm256_mul_ps(one_ar, up));
-    _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(v, _mm256_loadu_ps(s.wt.data() + i), _mm256_loadu_ps(acc + i)));
+    _mm256_storeu_ps(
+        acc + i, _mm256_fmadd_ps(v, _mm256_loadu_ps(s.wt.data() + i), _mm256_loadu_ps(acc + i)));
   }
   // Tail: the shared scalar code.
   const auto sample = [&pv](float c, float r) { return kernels::sample_bilinear_padded(pv, c, r); };
@@ -201,8 +212,9 @@ void backproject_blocked(const detail::padded_projections& proj, const kernels::
   // of the volume visits them: the taps of off-mid-plane slices are scattered over many
   // detector rows, and fetching them from DRAM for every block was the bottleneck.
   const std::int64_t view_bytes = proj.view_stride * static_cast<std::int64_t>(sizeof(float));
-  const std::int64_t batch = std::clamp<std::int64_t>(k_view_batch_bytes / std::max<std::int64_t>(view_bytes, 1), 1,
-                                                      std::max<std::int64_t>(proj.views, 1));
+  const std::int64_t batch =
+      std::clamp<std::int64_t>(k_view_batch_bytes / std::max<std::int64_t>(view_bytes, 1), 1,
+                               std::max<std::int64_t>(proj.views, 1));
   const float x0 = static_cast<float>(vg.origin_mm[0]), dx = static_cast<float>(vg.spacing_mm[0]);
 #pragma omp parallel num_threads(nt)
   {
@@ -213,11 +225,13 @@ void backproject_blocked(const detail::padded_projections& proj, const kernels::
       for (std::int64_t u = 0; u < units; ++u) {
         const std::int64_t k = u / blocks_per_slice, j0 = (u % blocks_per_slice) * block;
         const std::int64_t rows = std::min(block, ny - j0);
-        const float z = static_cast<float>(vg.origin_mm[2] + static_cast<double>(k) * vg.spacing_mm[2]);
+        const float z =
+            static_cast<float>(vg.origin_mm[2] + static_cast<double>(k) * vg.spacing_mm[2]);
         for (std::int64_t v = v0; v < v1; ++v) {
           const kernels::padded_view pv = proj.view(v);
           for (std::int64_t b = 0; b < rows; ++b) {
-            const float y = static_cast<float>(vg.origin_mm[1] + static_cast<double>(j0 + b) * vg.spacing_mm[1]);
+            const float y = static_cast<float>(vg.origin_mm[1] +
+                                               static_cast<double>(j0 + b) * vg.spacing_mm[1]);
             backproject_row_avx2<W>(pv, mats[v], x0, dx, y, z, static_cast<int>(nx),
                                     out + (k * ny + j0 + b) * nx, scratch);
           }
@@ -292,10 +306,12 @@ void backproject_reference(const projection_stack& proj, const geometry& g,
           }
         }
         float* dst = out.data.data() + (k * ny + j) * nx;
-        for (std::int64_t i = 0; i < nx; ++i) dst[i] += static_cast<float>(acc[static_cast<std::size_t>(i)]);
+        for (std::int64_t i = 0; i < nx; ++i)
+          dst[i] += static_cast<float>(acc[static_cast<std::size_t>(i)]);
       }
     }
-    report(opt, k_filter_share + (1 - k_filter_share) * static_cast<double>(s + 1) / static_cast<double>(slabs));
+    report(opt, k_filter_share +
+                    (1 - k_filter_share) * static_cast<double>(s + 1) / static_cast<double>(slabs));
   }
 }
 
@@ -308,11 +324,12 @@ void backproject_fast(const projection_stack& proj, const geometry& g, const vol
   const std::int64_t pixels = proj.rows * proj.cols;
   for (std::int64_t b = 0; b < batches; ++b) {
     const std::int64_t v0 = proj.views * b / batches, v1 = proj.views * (b + 1) / batches;
-    const detail::padded_projections padded =
-        detail::make_padded_projections(proj.data.data() + v0 * pixels, v1 - v0, proj.rows, proj.cols);
+    const detail::padded_projections padded = detail::make_padded_projections(
+        proj.data.data() + v0 * pixels, v1 - v0, proj.rows, proj.cols);
     detail::backproject_filtered_cpu(padded, mats.data() + v0, vg, distance_weighting,
                                      out.data.data(), threads);
-    report(opt, k_filter_share + (1 - k_filter_share) * static_cast<double>(b + 1) / static_cast<double>(batches));
+    report(opt, k_filter_share + (1 - k_filter_share) * static_cast<double>(b + 1) /
+                                     static_cast<double>(batches));
   }
 }
 
@@ -357,16 +374,22 @@ filter_window parse_filter(std::string_view name) {
   if (n == "hamming") return filter_window::hamming;
   if (n == "hann" || n == "hanning") return filter_window::hann;
   throw usage_error(fmt::format(
-      "--filter: unknown filter '{}' (expected ram-lak, shepp-logan, cosine, hamming or hann)", name));
+      "--filter: unknown filter '{}' (expected ram-lak, shepp-logan, cosine, hamming or hann)",
+      name));
 }
 
 std::string to_string(filter_window w) {
   switch (w) {
-    case filter_window::ram_lak: return "ram-lak";
-    case filter_window::shepp_logan: return "shepp-logan";
-    case filter_window::cosine: return "cosine";
-    case filter_window::hamming: return "hamming";
-    case filter_window::hann: return "hann";
+    case filter_window::ram_lak:
+      return "ram-lak";
+    case filter_window::shepp_logan:
+      return "shepp-logan";
+    case filter_window::cosine:
+      return "cosine";
+    case filter_window::hamming:
+      return "hamming";
+    case filter_window::hann:
+      return "hann";
   }
   return "ram-lak";
 }
@@ -377,7 +400,8 @@ volume reconstruct(const projection_stack& proj, const geometry& g, const volume
   CTFORGE_EXPECTS(opt.threads >= 0, fmt::format("--threads must be >= 0 (got {})", opt.threads));
   const detail::fdk_setup setup = detail::make_fdk_setup(proj, g, opt);
   // The reference path is a CPU path by definition.
-  const backend where = opt.reference ? backend::cpu : resolve_backend(opt.where, nullptr, opt.device);
+  const backend where =
+      opt.reference ? backend::cpu : resolve_backend(opt.where, nullptr, opt.device);
   if (where == backend::cuda) {
 #if defined(CTFORGE_WITH_CUDA)
     detail::cuda_options copt;

@@ -14,7 +14,9 @@ namespace {
 
 constexpr double k_pi = std::numbers::pi;
 
-const char* algo_name(algorithm a) { return a == algorithm::fdk ? "fdk" : "fbp"; }
+const char* algo_name(algorithm a) {
+  return a == algorithm::fdk ? "fdk" : "fbp";
+}
 
 void check_geometry_for(const geometry& g, algorithm algo) {
   const std::string name = algo_name(algo);
@@ -25,10 +27,10 @@ void check_geometry_for(const geometry& g, algorithm algo) {
                                 name, g.type_name(),
                                 g.beam == beam_kind::parallel ? " (use --algorithm fbp)" : ""));
   } else {
-    CTFORGE_EXPECTS(g.beam == beam_kind::parallel && g.orbit.has_value(),
-                    fmt::format("{}: needs a circular 'parallel' geometry, got '{}'{}", name,
-                                g.type_name(),
-                                g.beam == beam_kind::cone ? " (use --algorithm fdk)" : ""));
+    CTFORGE_EXPECTS(
+        g.beam == beam_kind::parallel && g.orbit.has_value(),
+        fmt::format("{}: needs a circular 'parallel' geometry, got '{}'{}", name, g.type_name(),
+                    g.beam == beam_kind::cone ? " (use --algorithm fdk)" : ""));
   }
 }
 
@@ -52,14 +54,16 @@ void check_finite(const projection_stack& p) {
 
 }  // namespace
 
-fdk_setup make_fdk_setup(const projection_stack& proj, const geometry& g, const recon_options& opt) {
+fdk_setup make_fdk_setup(const projection_stack& proj, const geometry& g,
+                         const recon_options& opt) {
   const std::string name = algo_name(opt.algo);
   check_geometry_for(g, opt.algo);
   g.validate();
-  CTFORGE_EXPECTS(proj.views == g.view_count() && proj.rows == g.rows && proj.cols == g.cols,
-                  fmt::format("{}: projections are {}x{}x{} (views x rows x cols) but the geometry "
-                              "describes {}x{}x{}",
-                              name, proj.views, proj.rows, proj.cols, g.view_count(), g.rows, g.cols));
+  CTFORGE_EXPECTS(
+      proj.views == g.view_count() && proj.rows == g.rows && proj.cols == g.cols,
+      fmt::format("{}: projections are {}x{}x{} (views x rows x cols) but the geometry "
+                  "describes {}x{}x{}",
+                  name, proj.views, proj.rows, proj.cols, g.view_count(), g.rows, g.cols));
   CTFORGE_EXPECTS(static_cast<std::int64_t>(proj.data.size()) == proj.size(),
                   fmt::format("{}: projection data holds {} values, expected {}", name,
                               proj.data.size(), proj.size()));
@@ -81,7 +85,8 @@ fdk_setup make_fdk_setup(const projection_stack& proj, const geometry& g, const 
 
   // --- angles: direction, covered arc, per-view angular weights -------------------------------
   const std::vector<double>& a = o.angles_rad;
-  std::vector<double> beta(static_cast<std::size_t>(n), 0.0), dbeta(static_cast<std::size_t>(n), 0.0);
+  std::vector<double> beta(static_cast<std::size_t>(n), 0.0),
+      dbeta(static_cast<std::size_t>(n), 0.0);
   double sign = 1;
   if (n == 1) {
     s.scan_range_rad = 2 * k_pi;
@@ -89,7 +94,8 @@ fdk_setup make_fdk_setup(const projection_stack& proj, const geometry& g, const 
   } else {
     sign = a[static_cast<std::size_t>(n - 1)] >= a[0] ? 1.0 : -1.0;
     for (std::int64_t i = 0; i + 1 < n; ++i) {
-      const double step = sign * (a[static_cast<std::size_t>(i + 1)] - a[static_cast<std::size_t>(i)]);
+      const double step =
+          sign * (a[static_cast<std::size_t>(i + 1)] - a[static_cast<std::size_t>(i)]);
       CTFORGE_EXPECTS(step > 0,
                       fmt::format("{}: geometry field 'angles_deg' must be strictly increasing or "
                                   "strictly decreasing (views {} and {}: {} deg, {} deg)",
@@ -100,7 +106,8 @@ fdk_setup make_fdk_setup(const projection_stack& proj, const geometry& g, const 
     const double mean_step = span / static_cast<double>(n - 1);
     s.scan_range_rad = span + mean_step;
     for (std::int64_t i = 0; i < n; ++i)
-      beta[static_cast<std::size_t>(i)] = sign * (a[static_cast<std::size_t>(i)] - a[0]) + 0.5 * mean_step;
+      beta[static_cast<std::size_t>(i)] =
+          sign * (a[static_cast<std::size_t>(i)] - a[0]) + 0.5 * mean_step;
     for (std::int64_t i = 0; i < n; ++i) {
       const auto k = static_cast<std::size_t>(i);
       const double lo = i > 0 ? beta[k] - beta[k - 1] : mean_step;
@@ -128,17 +135,19 @@ fdk_setup make_fdk_setup(const projection_stack& proj, const geometry& g, const 
     // Angles come from files in degrees with a few decimals: allow 1e-4 rad (0.006 deg) slack.
     constexpr double tol = 1e-4;
     if (cone) {
-      CTFORGE_EXPECTS(delta >= fan - tol,
-                      fmt::format("{}: the scan covers {:.3f} deg, less than the 180 deg + fan angle "
-                                  "({:.3f} deg, from the detector width and offsets) = {:.3f} deg a "
-                                  "short scan needs; acquire a longer arc",
-                                  name, rad_to_deg(s.scan_range_rad), rad_to_deg(2 * fan),
-                                  rad_to_deg(k_pi + 2 * fan)));
+      CTFORGE_EXPECTS(
+          delta >= fan - tol,
+          fmt::format("{}: the scan covers {:.3f} deg, less than the 180 deg + fan angle "
+                      "({:.3f} deg, from the detector width and offsets) = {:.3f} deg a "
+                      "short scan needs; acquire a longer arc",
+                      name, rad_to_deg(s.scan_range_rad), rad_to_deg(2 * fan),
+                      rad_to_deg(k_pi + 2 * fan)));
     } else {
-      CTFORGE_EXPECTS(delta >= -tol,
-                      fmt::format("{}: the scan covers {:.3f} deg; parallel-beam FBP needs at least "
-                                  "180 deg",
-                                  name, rad_to_deg(s.scan_range_rad)));
+      CTFORGE_EXPECTS(
+          delta >= -tol,
+          fmt::format("{}: the scan covers {:.3f} deg; parallel-beam FBP needs at least "
+                      "180 deg",
+                      name, rad_to_deg(s.scan_range_rad)));
     }
     delta = std::max(delta, fan);
   }
@@ -187,7 +196,8 @@ void apply_preweights(const fdk_setup& s, projection_stack& proj, int threads) {
     float* img = proj.view(v);
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t c = 0; c < cols; ++c)
-        img[r * cols + c] *= kernels::preweight(s.params, pv, static_cast<int>(c), static_cast<int>(r));
+        img[r * cols + c] *=
+            kernels::preweight(s.params, pv, static_cast<int>(c), static_cast<int>(r));
   }
 }
 

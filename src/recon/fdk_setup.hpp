@@ -20,7 +20,7 @@
 namespace ctforge::detail {
 
 struct fdk_setup {
-  kernels::preweight_params params;           ///< geometry-wide pre-weight constants
+  kernels::preweight_params params;            ///< geometry-wide pre-weight constants
   std::vector<kernels::preweight_view> views;  ///< one per view
   /// Pixel pitch (mm) the ramp filter is built for: cone beam du * SID / SDD (the pitch on the
   /// virtual detector through the isocentre), parallel beam du.
@@ -30,9 +30,9 @@ struct fdk_setup {
   bool distance_weighting = true;
 
   // Informational (for messages, tests and logs).
-  bool full_scan = true;            ///< covered arc >= 360 deg (redundancy 1/2, no Parker)
-  double scan_range_rad = 0;        ///< covered arc: |last - first| + mean step (rad)
-  double fan_half_angle_rad = 0;    ///< max |atan(a / SDD)| over the pixel centres (cone); 0 parallel
+  bool full_scan = true;          ///< covered arc >= 360 deg (redundancy 1/2, no Parker)
+  double scan_range_rad = 0;      ///< covered arc: |last - first| + mean step (rad)
+  double fan_half_angle_rad = 0;  ///< max |atan(a / SDD)| over the pixel centres (cone); 0 parallel
 };
 
 /// Validates `proj` / `g` / `opt` (usage_error naming the field: geometry type for the

@@ -76,7 +76,8 @@ std::vector<float> ramp_response(std::int64_t padded_len, double pixel_mm, filte
   // cos(2 pi j / n) for j in [0, n)
   std::vector<double> cos_tab(static_cast<std::size_t>(n));
   for (std::int64_t j = 0; j < n; ++j)
-    cos_tab[static_cast<std::size_t>(j)] = std::cos(2.0 * k_pi * static_cast<double>(j) / static_cast<double>(n));
+    cos_tab[static_cast<std::size_t>(j)] =
+        std::cos(2.0 * k_pi * static_cast<double>(j) / static_cast<double>(n));
   // Circular, even kernel: h_c[d] = h_c[n - d] = h[d] for d <= n / 2. Its DFT is real:
   //   H[k] = h[0] + 2 sum_{0 < d < n/2} h[d] cos(2 pi k d / n) + h[n/2] cos(pi k).
   // Only odd d contribute.
@@ -84,8 +85,8 @@ std::vector<float> ramp_response(std::int64_t padded_len, double pixel_mm, filte
   const double h_half = ramp_kernel(half, pixel_mm);
   for (std::int64_t k = 0; k <= half; ++k) {
     double sum = 0;
-    std::int64_t idx = k % n;                // (k * d) mod n for d = 1
-    const std::int64_t step = (2 * k) % n;   // d advances by 2
+    std::int64_t idx = k % n;               // (k * d) mod n for d = 1
+    const std::int64_t step = (2 * k) % n;  // d advances by 2
     for (std::int64_t d = 1; d < half; d += 2) {
       sum += ramp_kernel(d, pixel_mm) * cos_tab[static_cast<std::size_t>(idx)];
       idx += step;
@@ -139,7 +140,9 @@ const ramp_filter::plan_pair& cached_plans(std::int64_t n, std::int64_t batch) {
 }  // namespace
 
 ramp_filter::ramp_filter(std::int64_t cols, double pixel_mm, filter_window w, double cutoff)
-    : cols_(cols), padded_(padded_length(cols)), response_(ramp_response(padded_, pixel_mm, w, cutoff)) {}
+    : cols_(cols),
+      padded_(padded_length(cols)),
+      response_(ramp_response(padded_, pixel_mm, w, cutoff)) {}
 
 ramp_filter::~ramp_filter() = default;
 
@@ -149,7 +152,8 @@ void ramp_filter::apply(float* rows, std::int64_t n_rows, int threads) const {
   const std::int64_t batch = std::min(k_batch_rows, n_rows);
   const plan_pair& plans = cached_plans(n, batch);
   const std::int64_t chunks = (n_rows + batch - 1) / batch;
-  const int nt = static_cast<int>(std::min<std::int64_t>(threads > 0 ? threads : omp_get_max_threads(), chunks));
+  const int nt = static_cast<int>(
+      std::min<std::int64_t>(threads > 0 ? threads : omp_get_max_threads(), chunks));
   const float* resp = response_.data();
   std::atomic<bool> alloc_failed{false};
 #pragma omp parallel num_threads(nt)
@@ -182,7 +186,8 @@ void ramp_filter::apply(float* rows, std::int64_t n_rows, int threads) const {
       }
       fftwf_execute_dft_c2r(plans.c2r, out, in);
       for (std::int64_t r = 0; r < nr; ++r)
-        std::memcpy(rows + (r0 + r) * cols, in + r * n, static_cast<std::size_t>(cols) * sizeof(float));
+        std::memcpy(rows + (r0 + r) * cols, in + r * n,
+                    static_cast<std::size_t>(cols) * sizeof(float));
     }
     fftwf_free(in);
     fftwf_free(out);
@@ -191,9 +196,10 @@ void ramp_filter::apply(float* rows, std::int64_t n_rows, int threads) const {
 }
 
 void ramp_filter::apply(projection_stack& proj, int threads) const {
-  CTFORGE_EXPECTS(proj.cols == cols_,
-                  fmt::format("ramp filter: projections have {} columns, the filter was built for {}",
-                              proj.cols, cols_));
+  CTFORGE_EXPECTS(
+      proj.cols == cols_,
+      fmt::format("ramp filter: projections have {} columns, the filter was built for {}",
+                  proj.cols, cols_));
   apply(proj.data.data(), proj.views * proj.rows, threads);
 }
 

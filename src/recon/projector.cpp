@@ -18,7 +18,9 @@
 namespace ctforge {
 namespace {
 
-int thread_count(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
+int thread_count(int threads) {
+  return threads > 0 ? threads : omp_get_max_threads();
+}
 
 void check_int_sizes(const volume_geometry& vg) {
   constexpr std::int64_t lim = std::int64_t{1} << 30;
@@ -50,9 +52,9 @@ projection_stack forward_project(const volume& vol, const geometry& g, int threa
   const vec3 inv_sp{1.0 / vg.spacing_mm[0], 1.0 / vg.spacing_mm[1], 1.0 / vg.spacing_mm[2]};
   // Volume centre (mm): rays are re-anchored at their point nearest to it, so that the float
   // index coordinates handed to the kernel body are small.
-  const vec3 centre = vg.voxel_center(0.5 * static_cast<double>(vg.nx - 1),
-                                      0.5 * static_cast<double>(vg.ny - 1),
-                                      0.5 * static_cast<double>(vg.nz - 1));
+  const vec3 centre =
+      vg.voxel_center(0.5 * static_cast<double>(vg.nx - 1), 0.5 * static_cast<double>(vg.ny - 1),
+                      0.5 * static_cast<double>(vg.nz - 1));
   projection_stack out(g.view_count(), g.rows, g.cols);
   const bool cone = g.beam == beam_kind::cone;
   const std::int64_t n_lines = g.view_count() * g.rows;
@@ -66,8 +68,7 @@ projection_stack forward_project(const volume& vol, const geometry& g, int threa
       const double len2 = dot(dir, dir);
       const vec3 anchor = px + (dot(centre - px, dir) / len2) * dir;
       // Cone beam: integrate from the source on (its parameter along anchor + t dir).
-      const float t_min =
-          cone ? static_cast<float>(dot(s - anchor, dir) / len2) : -3.0e38f;
+      const float t_min = cone ? static_cast<float>(dot(s - anchor, dir) / len2) : -3.0e38f;
       const vec3 p{(anchor.x - org.x) * inv_sp.x, (anchor.y - org.y) * inv_sp.y,
                    (anchor.z - org.z) * inv_sp.z};
       const vec3 d{dir.x * inv_sp.x, dir.y * inv_sp.y, dir.z * inv_sp.z};
@@ -111,8 +112,8 @@ volume back_project(const projection_stack& proj, const geometry& g, const volum
   for (std::int64_t row = 0; row < vg.nz * ny; ++row) {
     const std::int64_t k = row / ny, j = row % ny;
     for (std::int64_t i = 0; i < nx; ++i) {
-      const vec3 x = vg.voxel_center(static_cast<double>(i), static_cast<double>(j),
-                                     static_cast<double>(k));
+      const vec3 x =
+          vg.voxel_center(static_cast<double>(i), static_cast<double>(j), static_cast<double>(k));
       double acc = 0;
       for (std::int64_t v = 0; v < g.view_count(); ++v) {
         const auto& m = mats[static_cast<std::size_t>(v)];
@@ -120,9 +121,8 @@ volume back_project(const projection_stack& proj, const geometry& g, const volum
         const double p1 = m[4] * x.x + m[5] * x.y + m[6] * x.z + m[7];
         const double p2 = m[8] * x.x + m[9] * x.y + m[10] * x.z + m[11];
         if (!(p2 > 1e-6)) continue;  // at or behind the source (cone beam)
-        acc += kernels::sample_bilinear_border(proj.view(v), cols, rows,
-                                               static_cast<float>(p0 / p2),
-                                               static_cast<float>(p1 / p2));
+        acc += kernels::sample_bilinear_border(
+            proj.view(v), cols, rows, static_cast<float>(p0 / p2), static_cast<float>(p1 / p2));
       }
       out.data[static_cast<std::size_t>(row * nx + i)] = static_cast<float>(acc);
     }
@@ -144,7 +144,8 @@ bool use_cuda(const projector_options& opt, detail::cuda_options* copt) {
 
 }  // namespace
 
-projection_stack forward_project(const volume& vol, const geometry& g, const projector_options& opt) {
+projection_stack forward_project(const volume& vol, const geometry& g,
+                                 const projector_options& opt) {
   detail::cuda_options copt;
   if (use_cuda(opt, &copt)) {
 #if defined(CTFORGE_WITH_CUDA)

@@ -79,8 +79,10 @@ class Cli : public ::testing::Test {
 
   /// Simulates the tiny cone scan (with truth) once per test that needs it.
   void simulate(const std::string& extra = "") const {
-    const result r = run("simulate --phantom shepp-logan --phantom-size 64 --geometry cone.json "
-                         "-o proj.h5 --truth truth.h5 --size 32 --spacing 2 " + extra);
+    const result r =
+        run("simulate --phantom shepp-logan --phantom-size 64 --geometry cone.json "
+            "-o proj.h5 --truth truth.h5 --size 32 --spacing 2 " +
+            extra);
     ASSERT_EQ(r.status, 0) << r.output;
   }
 
@@ -91,7 +93,8 @@ class Cli : public ::testing::Test {
 std::map<std::string, double> parse_metrics(const std::string& text) {
   std::map<std::string, double> m;
   const std::regex line(R"((MAE|RMSE|PSNR|correlation): ([-+0-9.eE]+))");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), line); it != std::sregex_iterator(); ++it)
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), line); it != std::sregex_iterator();
+       ++it)
     m[(*it)[1]] = std::stod((*it)[2]);
   return m;
 }
@@ -154,7 +157,8 @@ TEST_F(Cli, EndToEnd) {
 
   r = run("info vol.h5");
   ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("/volume: float32 [32][32][32] (z, y, x)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("/volume: float32 [32][32][32] (z, y, x)"), std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("@spacing_mm = [2, 2, 2]"), std::string::npos) << r.output;
   r = run("info proj.h5");
   ASSERT_EQ(r.status, 0) << r.output;
@@ -184,7 +188,9 @@ TEST_F(Cli, EndToEnd) {
 
 TEST_F(Cli, GridOptions) {
   simulate("--quiet");
-  ASSERT_EQ(run("recon proj.h5 -o a.h5 --size-xyz 8,6,4 --spacing 1,2,3 --origin -1,2,5 --quiet").status, 0);
+  ASSERT_EQ(
+      run("recon proj.h5 -o a.h5 --size-xyz 8,6,4 --spacing 1,2,3 --origin -1,2,5 --quiet").status,
+      0);
   result r = run("info a.h5");
   EXPECT_NE(r.output.find("[4][6][8]"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("@spacing_mm = [1, 2, 3]"), std::string::npos) << r.output;
@@ -201,7 +207,8 @@ TEST_F(Cli, GridOptions) {
   ASSERT_EQ(run("recon proj.h5 -o c.h5 --size 16 --quiet").status, 0);
   r = run("info c.h5");
   EXPECT_NE(r.output.find("@spacing_mm = [4.8, 4.8, 4]"), std::string::npos) << r.output;
-  EXPECT_EQ(run("recon proj.h5 -o d.h5 --size 8 --size-xyz 8,8,8").status, 2) << "mutually exclusive";
+  EXPECT_EQ(run("recon proj.h5 -o d.h5 --size 8 --size-xyz 8,8,8").status, 2)
+      << "mutually exclusive";
 }
 
 TEST_F(Cli, QuietPrintsNothing) {
@@ -230,7 +237,8 @@ TEST_F(Cli, ReferenceParallelFanSingleView) {
   ASSERT_EQ(r.status, 0) << r.output;
   r = run("recon par.h5 -o par_vol.h5");
   ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("fbp"), std::string::npos) << "parallel beam defaults to FBP\n" << r.output;
+  EXPECT_NE(r.output.find("fbp"), std::string::npos) << "parallel beam defaults to FBP\n"
+                                                     << r.output;
   // Default grid: cols x cols x rows voxels of the pixel pitch (parallel: no magnification).
   r = run("info par_vol.h5");
   EXPECT_NE(r.output.find("[3][33][33]"), std::string::npos) << r.output;
@@ -239,7 +247,9 @@ TEST_F(Cli, ReferenceParallelFanSingleView) {
   write("fan.json", R"({"type": "cone", "detector": {"cols": 41, "rows": 1, "pixel_mm": [3, 3]},
                          "source_to_isocenter_mm": 400, "source_to_detector_mm": 600,
                          "angles_deg": {"start": 0, "step": 3, "count": 120}})");
-  ASSERT_EQ(run("simulate --phantom shepp-logan --phantom-size 64 --geometry fan.json -o fan.h5").status, 0);
+  ASSERT_EQ(
+      run("simulate --phantom shepp-logan --phantom-size 64 --geometry fan.json -o fan.h5").status,
+      0);
   r = run("recon fan.h5 -o fan_vol.h5 --size 24");
   ASSERT_EQ(r.status, 0) << r.output;
   // --size N on a single-row detector: N x N x 1, spacing = field of view / N = 41*3/1.5/24 mm.
@@ -250,7 +260,9 @@ TEST_F(Cli, ReferenceParallelFanSingleView) {
   write("one.json", R"({"type": "cone", "detector": {"cols": 7, "rows": 5, "pixel_mm": [1, 1]},
                          "source_to_isocenter_mm": 100, "source_to_detector_mm": 150,
                          "angles_deg": [30]})");
-  ASSERT_EQ(run("simulate --phantom shepp-logan --phantom-size 20 --geometry one.json -o one.h5").status, 0);
+  ASSERT_EQ(
+      run("simulate --phantom shepp-logan --phantom-size 20 --geometry one.json -o one.h5").status,
+      0);
   r = run("info one.h5");
   EXPECT_NE(r.output.find("[1][5][7]"), std::string::npos) << r.output;
 }
@@ -262,8 +274,10 @@ TEST_F(Cli, PhantomFromJsonFile) {
                                           "density": 0.02}]})");
   write("g.json", R"({"type": "parallel", "detector": {"cols": 5, "rows": 3, "pixel_mm": [1, 1]},
                        "angles_deg": {"start": 0, "step": 90, "count": 2}})");
-  const result r = run("simulate --phantom ball.json --geometry g.json -o b.h5 --quiet && "
-                       "'" + std::string(CTFORGE_CLI_PATH) + "' info b.h5");
+  const result r =
+      run("simulate --phantom ball.json --geometry g.json -o b.h5 --quiet && "
+          "'" +
+          std::string(CTFORGE_CLI_PATH) + "' info b.h5");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("max 0.4,"), std::string::npos) << r.output;
 }
@@ -286,7 +300,8 @@ TEST_F(Cli, UnknownOptionIsUsageError) {
 TEST_F(Cli, MissingInputIsRuntimeError) {
   const result r = run("recon missing.h5 -o vol.h5");
   EXPECT_EQ(r.status, 1) << r.output;
-  EXPECT_NE(r.output.find("ctforge: error: missing.h5: no such file"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ctforge: error: missing.h5: no such file"), std::string::npos)
+      << r.output;
   EXPECT_FALSE(exists("vol.h5"));
   EXPECT_TRUE(no_part_files());
 
@@ -304,7 +319,8 @@ TEST_F(Cli, InvalidGeometryJsonIsUsageError) {
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("broken.json"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("invalid JSON"), std::string::npos) << r.output;
-  write("bad_field.json", R"({"type": "cone", "detector": {"cols": 0, "rows": 4, "pixel_mm": [1, 1]},
+  write("bad_field.json",
+        R"({"type": "cone", "detector": {"cols": 0, "rows": 4, "pixel_mm": [1, 1]},
     "source_to_isocenter_mm": 500, "source_to_detector_mm": 1000, "angles_deg": [0]})");
   r = run("simulate --phantom shepp-logan --geometry bad_field.json -o p.h5");
   EXPECT_EQ(r.status, 2) << r.output;
@@ -320,7 +336,8 @@ TEST_F(Cli, InvalidGeometryJsonIsUsageError) {
 
 TEST_F(Cli, GeometryDataMismatch) {
   simulate();
-  write("wide.json", R"({"type": "cone", "detector": {"cols": 50, "rows": 40, "pixel_mm": [3.2, 3.2]},
+  write("wide.json",
+        R"({"type": "cone", "detector": {"cols": 50, "rows": 40, "pixel_mm": [3.2, 3.2]},
     "source_to_isocenter_mm": 500, "source_to_detector_mm": 1000,
     "angles_deg": {"start": 0, "step": 6, "count": 60}})");
   const result r = run("recon proj.h5 -o vol.h5 --geometry wide.json --size 8");
@@ -386,7 +403,8 @@ TEST_F(Cli, OptionValuesValidatedWithOptionName) {
 // Either way nothing is written.
 TEST_F(Cli, CudaBackendWithoutUsableDevice) {
 #if defined(CTFORGE_WITH_CUDA)
-  if (ctforge::detail::cuda_device_available(nullptr, 0)) GTEST_SKIP() << "a usable CUDA device is present";
+  if (ctforge::detail::cuda_device_available(nullptr, 0))
+    GTEST_SKIP() << "a usable CUDA device is present";
   constexpr int expected = 1;
 #else
   constexpr int expected = 2;
@@ -411,13 +429,15 @@ TEST_F(Cli, CudaBackendWithoutUsableDevice) {
 // Analytic phantoms are projected exactly on the CPU: asking for the GPU there is a usage error
 // that says so, and --device / --gpu-memory-limit are validated with their names.
 TEST_F(Cli, SimulateBackendOptions) {
-  const result r = run("simulate --phantom shepp-logan --geometry cone.json -o p.h5 --backend cuda");
+  const result r =
+      run("simulate --phantom shepp-logan --geometry cone.json -o p.h5 --backend cuda");
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("analytic phantoms"), std::string::npos) << r.output;
   const result d = run("simulate --phantom shepp-logan --geometry cone.json -o p.h5 --device -1");
   EXPECT_EQ(d.status, 2) << d.output;
   EXPECT_NE(d.output.find("--device"), std::string::npos) << d.output;
-  const result m = run("simulate --phantom shepp-logan --geometry cone.json -o p.h5 --gpu-memory-limit 12X");
+  const result m =
+      run("simulate --phantom shepp-logan --geometry cone.json -o p.h5 --gpu-memory-limit 12X");
   EXPECT_EQ(m.status, 2) << m.output;
   EXPECT_NE(m.output.find("--gpu-memory-limit"), std::string::npos) << m.output;
   EXPECT_FALSE(exists("p.h5"));

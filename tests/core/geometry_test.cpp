@@ -1,5 +1,7 @@
 // Geometry: JSON round trips, validation errors, the circular-orbit convention, and projection
 // matrices against pixel centres.
+#include "ctforge/geometry.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,7 +9,6 @@
 #include <vector>
 
 #include "ctforge/error.hpp"
-#include "ctforge/geometry.hpp"
 
 namespace ctforge {
 namespace {
@@ -46,7 +47,9 @@ void expect_same_views(const geometry& a, const geometry& b, double tol_rel = 1e
   }
 }
 
-geometry round_trip(const geometry& g) { return geometry_from_json(geometry_to_json(g)); }
+geometry round_trip(const geometry& g) {
+  return geometry_from_json(geometry_to_json(g));
+}
 
 TEST(GeometryJson, ConeWithAngleListAndPerViewOffsets) {
   const std::string text = R"({"type": "cone", "detector": {"cols": 17, "rows": 9,
@@ -74,14 +77,14 @@ TEST(GeometryJson, ConeWithAngleRange) {
   for (double o : g.orbit->offset_u_mm) EXPECT_EQ(o, 0.5);  // one offset for every view
   expect_same_views(g, round_trip(g));
   // Same as building it in code.
-  expect_same_views(g, make_cone_geometry(4, 1, 1, 1, 100, 150,
-                                          angle_range(deg_to_rad(10), deg_to_rad(-2.5), 7), {0.5},
-                                          {0}));
+  expect_same_views(
+      g, make_cone_geometry(4, 1, 1, 1, 100, 150, angle_range(deg_to_rad(10), deg_to_rad(-2.5), 7),
+                            {0.5}, {0}));
 }
 
 TEST(GeometryJson, Parallel) {
-  const geometry g = make_parallel_geometry(33, 2, 0.5, 0.25, angle_range(0, deg_to_rad(1), 180),
-                                            {1.25}, {-0.5});
+  const geometry g =
+      make_parallel_geometry(33, 2, 0.5, 0.25, angle_range(0, deg_to_rad(1), 180), {1.25}, {-0.5});
   EXPECT_EQ(g.type_name(), "parallel");
   expect_same_views(g, round_trip(g));
 }
@@ -118,11 +121,11 @@ TEST(GeometryJson, ValidationErrorsNameTheField) {
       {R"({"type": "cone", )" + det + "}", "'angles_deg': missing"},
       {R"({"type": "cone", "detector": {"rows": 4, "pixel_mm": [1, 1]}, )" + cone_tail + "}",
        "detector.cols"},
-      {R"({"type": "cone", "detector": {"cols": 0, "rows": 4, "pixel_mm": [1, 1]}, )" +
-           cone_tail + "}",
+      {R"({"type": "cone", "detector": {"cols": 0, "rows": 4, "pixel_mm": [1, 1]}, )" + cone_tail +
+           "}",
        "detector.cols"},
-      {R"({"type": "cone", "detector": {"cols": 3, "rows": -1, "pixel_mm": [1, 1]}, )" +
-           cone_tail + "}",
+      {R"({"type": "cone", "detector": {"cols": 3, "rows": -1, "pixel_mm": [1, 1]}, )" + cone_tail +
+           "}",
        "detector.rows"},
       {R"({"type": "cone", )" + det +
            R"(, "source_to_isocenter_mm": 100, "source_to_detector_mm": 100, "angles_deg": [0]})",
@@ -143,7 +146,8 @@ TEST(GeometryJson, ValidationErrorsNameTheField) {
            "angles_deg": [0]})",
        "detector.pixel_mm"},
       {R"({"type": "cone", "detector": {"cols": 8, "rows": 4, "pixel_mm": [1, 1],
-           "offset_mm": [[0, 0], [1, 1], [2, 2]]}, )" + cone_tail + "}",
+           "offset_mm": [[0, 0], [1, 1], [2, 2]]}, )" +
+           cone_tail + "}",
        "detector.offset_mm"},
       {R"({"type": "fan", )" + det + "}", "'type'"},
       {R"({"type": 3, )" + det + "}", "'type'"},
@@ -195,7 +199,8 @@ TEST(GeometryValidate, NonFiniteAndDegenerateThroughTheApi) {
   expect_usage([&] { make_parallel_geometry(8, 8, 1, 1, {}); }, "view");
   auto views = odd_views();
   views[1].detector_center.y = nan;
-  expect_usage([&] { make_vec_geometry(beam_kind::cone, 4, 4, views); }, "views[1].detector_center");
+  expect_usage([&] { make_vec_geometry(beam_kind::cone, 4, 4, views); },
+               "views[1].detector_center");
   views = odd_views();
   views[0].v = 3.0 * views[0].u;
   expect_usage([&] { make_vec_geometry(beam_kind::cone, 4, 4, views); }, "views[0].u");
@@ -263,8 +268,8 @@ void check_matrices(const geometry& g) {
         for (double lambda : {0.1, 0.45, 0.8, 1.0, 1.6}) {
           // Cone: the point at fraction lambda of the way from the source to the pixel, whose
           // depth fraction is lambda. Parallel: the pixel shifted along the ray (p2 == 1).
-          const vec3 x = g.beam == beam_kind::cone ? s + lambda * (px - s)
-                                                   : px + (300.0 * (lambda - 0.7)) * s;
+          const vec3 x =
+              g.beam == beam_kind::cone ? s + lambda * (px - s) : px + (300.0 * (lambda - 0.7)) * s;
           const double p0 = m[0] * x.x + m[1] * x.y + m[2] * x.z + m[3];
           const double p1 = m[4] * x.x + m[5] * x.y + m[6] * x.z + m[7];
           const double p2 = m[8] * x.x + m[9] * x.y + m[10] * x.z + m[11];
@@ -278,8 +283,8 @@ void check_matrices(const geometry& g) {
 }
 
 TEST(ProjectionMatrix, CircularCone) {
-  check_matrices(make_cone_geometry(64, 48, 0.8, 0.9, 500, 900, angle_range(0.1, 0.9, 7),
-                                    {3.0}, {-1.5}));
+  check_matrices(
+      make_cone_geometry(64, 48, 0.8, 0.9, 500, 900, angle_range(0.1, 0.9, 7), {3.0}, {-1.5}));
 }
 TEST(ProjectionMatrix, FanBeamSingleRowSingleView) {
   check_matrices(make_cone_geometry(31, 1, 1.0, 1.0, 410.66, 553.74, {deg_to_rad(33)}));

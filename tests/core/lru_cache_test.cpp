@@ -1,6 +1,8 @@
 // lru_cache: hits, misses, eviction order, values outliving eviction, failed factories, and
 // one creation per key under concurrent requests. (The CUDA backend keeps its cuFFT plans in
 // one; these are the properties it relies on.)
+#include "core/lru_cache.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,7 +12,6 @@
 #include <tuple>
 #include <vector>
 
-#include "core/lru_cache.hpp"
 #include "ctforge/error.hpp"
 
 namespace ctforge::detail {
@@ -76,7 +77,9 @@ TEST(LruCache, FailedFactoryInsertsNothing) {
   EXPECT_THROW(c.get_or_create(5, [] { return std::shared_ptr<int>(); }), ctforge::error);
   EXPECT_EQ(c.stats().size, 0u);
   bool created = false;
-  EXPECT_EQ(*c.get_or_create(5, [] { return std::make_shared<int>(5); }, &created), 5);
+  EXPECT_EQ(*c.get_or_create(
+                5, [] { return std::make_shared<int>(5); }, &created),
+            5);
   EXPECT_TRUE(created);
 }
 

@@ -1,5 +1,7 @@
 // Analytic phantom: exact chord lengths against closed forms, JSON round trip and errors,
 // voxelization mass and point membership, noise statistics and reproducibility.
+#include "ctforge/phantom.hpp"
+
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -10,7 +12,6 @@
 
 #include "ctforge/error.hpp"
 #include "ctforge/geometry.hpp"
-#include "ctforge/phantom.hpp"
 
 namespace ctforge {
 namespace {
@@ -21,9 +22,13 @@ constexpr double pi = std::numbers::pi;
 // to the chord, so 1e-10 relative is far above rounding and far below any real error.
 constexpr double k_chord_rel = 1e-10;
 
-phantom one(ellipsoid e) { return phantom{{e}}; }
+phantom one(ellipsoid e) {
+  return phantom{{e}};
+}
 
-vec3 normalized(vec3 a) { return (1.0 / norm(a)) * a; }
+vec3 normalized(vec3 a) {
+  return (1.0 / norm(a)) * a;
+}
 
 // A unit vector orthogonal to d.
 vec3 orthogonal(vec3 d) {
@@ -84,10 +89,10 @@ TEST(PhantomLineIntegral, RotatedEllipsoidClosedForms) {
 
 TEST(PhantomLineIntegral, MissesAndTangentsGiveZero) {
   const phantom p = one({{0, 0, 0}, {10, 6, 4}, 0, 1.0});
-  EXPECT_EQ(line_integral(p, {0, 6.5, 0}, {1, 0, 0}), 0.0);   // passes above in y
-  EXPECT_EQ(line_integral(p, {0, 0, 4}, {1, 0, 0}), 0.0);     // tangent to the top (z = c)
+  EXPECT_EQ(line_integral(p, {0, 6.5, 0}, {1, 0, 0}), 0.0);  // passes above in y
+  EXPECT_EQ(line_integral(p, {0, 0, 4}, {1, 0, 0}), 0.0);    // tangent to the top (z = c)
   EXPECT_EQ(line_integral(p, {50, 50, 50}, {1, 1, -0.1}), 0.0);
-  EXPECT_EQ(line_integral(p, {0, 0, 0}, {0, 0, 0}), 0.0);     // degenerate direction
+  EXPECT_EQ(line_integral(p, {0, 0, 0}, {0, 0, 0}), 0.0);  // degenerate direction
   EXPECT_GT(line_integral(p, {0, 5.9, 0}, {1, 0, 0}), 0.0);
 }
 
@@ -279,8 +284,8 @@ TEST(Voxelize, SizeOneDimensions) {
   const volume v = voxelize(p, vg, 3, 0);
   for (std::int64_t i = 0; i < 31; ++i) {
     const double x = std::abs(static_cast<double>(i) - 15);
-    if (x <= 9) EXPECT_NEAR(v.at(0, 0, i), 0.5, 1e-7) << i;   // every sub-point inside
-    if (x >= 11) EXPECT_EQ(v.at(0, 0, i), 0.0f) << i;         // every sub-point outside
+    if (x <= 9) EXPECT_NEAR(v.at(0, 0, i), 0.5, 1e-7) << i;  // every sub-point inside
+    if (x >= 11) EXPECT_EQ(v.at(0, 0, i), 0.0f) << i;        // every sub-point outside
   }
 }
 
@@ -399,8 +404,8 @@ TEST(Noise, InvalidInputs) {
 
 TEST(ProjectAnalytic, MatchesLineIntegralPerPixel) {
   const phantom p = shepp_logan_phantom(40);
-  const geometry cone = make_cone_geometry(9, 5, 1.3, 1.1, 60, 110, angle_range(0.3, 0.7, 3),
-                                           {0.4}, {-0.2});
+  const geometry cone =
+      make_cone_geometry(9, 5, 1.3, 1.1, 60, 110, angle_range(0.3, 0.7, 3), {0.4}, {-0.2});
   const geometry par = make_parallel_geometry(8, 1, 0.9, 1.0, {0.0, 1.0});
   for (const geometry* g : {&cone, &par}) {
     const projection_stack s = project_analytic(p, *g, 2);
@@ -413,7 +418,7 @@ TEST(ProjectAnalytic, MatchesLineIntegralPerPixel) {
           const vec3 px = pixel_center(*g, v, c, r);
           const vec3 src = g->views[v].source;
           const double expected = g->beam == beam_kind::cone ? line_integral(p, src, px - src)
-                                                              : line_integral(p, px, src);
+                                                             : line_integral(p, px, src);
           // Float storage of values up to ~4: 1e-6 relative.
           EXPECT_NEAR(s.at(v, r, c), expected, 1e-6 * (1 + std::abs(expected)));
         }
@@ -422,17 +427,17 @@ TEST(ProjectAnalytic, MatchesLineIntegralPerPixel) {
   // central ray's integral equals the closed form for the y-chords of a and b at x = 0.
   const projection_stack c1 = project_analytic(one({{0, 0, 0}, {10, 10, 10}, 0, 0.1}),
                                                make_parallel_geometry(3, 3, 4, 4, {0.0}));
-  EXPECT_NEAR(c1.at(0, 1, 1), 2.0, 1e-6);                                   // 0.1 * 20
-  EXPECT_NEAR(c1.at(0, 1, 0), 0.1 * 2 * std::sqrt(100 - 16.0), 1e-6);      // impact 4 mm
-  EXPECT_NEAR(c1.at(0, 0, 0), 0.1 * 2 * std::sqrt(100 - 32.0), 1e-6);      // impact 4 sqrt 2
+  EXPECT_NEAR(c1.at(0, 1, 1), 2.0, 1e-6);                              // 0.1 * 20
+  EXPECT_NEAR(c1.at(0, 1, 0), 0.1 * 2 * std::sqrt(100 - 16.0), 1e-6);  // impact 4 mm
+  EXPECT_NEAR(c1.at(0, 0, 0), 0.1 * 2 * std::sqrt(100 - 32.0), 1e-6);  // impact 4 sqrt 2
 }
 
 TEST(ProjectAnalytic, ConeRaysStartAtTheSource) {
   // Source inside a sphere (radius 20, centre at the origin) at y = -5, detector at y = 100:
   // the central ray runs from the source to the far surface, 25 mm, not the whole 40 mm chord.
   const phantom p = one({{0, 0, 0}, {20, 20, 20}, 0, 0.01});
-  const geometry g = make_vec_geometry(beam_kind::cone, 3, 3,
-                                       {{{0, -5, 0}, {0, 100, 0}, {1, 0, 0}, {0, 0, 1}}});
+  const geometry g =
+      make_vec_geometry(beam_kind::cone, 3, 3, {{{0, -5, 0}, {0, 100, 0}, {1, 0, 0}, {0, 0, 1}}});
   const projection_stack s = project_analytic(p, g, 1);
   EXPECT_NEAR(s.at(0, 1, 1), 0.01 * 25, 1e-7);
 }

@@ -36,10 +36,10 @@ struct cor_case {
   std::string name;
   bool cone;
   std::int64_t cols;
-  double offset_px;    // detector offset along u, in pixels (axis column = mid - offset)
+  double offset_px;  // detector offset along u, in pixels (axis column = mid - offset)
   double coverage_deg;
   std::int64_t views;
-  bool endpoint;       // include the last angle (coverage exactly 180/360 with a duplicate end)
+  bool endpoint;  // include the last angle (coverage exactly 180/360 with a duplicate end)
 };
 
 class CenterOfRotation : public ::testing::TestWithParam<cor_case> {};
@@ -49,8 +49,9 @@ TEST_P(CenterOfRotation, FindsTheAxisColumn) {
   const double du = 0.5;
   const double step = c.coverage_deg / static_cast<double>(c.endpoint ? c.views - 1 : c.views);
   const auto angles = angle_range(0, deg_to_rad(step), c.views);
-  const geometry g = c.cone ? make_cone_geometry(c.cols, 1, du, du, 300, 450, angles, {c.offset_px * du}, {})
-                            : make_parallel_geometry(c.cols, 1, du, du, angles, {c.offset_px * du}, {});
+  const geometry g =
+      c.cone ? make_cone_geometry(c.cols, 1, du, du, 300, 450, angles, {c.offset_px * du}, {})
+             : make_parallel_geometry(c.cols, 1, du, du, angles, {c.offset_px * du}, {});
   const double truth = 0.5 * static_cast<double>(c.cols - 1) - c.offset_px;
   ASSERT_NEAR(axis_column(g), truth, 1e-9);  // the convention the estimate must follow
   const projection_stack p = project_analytic(test_phantom(), g);
@@ -75,7 +76,8 @@ TEST(CenterOfRotation, SingleViewOrShortScanIsAUsageError) {
   const geometry one = make_parallel_geometry(32, 1, 1, 1, {0.0});
   EXPECT_THROW(estimate_center_of_rotation(projection_stack(1, 1, 32), one), usage_error);
   const geometry quarter = make_parallel_geometry(32, 1, 1, 1, angle_range(0, deg_to_rad(1), 90));
-  EXPECT_THROW(estimate_center_of_rotation(project_analytic(test_phantom(), quarter), quarter), usage_error);
+  EXPECT_THROW(estimate_center_of_rotation(project_analytic(test_phantom(), quarter), quarter),
+               usage_error);
   const geometry vec = make_vec_geometry(beam_kind::parallel, 32, 1, one.views);
   EXPECT_THROW(estimate_center_of_rotation(projection_stack(1, 1, 32), vec), usage_error);
 }
@@ -88,7 +90,8 @@ TEST(CenterOfRotation, HelperPutsTheAxisOnTheColumn) {
   for (const geometry* g : {&cone, &par, &vec}) {
     for (const double col : {0.0, 17.25, 33.5}) {
       const geometry moved = with_center_of_rotation(*g, col);
-      for (std::int64_t v = 0; v < moved.view_count(); ++v) EXPECT_NEAR(axis_column(moved, v), col, 1e-9) << g->type_name();
+      for (std::int64_t v = 0; v < moved.view_count(); ++v)
+        EXPECT_NEAR(axis_column(moved, v), col, 1e-9) << g->type_name();
       EXPECT_EQ(moved.type_name(), g->type_name());
       // Only the detector moved along u: rows and the other offsets stay.
       const auto m0 = compute_projection_matrix(*g, 0), m1 = compute_projection_matrix(moved, 0);
@@ -100,7 +103,8 @@ TEST(CenterOfRotation, HelperPutsTheAxisOnTheColumn) {
   EXPECT_NEAR(moved.orbit->offset_u_mm[0], (24.5 - 20) * 0.25, 1e-12);
 }
 
-// ---- the real tooth scan --------------------------------------------------------------------------
+// ---- the real tooth scan
+// --------------------------------------------------------------------------
 
 /// Histogram entropy (bits) of the central disc of an image, on a fixed window: a centre-of-
 /// rotation error smears every edge into double edges and arcs, which spreads the grey values
@@ -109,7 +113,8 @@ TEST(CenterOfRotation, HelperPutsTheAxisOnTheColumn) {
 double entropy(const volume& v, double lo, double hi) {
   std::vector<double> hist(128, 0.0);
   double n = 0;
-  const double cx = 0.5 * static_cast<double>(v.geom.nx - 1), cy = 0.5 * static_cast<double>(v.geom.ny - 1);
+  const double cx = 0.5 * static_cast<double>(v.geom.nx - 1),
+               cy = 0.5 * static_cast<double>(v.geom.ny - 1);
   const double r2 = 0.45 * 0.45 * static_cast<double>(v.geom.nx * v.geom.nx);
   for (std::int64_t k = 0; k < v.geom.nz; ++k)
     for (std::int64_t j = 0; j < v.geom.ny; ++j)
@@ -139,14 +144,16 @@ double center_of_mass_fit(const projection_stack& p, const std::vector<double>& 
         m += p.at(v, r, c);
         mc += p.at(v, r, c) * static_cast<double>(c);
       }
-    const double b[3] = {1, std::cos(angles[static_cast<std::size_t>(v)]), std::sin(angles[static_cast<std::size_t>(v)])};
+    const double b[3] = {1, std::cos(angles[static_cast<std::size_t>(v)]),
+                         std::sin(angles[static_cast<std::size_t>(v)])};
     for (int i = 0; i < 3; ++i) {
       rhs[i] += b[i] * mc / m;
       for (int j = 0; j < 3; ++j) s[i][j] += b[i] * b[j];
     }
   }
   auto det = [](const double a[3][3]) {
-    return a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1]) - a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0]) +
+    return a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1]) -
+           a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0]) +
            a[0][2] * (a[1][0] * a[2][1] - a[1][1] * a[2][0]);
   };
   double s0[3][3];
@@ -157,8 +164,10 @@ double center_of_mass_fit(const projection_stack& p, const std::vector<double>& 
 
 TEST(CenterOfRotation, CenterOfMassFitAgreesOnSyntheticData) {
   // Sanity check of the independent estimator used on the tooth below.
-  const geometry g = make_parallel_geometry(160, 1, 0.5, 0.5, angle_range(0, deg_to_rad(1), 180), {3.3 * 0.5}, {});
-  EXPECT_NEAR(center_of_mass_fit(project_analytic(test_phantom(), g), g.orbit->angles_rad), 79.5 - 3.3, 0.05);
+  const geometry g =
+      make_parallel_geometry(160, 1, 0.5, 0.5, angle_range(0, deg_to_rad(1), 180), {3.3 * 0.5}, {});
+  EXPECT_NEAR(center_of_mass_fit(project_analytic(test_phantom(), g), g.orbit->angles_rad),
+              79.5 - 3.3, 0.05);
 }
 
 TEST(CenterOfRotationTooth, FindsTheAxisAndSharpensTheReconstruction) {
@@ -191,15 +200,18 @@ TEST(CenterOfRotationTooth, FindsTheAxisAndSharpensTheReconstruction) {
   // Same grey-value window for every image: the 0.5 / 99.5 percentiles of the corrected one.
   std::vector<float> sorted = on.data;
   std::sort(sorted.begin(), sorted.end());
-  const double lo = sorted[sorted.size() / 200], hi = sorted[sorted.size() - 1 - sorted.size() / 200];
+  const double lo = sorted[sorted.size() / 200],
+               hi = sorted[sorted.size() - 1 - sorted.size() / 200];
   const double h_off = entropy(off, lo, hi), h_on = entropy(on, lo, hi);
   // Measured: 5.83 bits with the estimate, 6.41 with 319.5; the margin 0.1 bit is far
   // above the variation between neighbouring candidate centres near the optimum (~0.01 bit).
-  EXPECT_LT(h_on, h_off - 0.1) << "entropy with the estimated centre " << h_on << " bits, with 319.5 " << h_off;
+  EXPECT_LT(h_on, h_off - 0.1) << "entropy with the estimated centre " << h_on
+                               << " bits, with 319.5 " << h_off;
   // 4. The estimate lies within 1 px of the minimum-entropy centre (0.5 px candidates).
   double best = 0, best_h = 1e9;
   for (double c = 290; c <= 302; c += 0.5) {
-    const double h = entropy(reconstruct(r.projections, with_center_of_rotation(*r.geom, c), vg, ro), lo, hi);
+    const double h =
+        entropy(reconstruct(r.projections, with_center_of_rotation(*r.geom, c), vg, ro), lo, hi);
     if (h < best_h) {
       best_h = h;
       best = c;

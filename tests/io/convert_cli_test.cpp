@@ -28,7 +28,8 @@ class ConvertCli : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("ctforge_convert_cli_" + std::to_string(::getpid()) + "_" + info->name());
+    dir_ = fs::temp_directory_path() /
+           ("ctforge_convert_cli_" + std::to_string(::getpid()) + "_" + info->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -37,7 +38,8 @@ class ConvertCli : public ::testing::Test {
     fs::remove_all(dir_, ec);
   }
   result run(const std::string& args) const {
-    const std::string cmd = "cd '" + dir_.string() + "' && '" + std::string(CTFORGE_CLI_PATH) + "' " + args + " 2>&1";
+    const std::string cmd =
+        "cd '" + dir_.string() + "' && '" + std::string(CTFORGE_CLI_PATH) + "' " + args + " 2>&1";
     result r;
     FILE* pipe = ::popen(cmd.c_str(), "r");
     if (!pipe) return r;
@@ -74,30 +76,38 @@ TEST_F(ConvertCli, DicomToMetaImageAndBackKeepsHuAndGeometry) {
   r = run("convert '" + thorax + "' mu.nrrd --mu-water 0.02");
   ASSERT_EQ(r.status, 0) << r.output;
   const volume mu = io::read_volume_any(path("mu.nrrd"));
-  for (std::size_t i = 0; i < mu.data.size(); i += 9973) EXPECT_NEAR(mu.data[i], 0.02 * (1 + a.data[i] / 1000.0), 1e-7);
+  for (std::size_t i = 0; i < mu.data.size(); i += 9973)
+    EXPECT_NEAR(mu.data[i], 0.02 * (1 + a.data[i] / 1000.0), 1e-7);
 }
 
 TEST_F(ConvertCli, ReconOfTheToothWithAutomaticCentre) {
   const std::string tooth = data_dir + "/dxchange/tooth.h5";
-  const result r = run("recon '" + tooth + "' -o tooth.mha --center-of-rotation auto --size-xyz 128,128,2 --spacing 4,4,1 --quiet");
+  const result r =
+      run("recon '" + tooth +
+          "' -o tooth.mha --center-of-rotation auto --size-xyz 128,128,2 --spacing 4,4,1 --quiet");
   ASSERT_EQ(r.status, 0) << r.output;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("center of rotation: column ([0-9.]+)"))) << r.output;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("center of rotation: column ([0-9.]+)")))
+      << r.output;
   const io::loaded_projections p = io::read_projections_any(tooth);
-  EXPECT_NEAR(std::stod(m[1]), estimate_center_of_rotation(p.projections, *p.geom), 0.01);  // printed with 2 decimals
+  EXPECT_NEAR(std::stod(m[1]), estimate_center_of_rotation(p.projections, *p.geom),
+              0.01);  // printed with 2 decimals
   const volume v = io::read_volume_any(path("tooth.mha"));
   EXPECT_EQ(v.geom.nx, 128);
   EXPECT_EQ(v.geom.nz, 2);
   // A numeric centre is accepted too; a non-number is a usage error (status 2).
-  EXPECT_EQ(run("recon '" + tooth + "' -o t2.h5 --center-of-rotation 296 --size 64 --quiet").status, 0);
+  EXPECT_EQ(run("recon '" + tooth + "' -o t2.h5 --center-of-rotation 296 --size 64 --quiet").status,
+            0);
   EXPECT_EQ(run("recon '" + tooth + "' -o t3.h5 --center-of-rotation middle --quiet").status, 2);
 }
 
 TEST_F(ConvertCli, SimulateFromAVolumePhantomMatchesForwardProject) {
-  std::ofstream(path("par.json")) << R"({"type": "parallel", "detector": {"cols": 60, "rows": 40, "pixel_mm": [4, 4]},
+  std::ofstream(path("par.json"))
+      << R"({"type": "parallel", "detector": {"cols": 60, "rows": 40, "pixel_mm": [4, 4]},
     "angles_deg": {"start": 0, "step": 30, "count": 6}})";
   const std::string head = data_dir + "/metaimage/head.mha";
-  const result r = run("simulate --phantom '" + head + "' --phantom-scale 1e-5 --geometry par.json -o p.h5 --truth t.nii --quiet");
+  const result r = run("simulate --phantom '" + head +
+                       "' --phantom-scale 1e-5 --geometry par.json -o p.h5 --truth t.nii --quiet");
   ASSERT_EQ(r.status, 0) << r.output;
   volume ph = io::read_volume_any(head);
   for (float& x : ph.data) x = static_cast<float>(x * 1e-5);
@@ -105,7 +115,8 @@ TEST_F(ConvertCli, SimulateFromAVolumePhantomMatchesForwardProject) {
   const io::loaded_projections got = io::read_projections_any(path("p.h5"));
   const projection_stack expect = forward_project(ph, *got.geom);
   ASSERT_EQ(got.projections.data.size(), expect.data.size());
-  for (std::size_t i = 0; i < expect.data.size(); ++i) ASSERT_FLOAT_EQ(got.projections.data[i], expect.data[i]) << i;
+  for (std::size_t i = 0; i < expect.data.size(); ++i)
+    ASSERT_FLOAT_EQ(got.projections.data[i], expect.data[i]) << i;
   // --truth writes the (centred, scaled) phantom itself.
   const volume truth = io::read_volume_any(path("t.nii"));
   EXPECT_EQ(truth.data, ph.data);
@@ -142,7 +153,8 @@ TEST_F(ConvertCli, ProjectionsAndGeometries) {
   ASSERT_EQ(r.status, 0) << r.output;
   const geometry a = load_geometry(path("cone.json")), b = load_geometry(path("back.json"));
   for (std::int64_t v = 0; v < a.view_count(); ++v) {
-    const vec3 d = a.views[static_cast<std::size_t>(v)].detector_center - b.views[static_cast<std::size_t>(v)].detector_center;
+    const vec3 d = a.views[static_cast<std::size_t>(v)].detector_center -
+                   b.views[static_cast<std::size_t>(v)].detector_center;
     EXPECT_LT(norm(d), 1e-9);
   }
   // Errors: RTK without a detector size (usage, 2); a mixed DICOM directory (runtime, 1).

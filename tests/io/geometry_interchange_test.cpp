@@ -1,13 +1,12 @@
 // RTK XML and ASTRA vector interchange: round trips and, independently of our own vector
 // construction, agreement of where a world point lands on the detector.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
-
-#include <unistd.h>
 
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
@@ -18,7 +17,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string temp_path(const std::string& name) {
-  const auto dir = fs::temp_directory_path() / ("ctforge_interchange_" + std::to_string(::getpid()));
+  const auto dir =
+      fs::temp_directory_path() / ("ctforge_interchange_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   return (dir / name).string();
 }
@@ -44,7 +44,9 @@ void expect_same_vectors(const geometry& a, const geometry& b) {
       expect_vec_near(x.source, y.source, 1e-9, v + " source");
     } else {
       // Parallel rays: only the direction matters (sign and length do not move projections).
-      EXPECT_LT(norm(cross((1 / norm(x.source)) * x.source, (1 / norm(y.source)) * y.source)), 1e-12) << v;
+      EXPECT_LT(norm(cross((1 / norm(x.source)) * x.source, (1 / norm(y.source)) * y.source)),
+                1e-12)
+          << v;
     }
     expect_vec_near(x.detector_center, y.detector_center, 1e-9, v + " detector_center");
     expect_vec_near(x.u, y.u, 1e-9, v + " u");
@@ -60,7 +62,8 @@ struct rtk_uv {
   double u, v;
 };
 rtk_uv rtk_project(const io::rtk_projection& p, vec3 X) {
-  const double ga = deg_to_rad(p.gantry_deg), oa = deg_to_rad(p.out_of_plane_deg), ia = deg_to_rad(p.in_plane_deg);
+  const double ga = deg_to_rad(p.gantry_deg), oa = deg_to_rad(p.out_of_plane_deg),
+               ia = deg_to_rad(p.in_plane_deg);
   // Ry(-ga)
   vec3 a{std::cos(ga) * X.x - std::sin(ga) * X.z, X.y, std::sin(ga) * X.x + std::cos(ga) * X.z};
   // Rx(-oa)
@@ -68,7 +71,8 @@ rtk_uv rtk_project(const io::rtk_projection& p, vec3 X) {
   // Rz(-ia)
   vec3 c{std::cos(ia) * b.x + std::sin(ia) * b.y, -std::sin(ia) * b.x + std::cos(ia) * b.y, b.z};
   const double xs = c.x - p.source_offset_x, ys = c.y - p.source_offset_y;
-  if (p.sdd == 0) return {xs + p.source_offset_x - p.proj_offset_x, ys + p.source_offset_y - p.proj_offset_y};
+  if (p.sdd == 0)
+    return {xs + p.source_offset_x - p.proj_offset_x, ys + p.source_offset_y - p.proj_offset_y};
   const double w = c.z - p.sid;
   return {-p.sdd * xs / w + p.source_offset_x - p.proj_offset_x,
           -p.sdd * ys / w + p.source_offset_y - p.proj_offset_y};
@@ -93,7 +97,8 @@ std::vector<vec3> random_points(int n, double extent, unsigned seed) {
 
 TEST(RtkGeometry, FrameMappingIsAProperRotation) {
   // x = X, y = -Z, z = Y: orthonormal with determinant +1, and the inverse undoes it.
-  const vec3 ex = io::world_from_rtk({1, 0, 0}), ey = io::world_from_rtk({0, 1, 0}), ez = io::world_from_rtk({0, 0, 1});
+  const vec3 ex = io::world_from_rtk({1, 0, 0}), ey = io::world_from_rtk({0, 1, 0}),
+             ez = io::world_from_rtk({0, 0, 1});
   EXPECT_DOUBLE_EQ(dot(cross(ex, ey), ez), 1.0);
   const vec3 p{1.5, -2.25, 3.125};
   EXPECT_EQ(io::rtk_from_world(io::world_from_rtk(p)), p);
@@ -111,7 +116,8 @@ TEST(RtkGeometry, CircularConeRoundTripThroughXmlFile) {
   const std::string path = temp_path("cone_rtk.xml");
   io::write_rtk_geometry(path, g);
   const geometry back = io::read_rtk_geometry(path, g.cols, g.rows, g.pixel_u_mm, g.pixel_v_mm);
-  ASSERT_TRUE(back.orbit.has_value()) << "untilted constant-distance RTK geometry should stay circular";
+  ASSERT_TRUE(back.orbit.has_value())
+      << "untilted constant-distance RTK geometry should stay circular";
   EXPECT_EQ(back.type_name(), "cone");
   expect_same_vectors(g, back);
   EXPECT_DOUBLE_EQ(back.orbit->source_to_isocenter_mm, 600);
@@ -119,9 +125,11 @@ TEST(RtkGeometry, CircularConeRoundTripThroughXmlFile) {
 }
 
 TEST(RtkGeometry, ParallelRoundTrip) {
-  const geometry g = make_parallel_geometry(16, 1, 0.5, 0.5, angle_range(0, deg_to_rad(20), 10), {1.5}, {});
+  const geometry g =
+      make_parallel_geometry(16, 1, 0.5, 0.5, angle_range(0, deg_to_rad(20), 10), {1.5}, {});
   const auto p = io::rtk_from_geometry(g);
-  const geometry back = io::geometry_from_rtk(io::parse_rtk_xml(io::rtk_xml(p)), g.cols, g.rows, 0.5, 0.5);
+  const geometry back =
+      io::geometry_from_rtk(io::parse_rtk_xml(io::rtk_xml(p)), g.cols, g.rows, 0.5, 0.5);
   EXPECT_EQ(back.type_name(), "parallel");
   expect_same_vectors(g, back);
 }
@@ -233,16 +241,23 @@ TEST(RtkGeometry, MalformedFilesNameTheFile) {
       EXPECT_NE(what.find(needle), std::string::npos) << what;
     }
   };
-  expect_error("<RTKThreeDCircularGeometry version=\"3\"><Projection><GantryAngle>1", "malformed XML");
-  expect_error("<RTKThreeDCircularGeometry version=\"3\"><Projection><GantryAngle>x</GantryAngle></Projection>"
-               "</RTKThreeDCircularGeometry>",
-               "GantryAngle");
+  expect_error("<RTKThreeDCircularGeometry version=\"3\"><Projection><GantryAngle>1",
+               "malformed XML");
+  expect_error(
+      "<RTKThreeDCircularGeometry "
+      "version=\"3\"><Projection><GantryAngle>x</GantryAngle></Projection>"
+      "</RTKThreeDCircularGeometry>",
+      "GantryAngle");
   expect_error("<Other/>", "not an RTK geometry");
-  expect_error("<RTKThreeDCircularGeometry version=\"3\"></RTKThreeDCircularGeometry>", "without any");
-  expect_error("<RTKThreeDCircularGeometry version=\"3\"><SourceToIsocenterDistance>1000</SourceToIsocenterDistance>"
-               "<SourceToDetectorDistance>1500</SourceToDetectorDistance><Projection><GantryAngle>10</GantryAngle>"
-               "<Matrix>1 2 3 4 5 6 7 8 9 10 11 12</Matrix></Projection></RTKThreeDCircularGeometry>",
-               "disagrees");
+  expect_error("<RTKThreeDCircularGeometry version=\"3\"></RTKThreeDCircularGeometry>",
+               "without any");
+  expect_error(
+      "<RTKThreeDCircularGeometry "
+      "version=\"3\"><SourceToIsocenterDistance>1000</SourceToIsocenterDistance>"
+      "<SourceToDetectorDistance>1500</SourceToDetectorDistance><Projection><GantryAngle>10</"
+      "GantryAngle>"
+      "<Matrix>1 2 3 4 5 6 7 8 9 10 11 12</Matrix></Projection></RTKThreeDCircularGeometry>",
+      "disagrees");
   EXPECT_THROW(io::read_rtk_geometry(temp_path("missing.xml"), 4, 4, 1, 1), error);
 }
 
@@ -274,14 +289,18 @@ class AstraVectors : public ::testing::TestWithParam<astra_case> {};
 TEST_P(AstraVectors, RoundTripAndSameDetectorPositions) {
   const auto c = GetParam();
   const auto angles = angle_range(0.3, deg_to_rad(360.0 / static_cast<double>(c.views)), c.views);
-  geometry circ = c.beam == beam_kind::cone
-                      ? make_cone_geometry(c.cols, c.rows, 0.6, 0.45, 400, 650, angles, {1.25}, {-0.5})
-                      : make_parallel_geometry(c.cols, c.rows, 0.6, 0.45, angles, {1.25}, {-0.5});
+  geometry circ =
+      c.beam == beam_kind::cone
+          ? make_cone_geometry(c.cols, c.rows, 0.6, 0.45, 400, 650, angles, {1.25}, {-0.5})
+          : make_parallel_geometry(c.cols, c.rows, 0.6, 0.45, angles, {1.25}, {-0.5});
   // A tilted vector geometry too: rotate every vector of the circular one about x.
   std::vector<view_vectors> tilted = circ.views;
   const double t = deg_to_rad(5);
-  auto rot = [&](vec3 p) { return vec3{p.x, std::cos(t) * p.y - std::sin(t) * p.z, std::sin(t) * p.y + std::cos(t) * p.z}; };
-  for (auto& w : tilted) w = {rot(w.source), rot(w.detector_center) + vec3{0.3, 0, 0.2}, rot(w.u), rot(w.v)};
+  auto rot = [&](vec3 p) {
+    return vec3{p.x, std::cos(t) * p.y - std::sin(t) * p.z, std::sin(t) * p.y + std::cos(t) * p.z};
+  };
+  for (auto& w : tilted)
+    w = {rot(w.source), rot(w.detector_center) + vec3{0.3, 0, 0.2}, rot(w.u), rot(w.v)};
   const geometry vec = make_vec_geometry(c.beam, c.cols, c.rows, tilted);
   for (const geometry& g : {circ, vec}) {
     const std::string path = temp_path("astra_vectors.txt");
@@ -291,7 +310,8 @@ TEST_P(AstraVectors, RoundTripAndSameDetectorPositions) {
     const auto rows12 = io::astra_vectors(g);
     for (std::int64_t i = 0; i < g.view_count(); ++i) {
       for (const vec3 X : random_points(5, 30, 11 + static_cast<unsigned>(i))) {
-        const auto [ac, ar] = astra_pixel(rows12[static_cast<std::size_t>(i)], c.beam, c.cols, c.rows, X);
+        const auto [ac, ar] =
+            astra_pixel(rows12[static_cast<std::size_t>(i)], c.beam, c.cols, c.rows, X);
         const auto [oc, orow] = our_pixel(g, i, X);
         EXPECT_NEAR(oc, ac, 1e-9);  // closed forms in double precision
         EXPECT_NEAR(orow, ar, 1e-9);
@@ -301,7 +321,8 @@ TEST_P(AstraVectors, RoundTripAndSameDetectorPositions) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AstraVectors,
-                         ::testing::Values(astra_case{beam_kind::cone, 33, 17, 12}, astra_case{beam_kind::cone, 8, 1, 1},
+                         ::testing::Values(astra_case{beam_kind::cone, 33, 17, 12},
+                                           astra_case{beam_kind::cone, 8, 1, 1},
                                            astra_case{beam_kind::parallel, 21, 5, 7},
                                            astra_case{beam_kind::parallel, 1, 1, 3}));
 
@@ -315,9 +336,20 @@ TEST(AstraVectors, AgreesWithAstraConeConversion) {
   const auto rows = io::astra_vectors(g);
   for (std::size_t i = 0; i < angles.size(); ++i) {
     const double a = angles[i];
-    const io::astra_vector expect{std::sin(a) * dso, -std::cos(a) * dso, 0, -std::sin(a) * dod, std::cos(a) * dod, 0,
-                                  std::cos(a) * du, std::sin(a) * du, 0, 0, 0, dv};
-    for (int k = 0; k < 12; ++k) EXPECT_NEAR(rows[i][static_cast<std::size_t>(k)], expect[static_cast<std::size_t>(k)], 1e-9);
+    const io::astra_vector expect{std::sin(a) * dso,
+                                  -std::cos(a) * dso,
+                                  0,
+                                  -std::sin(a) * dod,
+                                  std::cos(a) * dod,
+                                  0,
+                                  std::cos(a) * du,
+                                  std::sin(a) * du,
+                                  0,
+                                  0,
+                                  0,
+                                  dv};
+    for (int k = 0; k < 12; ++k)
+      EXPECT_NEAR(rows[i][static_cast<std::size_t>(k)], expect[static_cast<std::size_t>(k)], 1e-9);
   }
 }
 

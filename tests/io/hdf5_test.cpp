@@ -74,10 +74,12 @@ void expect_error(F&& f, std::initializer_list<std::string> parts, bool usage = 
     ADD_FAILURE() << "no exception";
   } catch (const usage_error& e) {
     EXPECT_TRUE(usage) << "usage_error where a runtime error was expected: " << e.what();
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\n  lacks: " << p;
+    for (const auto& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\n  lacks: " << p;
   } catch (const error& e) {
     EXPECT_FALSE(usage) << "runtime error where usage_error was expected: " << e.what();
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\n  lacks: " << p;
+    for (const auto& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\n  lacks: " << p;
   }
 }
 
@@ -190,7 +192,8 @@ TEST_F(Hdf5Files, OtherNumericTypesConvertToFloat) {
     f.write_dataset<double>("projections", {2, 1, 3}, std::span<const double>(p));
   }
   const volume v = io::read_volume(path("u16.h5"));
-  for (std::size_t i = 0; i < v.data.size(); ++i) EXPECT_EQ(v.data[i], static_cast<float>(1000 * i + 7));
+  for (std::size_t i = 0; i < v.data.size(); ++i)
+    EXPECT_EQ(v.data[i], static_cast<float>(1000 * i + 7));
   const auto p = io::read_projections(path("u16.h5"));
   EXPECT_FALSE(p.geom.has_value());
   EXPECT_TRUE(p.geometry_json.empty());
@@ -236,9 +239,7 @@ TEST_F(Hdf5Files, MissingDatasetListsWhatIsPresent) {
   io::write_volume(path("vol.h5"), v);
   expect_error([&] { io::read_projections(path("vol.h5")); },
                {path("vol.h5") + ": dataset /projections not found (datasets present: /volume)"});
-  {
-    h5::file f = h5::file::create(path("empty.h5"));
-  }
+  { h5::file f = h5::file::create(path("empty.h5")); }
   expect_error([&] { io::read_volume(path("empty.h5")); },
                {"dataset /volume not found (datasets present: none)"});
 }
@@ -338,7 +339,8 @@ TEST_F(Hdf5Files, WrapperStringsAttributesSlabs) {
     h5::file f = h5::file::create(path("w.h5"));
     std::vector<std::int32_t> d(4 * 5);
     for (int i = 0; i < 20; ++i) d[static_cast<std::size_t>(i)] = i;
-    auto ds = f.write_dataset<std::int32_t>("/exchange/data", {4, 5}, std::span<const std::int32_t>(d));
+    auto ds =
+        f.write_dataset<std::int32_t>("/exchange/data", {4, 5}, std::span<const std::int32_t>(d));
     const double theta[] = {0.0, 45.5, 90.0};
     ds.write_double_attribute("theta", theta);
     ds.write_string_attribute("units", "counts");
@@ -366,10 +368,16 @@ TEST_F(Hdf5Files, WrapperStringsAttributesSlabs) {
   ds.read_slab<float>({1, 2}, {2, 3}, std::span<float>(slab));
   EXPECT_EQ(slab, (std::vector<float>{7, 8, 9, 12, 13, 14}));
   std::vector<float> too_small(5);
-  expect_error([&] { ds.read_slab<float>({1, 2}, {2, 3}, std::span<float>(too_small)); },
-               {path("w.h5"), "/exchange/data"});
-  expect_error([&] { ds.read_slab<float>({3, 0}, {2, 5}, std::span<float>(slab)); },
-               {"exceeds dimension 0"});
+  expect_error(
+      [&] {
+        ds.read_slab<float>({1, 2}, {2, 3}, std::span<float>(too_small));
+      },
+      {path("w.h5"), "/exchange/data"});
+  expect_error(
+      [&] {
+        ds.read_slab<float>({3, 0}, {2, 5}, std::span<float>(slab));
+      },
+      {"exceeds dimension 0"});
   expect_error([&] { ds.read_string_attribute("nope"); }, {"attribute nope: not found"});
   expect_error([&] { ds.read_string(); }, {"expected a string, found int32"});
 }
@@ -387,7 +395,8 @@ TEST_F(Hdf5Files, DescribeFile) {
   projection_stack p(5, 2, 3);
   io::write_projections(path("p.h5"), p, small_cone(5, 2, 3));
   const std::string pt = io::describe_file(path("p.h5"));
-  EXPECT_NE(pt.find("/projections: float32 [5][2][3] (views, rows, cols)"), std::string::npos) << pt;
+  EXPECT_NE(pt.find("/projections: float32 [5][2][3] (views, rows, cols)"), std::string::npos)
+      << pt;
   EXPECT_NE(pt.find("geometry: cone, 5 views, detector 3 cols x 2 rows"), std::string::npos) << pt;
   EXPECT_NE(pt.find("SID 400 mm, SDD 700 mm"), std::string::npos) << pt;
 }
@@ -418,10 +427,10 @@ TEST_F(Hdf5Files, PreviewLayoutOrientationAndWindow) {
   const std::int64_t nx = 7, ny = 5, nz = 3;  // odd, all different
   volume v(volume_geometry::centered(nx, ny, nz, {1, 1, 1}));
   // Marker voxels (value 1, background 0) in the central slices:
-  v.at(nz / 2, ny - 1, 0) = 1.0f;  // axial: largest y, smallest x -> top-left of panel 1
+  v.at(nz / 2, ny - 1, 0) = 1.0f;       // axial: largest y, smallest x -> top-left of panel 1
   v.at(nz - 1, ny / 2, nx - 1) = 1.0f;  // coronal: largest z, largest x -> top-right of panel 2
   v.at(0, ny - 1, nx / 2) = 1.0f;  // sagittal: smallest z, largest y -> bottom-right of panel 3
-  v.at(nz / 2, 0, 1) = 0.5f;  // axial: smallest y -> bottom row, column 1
+  v.at(nz / 2, 0, 1) = 0.5f;       // axial: smallest y -> bottom row, column 1
   io::write_preview_png(path("p.png"), v, 0.0f, 1.0f);
   EXPECT_EQ(entries(), std::vector<std::string>{"p.png"});
   const grey_image im = read_png(path("p.png"));
@@ -464,9 +473,9 @@ TEST_F(Hdf5Files, PreviewAutoWindowFromPercentiles) {
   const grey_image im = read_png(path("a.png"));
   EXPECT_EQ(im.width, 40u + 3 + 40 + 3 + 25);
   EXPECT_EQ(im.height, 25u);
-  EXPECT_EQ(im.at(0, 24), 0);      // value 0 (y = 0 is the bottom row)
-  EXPECT_EQ(im.at(39, 0), 255);    // value 999
-  EXPECT_EQ(im.at(0, 12), 122);    // value 480 (row 12 from the top is y = 12)
+  EXPECT_EQ(im.at(0, 24), 0);    // value 0 (y = 0 is the bottom row)
+  EXPECT_EQ(im.at(39, 0), 255);  // value 999
+  EXPECT_EQ(im.at(0, 12), 122);  // value 480 (row 12 from the top is y = 12)
   // A constant volume is mid grey rather than a division by zero.
   std::fill(v.data.begin(), v.data.end(), 3.0f);
   io::write_preview_png(path("c.png"), v);

@@ -21,7 +21,9 @@ fs::path scratch_dir() {
   return d;
 }
 
-void touch(const fs::path& p) { std::ofstream(p) << "half written"; }
+void touch(const fs::path& p) {
+  std::ofstream(p) << "half written";
+}
 
 // Runs `body` in a child process and returns its wait status.
 template <class F>

@@ -2,6 +2,7 @@
 // stacks (written here byte by byte, independently of libtiff): normalisation, partial reads,
 // binning with the matching geometry, and errors that name the file.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -9,8 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-
-#include <unistd.h>
 
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
@@ -26,13 +25,15 @@ const std::string data_dir = CTFORGE_SHARED_DATA_DIR;
 const std::string tooth = data_dir + "/dxchange/tooth.h5";
 
 fs::path temp_dir(const std::string& name) {
-  const auto dir = fs::temp_directory_path() / ("ctforge_projections_" + std::to_string(::getpid())) / name;
+  const auto dir =
+      fs::temp_directory_path() / ("ctforge_projections_" + std::to_string(::getpid())) / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
 }
 
-void expect_error_naming(const std::function<void()>& f, const std::string& name, const std::string& needle = "") {
+void expect_error_naming(const std::function<void()>& f, const std::string& name,
+                         const std::string& needle = "") {
   try {
     f();
     ADD_FAILURE() << "no error for " << name;
@@ -43,15 +44,16 @@ void expect_error_naming(const std::function<void()>& f, const std::string& name
   }
 }
 
-void expect_same_pixel_centers(const geometry& sub, const geometry& full, std::int64_t v0, double r0, double c0,
-                               double bin_r = 1, double bin_c = 1) {
+void expect_same_pixel_centers(const geometry& sub, const geometry& full, std::int64_t v0,
+                               double r0, double c0, double bin_r = 1, double bin_c = 1) {
   // Pixel (r, c) of the selection is the mean of full pixels r0 + bin_r r ... (their centre).
   for (std::int64_t v = 0; v < sub.view_count(); ++v)
     for (std::int64_t r : {std::int64_t{0}, sub.rows - 1})
       for (std::int64_t c : {std::int64_t{0}, sub.cols / 2, sub.cols - 1}) {
         const vec3 a = pixel_center(sub, v, static_cast<double>(c), static_cast<double>(r));
-        const vec3 b = pixel_center(full, v0 + v, c0 + bin_c * static_cast<double>(c) + 0.5 * (bin_c - 1),
-                                    r0 + bin_r * static_cast<double>(r) + 0.5 * (bin_r - 1));
+        const vec3 b =
+            pixel_center(full, v0 + v, c0 + bin_c * static_cast<double>(c) + 0.5 * (bin_c - 1),
+                         r0 + bin_r * static_cast<double>(r) + 0.5 * (bin_r - 1));
         EXPECT_NEAR(a.x, b.x, 1e-9);
         EXPECT_NEAR(a.y, b.y, 1e-9);
         EXPECT_NEAR(a.z, b.z, 1e-9);
@@ -70,7 +72,8 @@ TEST(DataExchange, ToothNormalisedToPlausibleLineIntegrals) {
   ASSERT_TRUE(f.geom.has_value());
   EXPECT_EQ(f.geom->type_name(), "parallel");
   EXPECT_NEAR(rad_to_deg(f.geom->orbit->angles_rad.front()), 0.0, 1e-9);
-  EXPECT_NEAR(rad_to_deg(f.geom->orbit->angles_rad.back()), 180.0 * 180.0 / 181.0, 1e-3);  // theta 0..179.006
+  EXPECT_NEAR(rad_to_deg(f.geom->orbit->angles_rad.back()), 180.0 * 180.0 / 181.0,
+              1e-3);  // theta 0..179.006
   EXPECT_NE(f.warnings.find("pixel size not recorded"), std::string::npos) << f.warnings;
   // Line integrals of a tooth: no NaN/inf; background near 0 (noise makes it slightly negative
   // where I > flat); enamel/dentine at most a few units of mu * length.
@@ -84,7 +87,8 @@ TEST(DataExchange, ToothNormalisedToPlausibleLineIntegrals) {
   const io::raw_scan raw = io::read_dxchange(tooth);
   ASSERT_EQ(raw.flats.views, 10);
   ASSERT_EQ(raw.darks.views, 10);
-  for (const auto [v, r, c] : {std::array<std::int64_t, 3>{0, 0, 0}, {90, 1, 300}, {180, 0, 639}, {45, 1, 150}}) {
+  for (const auto [v, r, c] :
+       {std::array<std::int64_t, 3>{0, 0, 0}, {90, 1, 300}, {180, 0, 639}, {45, 1, 150}}) {
     double fl = 0, dk = 0;
     for (std::int64_t k = 0; k < 10; ++k) {
       fl += raw.flats.at(k, r, c) / 10.0;
@@ -122,7 +126,8 @@ TEST(DataExchange, PartialReadEqualsTheFullReadAndKeepsTheGeometry) {
     for (std::int64_t c = 0; c < 67; ++c) {
       double t = 0;
       for (std::int64_t r = 0; r < 2; ++r)
-        for (std::int64_t k = 0; k < 3; ++k) t += std::exp(-double(full.projections.at(v + 10, r, 100 + 3 * c + k))) / 6;
+        for (std::int64_t k = 0; k < 3; ++k)
+          t += std::exp(-double(full.projections.at(v + 10, r, 100 + 3 * c + k))) / 6;
       // float line integrals in the reference: exp/log round trip within 1e-5
       EXPECT_NEAR(bin.projections.at(v, 0, c), -std::log(t), 1e-5);
     }
@@ -152,11 +157,16 @@ double synthetic_p(std::int64_t v, std::int64_t r, std::int64_t c) {
   return 0.8 + 0.7 * std::sin(0.31 * static_cast<double>(c) + 0.2 * static_cast<double>(v)) +
          0.05 * static_cast<double>(r);
 }
-double synthetic_flat(std::int64_t r, std::int64_t c) { return 4000.0 + 10.0 * static_cast<double>(c) + 3.0 * static_cast<double>(r); }
-double synthetic_dark(std::int64_t r, std::int64_t) { return 100.0 + static_cast<double>(r); }
+double synthetic_flat(std::int64_t r, std::int64_t c) {
+  return 4000.0 + 10.0 * static_cast<double>(c) + 3.0 * static_cast<double>(r);
+}
+double synthetic_dark(std::int64_t r, std::int64_t) {
+  return 100.0 + static_cast<double>(r);
+}
 std::uint16_t synthetic_count(std::int64_t v, std::int64_t r, std::int64_t c) {
   const double d = synthetic_dark(r, c);
-  return static_cast<std::uint16_t>(std::lround(d + (synthetic_flat(r, c) - d) * std::exp(-synthetic_p(v, r, c))));
+  return static_cast<std::uint16_t>(
+      std::lround(d + (synthetic_flat(r, c) - d) * std::exp(-synthetic_p(v, r, c))));
 }
 /// Rounding the counts to integers changes p by at most 0.5 / (I - dark).
 double count_tolerance(std::int64_t v, std::int64_t r, std::int64_t c) {
@@ -172,12 +182,13 @@ TEST(DataExchange, SyntheticCountsWithClampedPixels) {
     for (std::int64_t v = 0; v < nv; ++v)
       for (std::int64_t r = 0; r < nr; ++r)
         for (std::int64_t c = 0; c < nc; ++c) data.push_back(synthetic_count(v, r, c));
-    data[5] = 0;  // below the dark field: clamped
+    data[5] = 0;                                                 // below the dark field: clamped
     data[7] = static_cast<std::uint16_t>(synthetic_dark(0, 7));  // equal to the dark: clamped
     for (int k = 0; k < 2; ++k)
       for (std::int64_t r = 0; r < nr; ++r)
         for (std::int64_t c = 0; c < nc; ++c) {
-          white.push_back(static_cast<std::uint16_t>(synthetic_flat(r, c) + (k ? 5 : -5)));  // mean = flat
+          white.push_back(
+              static_cast<std::uint16_t>(synthetic_flat(r, c) + (k ? 5 : -5)));  // mean = flat
           dark.push_back(static_cast<std::uint16_t>(synthetic_dark(r, c)));
         }
     f.write_dataset<std::uint16_t>("/exchange/data", {hsize_t(nv), hsize_t(nr), hsize_t(nc)}, data);
@@ -201,14 +212,16 @@ TEST(DataExchange, SyntheticCountsWithClampedPixels) {
         if (v == 0 && r == 0 && (c == 5 || c == 7)) {
           EXPECT_FLOAT_EQ(x, floor_p);
         } else {
-          EXPECT_NEAR(x, synthetic_p(v, r, c), count_tolerance(v, r, c)) << v << " " << r << " " << c;
+          EXPECT_NEAR(x, synthetic_p(v, r, c), count_tolerance(v, r, c))
+              << v << " " << r << " " << c;
         }
       }
   EXPECT_NEAR(rad_to_deg(got.geom->orbit->angles_rad[3]), 90.0, 1e-12);
   EXPECT_DOUBLE_EQ(got.geom->pixel_u_mm, 0.25);
   // Line-integral mode keeps the stored values.
   o.mode = io::intensity_mode::line_integrals;
-  EXPECT_EQ(io::read_projections_any(path, o).projections.at(1, 2, 3), static_cast<float>(synthetic_count(1, 2, 3)));
+  EXPECT_EQ(io::read_projections_any(path, o).projections.at(1, 2, 3),
+            static_cast<float>(synthetic_count(1, 2, 3)));
 }
 
 TEST(DataExchange, BrokenFilesNameTheFile) {
@@ -218,7 +231,8 @@ TEST(DataExchange, BrokenFilesNameTheFile) {
     std::ifstream in(tooth, std::ios::binary);
     std::vector<char> b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const std::string cut = (dir / "cut.h5").string();
-    std::ofstream(cut, std::ios::binary).write(b.data(), static_cast<std::streamsize>(b.size() / 2));
+    std::ofstream(cut, std::ios::binary)
+        .write(b.data(), static_cast<std::streamsize>(b.size() / 2));
     expect_error_naming([&] { io::read_projections_any(cut); }, cut);
   }
   // Wrong rank, wrong theta count, not a projection file, not HDF5.
@@ -246,7 +260,8 @@ TEST(DataExchange, BrokenFilesNameTheFile) {
   expect_error_naming([&] { io::read_projections_any(theta); }, theta, "theta");
   expect_error_naming([&] { io::read_projections_any(other); }, other, "not a projection file");
   expect_error_naming([&] { io::read_projections_any(text); }, text);
-  expect_error_naming([&] { io::read_projections_any((dir / "missing.h5").string()); }, "missing.h5");
+  expect_error_naming([&] { io::read_projections_any((dir / "missing.h5").string()); },
+                      "missing.h5");
 }
 
 TEST(NativeProjections, SelectionOfACtforgeFile) {
@@ -262,7 +277,8 @@ TEST(NativeProjections, SelectionOfACtforgeFile) {
   ASSERT_EQ(f.projections.views, 3);
   for (std::int64_t v = 0; v < 3; ++v)
     for (std::int64_t r = 0; r < 3; ++r)
-      for (std::int64_t c = 0; c < 5; ++c) EXPECT_EQ(f.projections.at(v, r, c), p.at(v + 2, r + 1, c + 4));
+      for (std::int64_t c = 0; c < 5; ++c)
+        EXPECT_EQ(f.projections.at(v, r, c), p.at(v + 2, r + 1, c + 4));
   expect_same_pixel_centers(*f.geom, g, 2, 1, 4);
   EXPECT_EQ(f.geom->type_name(), "cone");
 }
@@ -292,7 +308,8 @@ TEST(NxTomo, ImageKeysAnglesAndPixelSize) {
   {
     auto f = h5::file::create(path);
     const hsize_t n = keys.size();
-    f.write_dataset<std::uint16_t>("/entry1/instrument/detector/data", {n, hsize_t(nr), hsize_t(nc)}, frames);
+    f.write_dataset<std::uint16_t>("/entry1/instrument/detector/data",
+                                   {n, hsize_t(nr), hsize_t(nc)}, frames);
     f.write_dataset<int>("/entry1/instrument/detector/image_key", {n}, keys);
     auto a = f.write_dataset<double>("/entry1/sample/rotation_angle", {n}, angles);
     a.write_string_attribute("units", "degree");
@@ -311,7 +328,8 @@ TEST(NxTomo, ImageKeysAnglesAndPixelSize) {
   for (std::int64_t v = 0; v < 3; ++v)
     for (std::int64_t r = 0; r < nr; ++r)
       for (std::int64_t c = 0; c < 7; ++c)
-        EXPECT_NEAR(f.projections.at(v, r, c), synthetic_p(v + 4, r, c + 1), count_tolerance(v + 4, r, c + 1));
+        EXPECT_NEAR(f.projections.at(v, r, c), synthetic_p(v + 4, r, c + 1),
+                    count_tolerance(v + 4, r, c + 1));
   EXPECT_NEAR(rad_to_deg(f.geom->orbit->angles_rad[0]), 72.0, 1e-12);
   EXPECT_NEAR(f.geom->pixel_u_mm, 0.0065, 1e-15);
   const io::raw_scan raw = io::read_nxtomo(path);
@@ -337,7 +355,8 @@ TEST(NxTomo, RadiansAndNoKeys) {
   EXPECT_NE(f.warnings.find("line integrals"), std::string::npos) << f.warnings;
 }
 
-// ---- TIFF stacks ---------------------------------------------------------------------------------
+// ---- TIFF stacks
+// ---------------------------------------------------------------------------------
 
 /// Minimal little-endian TIFF writer (baseline tags only, no compression), independent of
 /// libtiff: grey uint16 or float32 pages, strips or 16x16 tiles.
@@ -350,9 +369,16 @@ struct tiff_page {
 
 void write_tiff(const std::string& path, const std::vector<tiff_page>& pages) {
   std::vector<unsigned char> out = {'I', 'I', 42, 0, 0, 0, 0, 0};
-  auto put16 = [&](std::uint16_t x) { out.push_back(x & 0xFF); out.push_back(x >> 8); };
-  auto put32 = [&](std::uint32_t x) { for (int i = 0; i < 4; ++i) out.push_back((x >> (8 * i)) & 0xFF); };
-  auto patch32 = [&](std::size_t at, std::uint32_t x) { for (int i = 0; i < 4; ++i) out[at + i] = (x >> (8 * i)) & 0xFF; };
+  auto put16 = [&](std::uint16_t x) {
+    out.push_back(x & 0xFF);
+    out.push_back(x >> 8);
+  };
+  auto put32 = [&](std::uint32_t x) {
+    for (int i = 0; i < 4; ++i) out.push_back((x >> (8 * i)) & 0xFF);
+  };
+  auto patch32 = [&](std::size_t at, std::uint32_t x) {
+    for (int i = 0; i < 4; ++i) out[at + i] = (x >> (8 * i)) & 0xFF;
+  };
   std::size_t next_ifd_slot = 4;
   for (const auto& p : pages) {
     const std::uint32_t bytes = p.is_float ? 4 : 2;
@@ -395,7 +421,10 @@ void write_tiff(const std::string& path, const std::vector<tiff_page>& pages) {
       std::uint16_t tag, type;
       std::uint32_t count, value;
     };
-    std::vector<entry> e = {{256, 4, 1, p.width}, {257, 4, 1, p.height}, {258, 3, 1, bytes * 8}, {259, 3, 1, 1},
+    std::vector<entry> e = {{256, 4, 1, p.width},
+                            {257, 4, 1, p.height},
+                            {258, 3, 1, bytes * 8},
+                            {259, 3, 1, 1},
                             {262, 3, 1, 1}};
     const std::uint32_t n = static_cast<std::uint32_t>(offsets.size());
     if (!p.tiled) {
@@ -427,7 +456,8 @@ void write_tiff(const std::string& path, const std::vector<tiff_page>& pages) {
     next_ifd_slot = out.size();
     put32(0);
   }
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.size()));
 }
 
 constexpr std::int64_t tv = 12, tr = 13, tc = 37;  // odd detector
@@ -477,11 +507,13 @@ io::projection_read_options tiff_options(const tiff_scan& s) {
   return o;
 }
 
-void expect_synthetic(const projection_stack& p, std::int64_t v0 = 0, std::int64_t r0 = 0, std::int64_t c0 = 0) {
+void expect_synthetic(const projection_stack& p, std::int64_t v0 = 0, std::int64_t r0 = 0,
+                      std::int64_t c0 = 0) {
   for (std::int64_t v = 0; v < p.views; ++v)
     for (std::int64_t r = 0; r < p.rows; ++r)
       for (std::int64_t c = 0; c < p.cols; ++c)
-        ASSERT_NEAR(p.at(v, r, c), synthetic_p(v + v0, r + r0, c + c0), count_tolerance(v + v0, r + r0, c + c0))
+        ASSERT_NEAR(p.at(v, r, c), synthetic_p(v + v0, r + r0, c + c0),
+                    count_tolerance(v + v0, r + r0, c + c0))
             << "view " << v << " row " << r << " col " << c;
 }
 
@@ -491,11 +523,13 @@ TEST(TiffStack, DirectoryGlobAndMultiPageGiveTheSameScan) {
   ASSERT_EQ(files.size(), static_cast<std::size_t>(tv));
   EXPECT_EQ(fs::path(files[1]).filename(), "p2.tif");
   EXPECT_EQ(fs::path(files[11]).filename(), "p12.tif");
-  const io::loaded_projections d = io::read_projections_any((s.dir / "proj").string(), tiff_options(s));
+  const io::loaded_projections d =
+      io::read_projections_any((s.dir / "proj").string(), tiff_options(s));
   EXPECT_EQ(d.format, "tiff");
   expect_synthetic(d.projections);
   EXPECT_EQ(d.geometry_json, geometry_to_json(s.geom));
-  const io::loaded_projections g = io::read_projections_any((s.dir / "proj" / "p*.tif").string(), tiff_options(s));
+  const io::loaded_projections g =
+      io::read_projections_any((s.dir / "proj" / "p*.tif").string(), tiff_options(s));
   EXPECT_EQ(g.projections.data, d.projections.data);
   // Multi-page file, strips and tiles mixed.
   std::vector<tiff_page> pages;
@@ -530,7 +564,8 @@ TEST(TiffStack, PartialReadAndBinningWithTiles) {
       for (std::int64_t c = 0; c < 4; ++c) {
         double t = 0;
         for (std::int64_t a = 0; a < 3; ++a)
-          for (std::int64_t b = 0; b < 4; ++b) t += std::exp(-double(part.projections.at(v, 3 * r + a, 4 * c + b))) / 12;
+          for (std::int64_t b = 0; b < 4; ++b)
+            t += std::exp(-double(part.projections.at(v, 3 * r + a, 4 * c + b))) / 12;
         EXPECT_NEAR(bin.projections.at(v, r, c), -std::log(t), 1e-5);
       }
   expect_same_pixel_centers(*bin.geom, s.geom, 3, 2, 17, 3, 4);
@@ -580,7 +615,8 @@ TEST(TiffStack, ErrorsNameTheFile) {
   // Keep the header and IFD (at the end) but cut the strip: rewrite with the strip offset
   // pointing past the end of a shortened file.
   b.erase(b.begin() + 8 + 400, b.begin() + 8 + tc * tr * 2);
-  std::ofstream(bad, std::ios::binary | std::ios::trunc).write(b.data(), static_cast<std::streamsize>(b.size()));
+  std::ofstream(bad, std::ios::binary | std::ios::trunc)
+      .write(b.data(), static_cast<std::streamsize>(b.size()));
   expect_error_naming([&] { io::read_projections_any(proj, tiff_options(s)); }, "p5.tif");
   // An image of another size.
   tiff_page small = count_page(4);
@@ -589,8 +625,9 @@ TEST(TiffStack, ErrorsNameTheFile) {
   write_tiff(bad, {small});
   expect_error_naming([&] { io::read_projections_any(proj, tiff_options(s)); }, "p5.tif", "10x13");
   // Nothing matches.
-  expect_error_naming([&] { io::read_projections_any((s.dir / "nothing*.tif").string(), tiff_options(s)); },
-                      "nothing*.tif");
+  expect_error_naming(
+      [&] { io::read_projections_any((s.dir / "nothing*.tif").string(), tiff_options(s)); },
+      "nothing*.tif");
 }
 
 TEST(DescribeAny, ProjectionFiles) {

@@ -2,6 +2,7 @@
 // against the raw bytes of the files where possible), a voxel phantom for forward_project, and
 // errors that name the file.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -10,8 +11,6 @@
 #include <fstream>
 #include <functional>
 #include <numeric>
-
-#include <unistd.h>
 
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
@@ -25,7 +24,8 @@ namespace fs = std::filesystem;
 const std::string data_dir = CTFORGE_SHARED_DATA_DIR;
 
 fs::path temp_dir(const std::string& name) {
-  const auto dir = fs::temp_directory_path() / ("ctforge_volumes_" + std::to_string(::getpid())) / name;
+  const auto dir =
+      fs::temp_directory_path() / ("ctforge_volumes_" + std::to_string(::getpid())) / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -40,7 +40,8 @@ volume ramp_volume(std::int64_t nx, std::int64_t ny, std::int64_t nz) {
   g.origin_mm = {-10.5, 3.25, 7.125};
   volume v(g);
   for (std::size_t i = 0; i < v.data.size(); ++i)
-    v.data[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)) * 100.0 + 0.001 * static_cast<double>(i));
+    v.data[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)) * 100.0 +
+                                   0.001 * static_cast<double>(i));
   return v;
 }
 
@@ -83,14 +84,16 @@ TEST_P(ItkRoundTrip, ValuesSpacingOrigin) {
   const volume v = ramp_volume(c.nx, c.ny, c.nz);
   const std::string path = (temp_dir("itk") / ("vol" + c.ext)).string();
   io::write_volume_any(path, v);
-  EXPECT_FALSE(fs::exists(fs::path(path).parent_path() / ("vol.part" + c.ext))) << "temporary file left behind";
+  EXPECT_FALSE(fs::exists(fs::path(path).parent_path() / ("vol.part" + c.ext)))
+      << "temporary file left behind";
   const volume back = io::read_volume_any(path);
   ASSERT_EQ(back.geom.nx, c.nx);
   ASSERT_EQ(back.geom.ny, c.ny);
   ASSERT_EQ(back.geom.nz, c.nz);
   // Values are stored as float32: bit exact.
   ASSERT_EQ(back.data.size(), v.data.size());
-  for (std::size_t i = 0; i < v.data.size(); ++i) ASSERT_EQ(back.data[i], v.data[i]) << "voxel " << i;
+  for (std::size_t i = 0; i < v.data.size(); ++i)
+    ASSERT_EQ(back.data[i], v.data[i]) << "voxel " << i;
   // NIfTI keeps spacing and origin in float32 (relative 6e-8); the others as decimal text of
   // double precision. 1e-5 mm covers both.
   for (int a = 0; a < 3; ++a) {
@@ -107,8 +110,9 @@ INSTANTIATE_TEST_SUITE_P(Formats, ItkRoundTrip,
                          [](const auto& info) {
                            std::string e = info.param.ext.substr(1);
                            std::replace(e.begin(), e.end(), '.', '_');
-                           return e + "_" + std::to_string(info.param.nx) + "x" + std::to_string(info.param.ny) +
-                                  "x" + std::to_string(info.param.nz);
+                           return e + "_" + std::to_string(info.param.nx) + "x" +
+                                  std::to_string(info.param.ny) + "x" +
+                                  std::to_string(info.param.nz);
                          });
 
 TEST(VolumeFormats, FormatFromPath) {
@@ -123,7 +127,8 @@ TEST(VolumeFormats, FormatFromPath) {
   EXPECT_THROW(io::volume_format_of("a.png"), usage_error);
 }
 
-// ---- real data -----------------------------------------------------------------------------------
+// ---- real data
+// -----------------------------------------------------------------------------------
 
 TEST(VolumeFormats, HeadMetaImageIsAVoxelPhantom) {
   const volume head = io::read_volume_any(data_dir + "/metaimage/head.mha");
@@ -134,13 +139,15 @@ TEST(VolumeFormats, HeadMetaImageIsAVoxelPhantom) {
   EXPECT_NEAR(head.geom.spacing_mm[0], 3.2, 1e-6);
   EXPECT_NEAR(head.geom.spacing_mm[1], 3.2, 1e-6);
   EXPECT_DOUBLE_EQ(head.geom.spacing_mm[2], 1.5);
-  // Values: ushort data, raw bytes are the last 64*64*93*2 bytes of the file (ElementDataFile LOCAL).
+  // Values: ushort data, raw bytes are the last 64*64*93*2 bytes of the file (ElementDataFile
+  // LOCAL).
   const auto bytes = file_bytes(data_dir + "/metaimage/head.mha");
   const std::size_t n = static_cast<std::size_t>(head.geom.voxel_count());
   ASSERT_GE(bytes.size(), 2 * n);
   std::vector<std::uint16_t> raw(n);
   std::memcpy(raw.data(), bytes.data() + bytes.size() - 2 * n, 2 * n);
-  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(head.data[i], static_cast<float>(raw[i])) << "voxel " << i;
+  for (std::size_t i = 0; i < n; ++i)
+    ASSERT_EQ(head.data[i], static_cast<float>(raw[i])) << "voxel " << i;
   EXPECT_EQ(*std::max_element(head.data.begin(), head.data.end()), 3926.0f);
 
   // As a phantom: centre it on the isocentre and project it in parallel beam. A parallel
@@ -148,9 +155,11 @@ TEST(VolumeFormats, HeadMetaImageIsAVoxelPhantom) {
   // value * voxel volume, at every angle. Joseph interpolation with 1.6 mm pixels (half the
   // voxel pitch in x/y) deviates from this by discretisation only: allow 2%.
   volume ph = head;
-  ph.geom = volume_geometry::centered(head.geom.nx, head.geom.ny, head.geom.nz, head.geom.spacing_mm);
+  ph.geom =
+      volume_geometry::centered(head.geom.nx, head.geom.ny, head.geom.nz, head.geom.spacing_mm);
   const double du = 1.6, dv = 1.5;
-  const geometry g = make_parallel_geometry(200, 100, du, dv, {0.0, deg_to_rad(37), deg_to_rad(90)});
+  const geometry g =
+      make_parallel_geometry(200, 100, du, dv, {0.0, deg_to_rad(37), deg_to_rad(90)});
   const projection_stack p = forward_project(ph, g);
   double mass = 0;
   for (float x : ph.data) mass += x;
@@ -219,7 +228,8 @@ TEST(VolumeFormats, CtSmallSingleFileHuAndMu) {
   EXPECT_NEAR(v.geom.origin_mm[2], -75.699997, 1e-9);
   const auto raw = dicom_raw_pixels<std::int16_t>(f, 128 * 128);
   ASSERT_EQ(raw.size(), 128u * 128u);
-  for (std::size_t i = 0; i < raw.size(); ++i) ASSERT_EQ(v.data[i], static_cast<float>(raw[i] - 1024)) << i;
+  for (std::size_t i = 0; i < raw.size(); ++i)
+    ASSERT_EQ(v.data[i], static_cast<float>(raw[i] - 1024)) << i;
   // mu = mu_water (1 + HU / 1000).
   io::volume_read_options o;
   o.mu_water_per_mm = 0.02;
@@ -228,7 +238,8 @@ TEST(VolumeFormats, CtSmallSingleFileHuAndMu) {
     EXPECT_NEAR(mu.data[i], 0.02 * (1 + v.data[i] / 1000.0), 1e-7);
 }
 
-// ---- DICOM writing --------------------------------------------------------------------------------
+// ---- DICOM writing
+// --------------------------------------------------------------------------------
 
 struct dicom_case {
   std::int64_t nx, ny, nz;
@@ -240,7 +251,7 @@ TEST_P(DicomWrite, SeriesReadsBackWithinQuantisation) {
   // Attenuation values around water, soft tissue and bone, plus air.
   volume v = ramp_volume(c.nx, c.ny, c.nz);
   for (auto& x : v.data) x = 0.0192f + x * 1.5e-4f;  // 0.0042 .. 0.034 /mm
-  v.data[0] = 0;                                      // air: -1000 HU
+  v.data[0] = 0;                                     // air: -1000 HU
   const fs::path dir = temp_dir("dicom_write") / "series";
   io::volume_write_options w;
   w.series_description = "unit test series";
@@ -256,7 +267,8 @@ TEST_P(DicomWrite, SeriesReadsBackWithinQuantisation) {
   ASSERT_EQ(hu.geom.ny, c.ny);
   ASSERT_EQ(hu.geom.nz, c.nz);
   for (std::size_t i = 0; i < v.data.size(); ++i)
-    ASSERT_NEAR(hu.data[i], io::hu_from_mu(v.data[i], io::default_mu_water_per_mm), 0.5 + 1e-3) << i;
+    ASSERT_NEAR(hu.data[i], io::hu_from_mu(v.data[i], io::default_mu_water_per_mm), 0.5 + 1e-3)
+        << i;
   EXPECT_EQ(hu.data[0], -1000.0f);
   // Geometry: DS strings with 12 significant digits.
   for (int a = 0; a < 3; ++a) {
@@ -283,18 +295,21 @@ TEST_P(DicomWrite, SeriesReadsBackWithinQuantisation) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, DicomWrite,
-                         ::testing::Values(dicom_case{5, 4, 3}, dicom_case{17, 9, 1}, dicom_case{1, 6, 4}));
+                         ::testing::Values(dicom_case{5, 4, 3}, dicom_case{17, 9, 1},
+                                           dicom_case{1, 6, 4}));
 
 TEST(DicomWriteValues, HuInputAndLargeRangeUsePowerOfTwoSlope) {
   volume v = ramp_volume(6, 5, 2);
-  for (std::size_t i = 0; i < v.data.size(); ++i) v.data[i] = static_cast<float>(-70000.0 + 13000.0 * static_cast<double>(i % 12));
+  for (std::size_t i = 0; i < v.data.size(); ++i)
+    v.data[i] = static_cast<float>(-70000.0 + 13000.0 * static_cast<double>(i % 12));
   const fs::path dir = temp_dir("dicom_range") / "series";
   io::volume_write_options w;
   w.values_are_hu = true;
   io::write_volume_any(dir.string(), v, w);
   // |HU| up to 70000 needs slope 4 (70000 / 2 > 32767 >= 70000 / 4): error <= 2 HU.
   const volume back = io::read_volume_any(dir.string());
-  for (std::size_t i = 0; i < v.data.size(); ++i) ASSERT_NEAR(back.data[i], v.data[i], 2.0 + 1e-3) << i;
+  for (std::size_t i = 0; i < v.data.size(); ++i)
+    ASSERT_NEAR(back.data[i], v.data[i], 2.0 + 1e-3) << i;
   EXPECT_NE(io::describe_dicom(dir.string()).find("rescale slope 4"), std::string::npos);
 }
 
@@ -311,9 +326,11 @@ TEST(DicomWriteValues, RefusesToReplaceOtherFilesAndNonFiniteValues) {
   EXPECT_THROW(io::write_volume_any((dir.parent_path() / "other").string(), bad), usage_error);
 }
 
-// ---- errors ---------------------------------------------------------------------------------------
+// ---- errors
+// ---------------------------------------------------------------------------------------
 
-void expect_error_naming(const std::function<void()>& f, const std::string& name, const std::string& needle = "") {
+void expect_error_naming(const std::function<void()>& f, const std::string& name,
+                         const std::string& needle = "") {
   try {
     f();
     ADD_FAILURE() << "no error for " << name;
@@ -328,13 +345,15 @@ TEST(VolumeErrors, MixedSeriesRejected) {
   const fs::path dir = temp_dir("mixed");
   fs::copy_file(data_dir + "/dicom/ct_small/CT_small.dcm", dir / "a.dcm");
   fs::copy_file(data_dir + "/dicom/thorax/00-slice060.dcm", dir / "b.dcm");
-  expect_error_naming([&] { io::read_volume_any(dir.string()); }, dir.string(), "mixed DICOM series");
+  expect_error_naming([&] { io::read_volume_any(dir.string()); }, dir.string(),
+                      "mixed DICOM series");
 }
 
 TEST(VolumeErrors, MissingSliceRejected) {
   const fs::path dir = temp_dir("gap");
   for (const auto& e : fs::directory_iterator(data_dir + "/dicom/thorax"))
-    if (e.path().filename() != "00-slice070.dcm") fs::copy_file(e.path(), dir / e.path().filename());
+    if (e.path().filename() != "00-slice070.dcm")
+      fs::copy_file(e.path(), dir / e.path().filename());
   expect_error_naming([&] { io::read_volume_any(dir.string()); }, dir.string(), "apart");
 }
 
@@ -343,7 +362,8 @@ TEST(VolumeErrors, TruncatedAndCorruptFiles) {
   // Truncated MetaImage: header intact, half the voxel data missing.
   const auto head = file_bytes(data_dir + "/metaimage/head.mha");
   const std::string mha = (dir / "truncated.mha").string();
-  std::ofstream(mha, std::ios::binary).write(head.data(), static_cast<std::streamsize>(head.size() / 2));
+  std::ofstream(mha, std::ios::binary)
+      .write(head.data(), static_cast<std::streamsize>(head.size() / 2));
   expect_error_naming([&] { io::read_volume_any(mha); }, mha, "truncated");
   // Truncated NRRD and NIfTI written by us.
   const volume v = ramp_volume(20, 10, 6);
@@ -351,7 +371,8 @@ TEST(VolumeErrors, TruncatedAndCorruptFiles) {
     const std::string full = (dir / ("full" + ext)).string(), cut = (dir / ("cut" + ext)).string();
     io::write_itk_volume(full, v, /*compress=*/false);
     const auto b = file_bytes(full);
-    std::ofstream(cut, std::ios::binary).write(b.data(), static_cast<std::streamsize>(b.size() - 500));
+    std::ofstream(cut, std::ios::binary)
+        .write(b.data(), static_cast<std::streamsize>(b.size() - 500));
     expect_error_naming([&] { io::read_volume_any(cut); }, cut);
   }
   // Compressed files cut short.
@@ -359,7 +380,8 @@ TEST(VolumeErrors, TruncatedAndCorruptFiles) {
     const std::string full = (dir / name).string(), cut = (dir / ("cut_" + name)).string();
     io::write_itk_volume(full, v, /*compress=*/true);
     const auto b = file_bytes(full);
-    std::ofstream(cut, std::ios::binary).write(b.data(), static_cast<std::streamsize>(b.size() - 200));
+    std::ofstream(cut, std::ios::binary)
+        .write(b.data(), static_cast<std::streamsize>(b.size() - 200));
     expect_error_naming([&] { io::read_volume_any(cut); }, cut);
   }
   // Not a NIfTI file at all.
@@ -375,17 +397,20 @@ TEST(VolumeErrors, TruncatedAndCorruptFiles) {
   // file was cut inside the header (GDCM itself would abort the process on that one).
   for (const std::size_t keep : {std::size_t{300000}, std::size_t{1000}}) {
     const fs::path series = temp_dir("cut_series_" + std::to_string(keep));
-    for (const auto& e : fs::directory_iterator(data_dir + "/dicom/thorax")) fs::copy_file(e.path(), series / e.path().filename());
+    for (const auto& e : fs::directory_iterator(data_dir + "/dicom/thorax"))
+      fs::copy_file(e.path(), series / e.path().filename());
     const auto b = file_bytes((series / "00-slice065.dcm").string());
     std::ofstream((series / "00-slice065.dcm").string(), std::ios::binary | std::ios::trunc)
         .write(b.data(), static_cast<std::streamsize>(keep));
-    expect_error_naming([&] { io::read_volume_any(series.string()); }, "00-slice065.dcm", "corrupt DICOM");
+    expect_error_naming([&] { io::read_volume_any(series.string()); }, "00-slice065.dcm",
+                        "corrupt DICOM");
   }
   // A directory with no DICOM files.
   const fs::path empty = temp_dir("empty_series");
   expect_error_naming([&] { io::read_volume_any(empty.string()); }, empty.string(), "no DICOM");
   // Missing files.
-  expect_error_naming([&] { io::read_volume_any((dir / "missing.nrrd").string()); }, "missing.nrrd");
+  expect_error_naming([&] { io::read_volume_any((dir / "missing.nrrd").string()); },
+                      "missing.nrrd");
 }
 
 TEST(VolumeErrors, DescribeAnyReportsEveryFormat) {

@@ -22,8 +22,8 @@
 #include "ctforge/metrics.hpp"
 #include "ctforge/phantom.hpp"
 #include "ctforge/recon.hpp"
-#include "kernels/cuda_plan.cuh"
 #include "kernels/cuda_host_api.cuh"
+#include "kernels/cuda_plan.cuh"
 #include "recon/cuda_dispatch.hpp"
 #include "recon/filter.hpp"
 
@@ -56,9 +56,9 @@ struct fdk_case {
   std::string name;
   algorithm algo = algorithm::fdk;
   std::int64_t cols = 45, rows = 31, views = 40;
-  double arc_deg = 360;         // covered arc: views spaced arc / views apart
+  double arc_deg = 360;  // covered arc: views spaced arc / views apart
   std::int64_t nx = 33, ny = 29, nz = 17;
-  double spacing = 1.4;         // mm, all axes
+  double spacing = 1.4;             // mm, all axes
   double shift_x = 0, shift_z = 0;  // volume origin shift (mm)
   double offset_u = 0, offset_v = 0;
   // Memory budget: 0 = automatic; > 0 = bytes; < 0 = batch buffers (with the cuFFT work area
@@ -70,7 +70,9 @@ struct fdk_case {
   filter_window window = filter_window::ram_lak;
 };
 
-std::ostream& operator<<(std::ostream& os, const fdk_case& c) { return os << c.name; }
+std::ostream& operator<<(std::ostream& os, const fdk_case& c) {
+  return os << c.name;
+}
 
 constexpr double k_sid = 160, k_sdd = 260, k_du = 1.3, k_dv = 1.25;
 
@@ -102,7 +104,9 @@ double peak_of(const volume& v) {
   return p;
 }
 
-std::span<const float> span_of(const volume& v) { return {v.data.data(), v.data.size()}; }
+std::span<const float> span_of(const volume& v) {
+  return {v.data.data(), v.data.size()};
+}
 
 kernels::cuda::plan_input plan_input_of(const fdk_case& c) {
   kernels::cuda::plan_input in = kernels::cuda::make_plan_input(
@@ -118,7 +122,8 @@ kernels::cuda::plan_input plan_input_of(const fdk_case& c) {
 std::int64_t split_budget(const fdk_case& c, std::int64_t work) {
   const kernels::cuda::plan_input in = plan_input_of(c);
   return kernels::cuda::batch_bytes(in, kernels::cuda::initial_batch(in), work) +
-         (c.expect_device_store ? c.views * c.rows * c.cols * 4 : 0) + (-c.memory) * c.nx * c.ny * 4;
+         (c.expect_device_store ? c.views * c.rows * c.cols * 4 : 0) +
+         (-c.memory) * c.nx * c.ny * 4;
 }
 
 class FdkGpu : public ctforge::testing::gpu_param_test<fdk_case> {};
@@ -163,7 +168,8 @@ TEST_P(FdkGpu, MatchesCpuPath) {
   } else {
     EXPECT_EQ(st.slabs, 1);
   }
-  if (c.views_per_batch > 0) EXPECT_EQ(st.views_per_batch, std::min<int>(c.views_per_batch, static_cast<int>(c.views)));
+  if (c.views_per_batch > 0)
+    EXPECT_EQ(st.views_per_batch, std::min<int>(c.views_per_batch, static_cast<int>(c.views)));
 }
 
 std::vector<fdk_case> cases() {
@@ -181,14 +187,32 @@ std::vector<fdk_case> cases() {
   v.push_back({.name = "cone_hann_window", .window = filter_window::hann});
   v.push_back({.name = "slabs_host_store", .nz = 41, .memory = -9, .views_per_batch = 8});
   // Store 58 planes of the volume; 34 budgeted planes >= the 32 that keep it on the device.
-  v.push_back({.name = "slabs_device_store", .nz = 150, .memory = -34, .expect_device_store = true,
+  v.push_back({.name = "slabs_device_store",
+               .nz = 150,
+               .memory = -34,
+               .expect_device_store = true,
                .views_per_batch = 4});
-  v.push_back({.name = "slabs_short_scan_offsets", .views = 37, .arc_deg = -1, .nz = 41,
-               .shift_z = 5.0, .offset_u = 2.0, .offset_v = 3.1, .memory = -10, .views_per_batch = 4});
-  v.push_back({.name = "fbp_parallel_half_scan", .algo = algorithm::fbp, .views = 45, .arc_deg = 180});
-  v.push_back({.name = "fbp_parallel_full_scan_one_row", .algo = algorithm::fbp, .rows = 1, .arc_deg = 360, .nz = 1});
+  v.push_back({.name = "slabs_short_scan_offsets",
+               .views = 37,
+               .arc_deg = -1,
+               .nz = 41,
+               .shift_z = 5.0,
+               .offset_u = 2.0,
+               .offset_v = 3.1,
+               .memory = -10,
+               .views_per_batch = 4});
+  v.push_back(
+      {.name = "fbp_parallel_half_scan", .algo = algorithm::fbp, .views = 45, .arc_deg = 180});
+  v.push_back({.name = "fbp_parallel_full_scan_one_row",
+               .algo = algorithm::fbp,
+               .rows = 1,
+               .arc_deg = 360,
+               .nz = 1});
   v.push_back({.name = "cone_hardware_interpolation", .hardware = true});
-  v.push_back({.name = "fbp_hardware_interpolation", .algo = algorithm::fbp, .arc_deg = 180, .hardware = true});
+  v.push_back({.name = "fbp_hardware_interpolation",
+               .algo = algorithm::fbp,
+               .arc_deg = 180,
+               .hardware = true});
   return v;
 }
 
@@ -208,9 +232,11 @@ TEST(FdkGpuPlan, SplitCasesForceTheirPlan) {
     const int batch = kernels::cuda::initial_batch(in);
     for (const double fraction : {0.0, 0.25, 1.0}) {
       const auto work_of = [&](int b) {
-        return static_cast<std::int64_t>(fraction * static_cast<double>(kernels::cuda::fft_work_estimate(in, b)));
+        return static_cast<std::int64_t>(
+            fraction * static_cast<double>(kernels::cuda::fft_work_estimate(in, b)));
       };
-      const kernels::cuda::plan p = kernels::cuda::make_pipeline_plan(in, split_budget(c, work_of(batch)), work_of);
+      const kernels::cuda::plan p =
+          kernels::cuda::make_pipeline_plan(in, split_budget(c, work_of(batch)), work_of);
       EXPECT_TRUE(p.slab_mode) << c.name << ", work " << fraction << " of the estimate";
       EXPECT_EQ(p.device_store, c.expect_device_store) << c.name;
       EXPECT_EQ(p.views_per_batch, batch) << c.name;
@@ -245,7 +271,8 @@ TEST_F(FdkGpuDispatch, ReconstructWithCudaBackendUsesTheGpuPath) {
   EXPECT_TRUE(detail::cuda_last_pipeline_stats().hardware_interpolation);
   EXPECT_LE(mean_abs_error(span_of(hw), span_of(direct)), 1e-3 * peak_of(direct));
   recon_options split = opt;
-  split.gpu_memory_limit_bytes = 24 << 20;  // ample for this problem: the plan must use it as its budget
+  split.gpu_memory_limit_bytes =
+      24 << 20;  // ample for this problem: the plan must use it as its budget
   const volume sl = reconstruct(proj, g, vg, split);
   EXPECT_EQ(detail::cuda_last_pipeline_stats().budget_bytes, split.gpu_memory_limit_bytes);
   EXPECT_LE(mean_abs_error(span_of(sl), span_of(direct)), 1e-5 * peak_of(direct));
@@ -271,6 +298,8 @@ TEST_F(FdkGpuDispatch, ProgressIsMonotonicAndComplete) {
 
 #else
 
-TEST(FdkGpu, Skipped) { GTEST_SKIP() << "built without CUDA"; }
+TEST(FdkGpu, Skipped) {
+  GTEST_SKIP() << "built without CUDA";
+}
 
 #endif

@@ -172,9 +172,8 @@ TEST(CudaPlan, TooSmallBudgetNamesTheOption) {
 // inside the kept row range, and thin slabs keep only part of a tall detector.
 TEST(CudaPlan, SlabRowRangesCoverEveryTap) {
   const std::int64_t rows = 120;
-  const geometry g = make_cone_geometry(64, rows, 1.0, 1.0, 300, 500,
-                                        angle_range(0.1, 2 * std::numbers::pi / 30, 30), {0.0},
-                                        {4.5});
+  const geometry g = make_cone_geometry(
+      64, rows, 1.0, 1.0, 300, 500, angle_range(0.1, 2 * std::numbers::pi / 30, 30), {0.0}, {4.5});
   auto vg = volume_geometry::centered(20, 22, 48, {1.5, 1.5, 1.5});
   vg.origin_mm[2] += 3.0;
   const auto mats = compute_projection_matrices(g);
@@ -240,9 +239,9 @@ TEST(CudaPlan, SlabsPartitionTheVolume) {
 // volume (float round-off of the shifted matrices aside) and never touch a NaN.
 TEST(CudaPlan, SlabSamplingReproducesWholeVolumeBackProjection) {
   const std::int64_t cols = 40, rows = 90;
-  const geometry g = make_cone_geometry(cols, rows, 1.1, 0.9, 250, 420,
-                                        angle_range(0.2, 2 * std::numbers::pi / 17, 17), {1.5},
-                                        {-6.0});
+  const geometry g =
+      make_cone_geometry(cols, rows, 1.1, 0.9, 250, 420,
+                         angle_range(0.2, 2 * std::numbers::pi / 17, 17), {1.5}, {-6.0});
   auto vg = volume_geometry::centered(18, 16, 70, {1.6, 1.6, 1.3});
   vg.origin_mm[2] -= 8.0;  // some slabs project partly, or entirely, off the detector
   projection_stack proj(g.view_count(), rows, cols);
@@ -277,11 +276,14 @@ TEST(CudaPlan, SlabSamplingReproducesWholeVolumeBackProjection) {
       for (std::int64_t v = 0; v < g.view_count(); ++v) {
         for (std::int64_t r = 0; r < array_rows; ++r)
           for (std::int64_t c = 0; c < cols; ++c)
-            arr[static_cast<std::size_t>(r * cols + c)] =
-                r < sl.rows_valid ? proj.at(v, sl.row_offset + r, c) : (r == sl.rows_valid ? 0.0f : nan);
+            arr[static_cast<std::size_t>(r * cols + c)] = r < sl.rows_valid
+                                                              ? proj.at(v, sl.row_offset + r, c)
+                                                              : (r == sl.rows_valid ? 0.0f : nan);
         // Texture in border mode: taps outside the array read 0.
         const auto tap = [&](std::int64_t c, std::int64_t r) -> float {
-          return (c >= 0 && c < cols && r >= 0 && r < array_rows) ? arr[static_cast<std::size_t>(r * cols + c)] : 0.0f;
+          return (c >= 0 && c < cols && r >= 0 && r < array_rows)
+                     ? arr[static_cast<std::size_t>(r * cols + c)]
+                     : 0.0f;
         };
         const auto bilinear = [&](float c, float r) {
           const float fc = std::floor(c), fr = std::floor(r);
@@ -293,7 +295,8 @@ TEST(CudaPlan, SlabSamplingReproducesWholeVolumeBackProjection) {
         const float rows_limit = static_cast<float>(sl.rows_valid);
         const auto sample = [&](float c, float r) -> float {
           if (hardware) return r < rows_limit ? bilinear(c, r) : 0.0f;
-          if (!(c > -1.0f && c < static_cast<float>(cols) && r > -1.0f && r < rows_limit)) return 0.0f;
+          if (!(c > -1.0f && c < static_cast<float>(cols) && r > -1.0f && r < rows_limit))
+            return 0.0f;
           return bilinear(c, r);
         };
         for (std::int64_t k = 0; k < sl.nz; ++k)
@@ -315,7 +318,8 @@ TEST(CudaPlan, SlabSamplingReproducesWholeVolumeBackProjection) {
       mae += std::abs(out.data[i] - ref.data[i]);
     }
     mae /= static_cast<double>(out.data.size());
-    EXPECT_TRUE(finite) << "a sample read a row outside the slab's range (hardware = " << hardware << ")";
+    EXPECT_TRUE(finite) << "a sample read a row outside the slab's range (hardware = " << hardware
+                        << ")";
     // Same float arithmetic up to the matrices' row shift (done in double, then rounded):
     // ~1e-7 relative per sample.
     EXPECT_LE(mae, 1e-5 * peak) << "hardware = " << hardware;
@@ -375,9 +379,10 @@ TEST(CudaProbe, CudaBackendWithoutDeviceIsAnError) {
   opt.where = backend::cuda;
   EXPECT_THROW((void)reconstruct(proj, g, volume_geometry::centered(8, 8, 4, {1, 1, 1}), opt),
                ctforge::error);
-  EXPECT_THROW((void)detail::cuda_reconstruct(proj, g, volume_geometry::centered(8, 8, 4, {1, 1, 1}),
-                                              opt, detail::cuda_options{}),
-               ctforge::error);
+  EXPECT_THROW(
+      (void)detail::cuda_reconstruct(proj, g, volume_geometry::centered(8, 8, 4, {1, 1, 1}), opt,
+                                     detail::cuda_options{}),
+      ctforge::error);
 }
 
 // Host-side check of the slab budgets the CudaPipeline tests below give (runs without a GPU):
@@ -391,16 +396,19 @@ TEST(CudaPipelinePlan, TestBudgetsForceTheirSplit) {
     int batch;
     std::int64_t planes;
   };
-  for (const budget_case& c : {budget_case{96, 64, 8, 20}, budget_case{40, 30, 2, 8},
-                               budget_case{40, 30, 1, 10}}) {
+  for (const budget_case& c :
+       {budget_case{96, 64, 8, 20}, budget_case{40, 30, 2, 8}, budget_case{40, 30, 1, 10}}) {
     const auto vg = volume_geometry::centered(c.n, c.n, c.n / 2, {0.7, 0.7, 0.7});
-    kc::plan_input in = kc::make_plan_input(c.views, c.n, c.n + 24, vg, true, detail::padded_length(c.n + 24));
+    kc::plan_input in =
+        kc::make_plan_input(c.views, c.n, c.n + 24, vg, true, detail::padded_length(c.n + 24));
     in.requested_batch = c.batch;
     for (const double fraction : {0.0, 0.25, 1.0}) {
       const auto work_of = [&](int b) {
-        return static_cast<std::int64_t>(fraction * static_cast<double>(kc::fft_work_estimate(in, b)));
+        return static_cast<std::int64_t>(fraction *
+                                         static_cast<double>(kc::fft_work_estimate(in, b)));
       };
-      const std::int64_t budget = kc::batch_bytes(in, c.batch, work_of(c.batch)) + c.planes * c.n * c.n * 4;
+      const std::int64_t budget =
+          kc::batch_bytes(in, c.batch, work_of(c.batch)) + c.planes * c.n * c.n * 4;
       const kc::plan p = kc::make_pipeline_plan(in, budget, work_of);
       EXPECT_TRUE(p.slab_mode) << c.n << "/" << c.batch << ", work " << fraction;
       EXPECT_FALSE(p.device_store) << c.n << "/" << c.batch;
@@ -418,9 +426,11 @@ class CudaPipeline : public ctforge::testing::gpu_test {
     projection_stack proj;
   };
   static problem make(std::int64_t n, std::int64_t views) {
-    problem p{make_cone_geometry(n + 24, n, 1.0, 1.0, 200, 320,
-                                 angle_range(0, 2 * std::numbers::pi / static_cast<double>(views), views)),
-              volume_geometry::centered(n, n, n / 2, {0.7, 0.7, 0.7}), {}};
+    problem p{make_cone_geometry(
+                  n + 24, n, 1.0, 1.0, 200, 320,
+                  angle_range(0, 2 * std::numbers::pi / static_cast<double>(views), views)),
+              volume_geometry::centered(n, n, n / 2, {0.7, 0.7, 0.7}),
+              {}};
     p.proj = project_analytic(shepp_logan_phantom(0.6 * static_cast<double>(n)), p.g);
     return p;
   }
@@ -541,7 +551,8 @@ TEST_F(CudaPipeline, ResultIndependentOfBatchingAndSlabs) {
     detail::cuda_options copt;
     copt.views_per_batch = v.batch;
     if (v.planes > 0)
-      copt.memory_limit_bytes = slab_budget(p, v.batch, v.planes) + (v.device_store ? p.proj.size() * 4 : 0);
+      copt.memory_limit_bytes =
+          slab_budget(p, v.batch, v.planes) + (v.device_store ? p.proj.size() * 4 : 0);
     const volume out = detail::cuda_reconstruct(p.proj, p.g, p.vg, recon_options{}, copt);
     const detail::cuda_pipeline_stats st = detail::cuda_last_pipeline_stats();
     if (v.planes > 0) {
@@ -562,6 +573,8 @@ TEST_F(CudaPipeline, ResultIndependentOfBatchingAndSlabs) {
 
 #else
 
-TEST(CudaPipeline, Skipped) { GTEST_SKIP() << "built without CUDA"; }
+TEST(CudaPipeline, Skipped) {
+  GTEST_SKIP() << "built without CUDA";
+}
 
 #endif

@@ -21,8 +21,8 @@
 #include "ctforge/metrics.hpp"
 #include "ctforge/phantom.hpp"
 #include "ctforge/projector.hpp"
-#include "kernels/cuda_plan.cuh"
 #include "kernels/cuda_host_api.cuh"
+#include "kernels/cuda_plan.cuh"
 #include "recon/cuda_dispatch.hpp"
 
 using namespace ctforge;
@@ -57,7 +57,9 @@ struct proj_case {
   int views_per_batch = 0;
 };
 
-std::ostream& operator<<(std::ostream& os, const proj_case& c) { return os << c.name; }
+std::ostream& operator<<(std::ostream& os, const proj_case& c) {
+  return os << c.name;
+}
 
 constexpr double k_sid = 150, k_sdd = 240, k_du = 1.4, k_dv = 1.3, k_vox = 1.25;
 
@@ -80,7 +82,8 @@ geometry vectorised(const geometry& circ) {
 }
 
 geometry make_geometry(const proj_case& c) {
-  const auto angles = angle_range(0.3, 2 * std::numbers::pi / static_cast<double>(c.views), c.views);
+  const auto angles =
+      angle_range(0.3, 2 * std::numbers::pi / static_cast<double>(c.views), c.views);
   const bool cone = c.kind == geo::cone || c.kind == geo::cone_vec;
   geometry g = cone ? make_cone_geometry(c.cols, c.rows, k_du, k_dv, k_sid, k_sdd, angles)
                     : make_parallel_geometry(c.cols, c.rows, k_du, k_dv, angles);
@@ -126,8 +129,10 @@ TEST_P(ProjectorGpu, BackProjectionMatchesCpu) {
     // No FFT buffers (filter = false): the budget is exact.
     kernels::cuda::plan_input in =
         kernels::cuda::make_plan_input(proj.views, proj.rows, proj.cols, vg, false);
-    const std::int64_t batch = std::min<std::int64_t>(c.views_per_batch > 0 ? c.views_per_batch : 32, proj.views);
-    copt.memory_limit_bytes = kernels::cuda::batch_bytes(in, batch, 0) + c.slab_planes * vg.nx * vg.ny * 4;
+    const std::int64_t batch =
+        std::min<std::int64_t>(c.views_per_batch > 0 ? c.views_per_batch : 32, proj.views);
+    copt.memory_limit_bytes =
+        kernels::cuda::batch_bytes(in, batch, 0) + c.slab_planes * vg.nx * vg.ny * 4;
   }
   const volume gpu = detail::cuda_back_project(proj, g, vg, copt);
   const detail::cuda_pipeline_stats st = detail::cuda_last_pipeline_stats();
@@ -179,10 +184,14 @@ std::vector<proj_case> cases() {
   v.push_back({.name = "cone_one_row", .rows = 1, .nz = 1});
   v.push_back({.name = "cone_size_one_y", .ny = 1});
   v.push_back({.name = "cone_vec_partial_batches", .kind = geo::cone_vec, .views_per_batch = 6});
-  v.push_back({.name = "cone_vec_slab_split", .kind = geo::cone_vec, .nz = 61, .slab_planes = 13,
+  v.push_back({.name = "cone_vec_slab_split",
+               .kind = geo::cone_vec,
+               .nz = 61,
+               .slab_planes = 13,
                .views_per_batch = 4});
   v.push_back({.name = "cone_hardware_interpolation", .hardware = true});
-  v.push_back({.name = "parallel_vec_hardware_interpolation", .kind = geo::parallel_vec, .hardware = true});
+  v.push_back(
+      {.name = "parallel_vec_hardware_interpolation", .kind = geo::parallel_vec, .hardware = true});
   return v;
 }
 
@@ -193,6 +202,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, ProjectorGpu, ::testing::ValuesIn(cases()),
 
 #else
 
-TEST(ProjectorGpu, Skipped) { GTEST_SKIP() << "built without CUDA"; }
+TEST(ProjectorGpu, Skipped) {
+  GTEST_SKIP() << "built without CUDA";
+}
 
 #endif

@@ -22,9 +22,12 @@ using ctforge::testing::span_of;
 
 namespace {
 
-recon_options fbp_options() { return ctforge::testing::cpu_options(algorithm::fbp); }
+recon_options fbp_options() {
+  return ctforge::testing::cpu_options(algorithm::fbp);
+}
 
-void check_quality(const volume& rec, const volume& truth, const geometry& g, const std::string& label) {
+void check_quality(const volume& rec, const volume& truth, const geometry& g,
+                   const std::string& label) {
   const ctforge::testing::quality q = ctforge::testing::compare_in_fov(rec, truth, g, label);
   EXPECT_LT(q.mae, ctforge::testing::k_max_mae) << label;
   EXPECT_GT(q.psnr, ctforge::testing::k_min_psnr) << label;
@@ -44,8 +47,8 @@ class Fbp2D : public ::testing::TestWithParam<scan_case> {};
 TEST_P(Fbp2D, SheppLoganSlice) {
   const auto c = GetParam();
   const phantom ph = shepp_logan_phantom(120);
-  const geometry g = make_parallel_geometry(256, 1, 0.5, 0.5,
-                                            angle_range(0.1, deg_to_rad(c.range_deg / c.views), c.views));
+  const geometry g = make_parallel_geometry(
+      256, 1, 0.5, 0.5, angle_range(0.1, deg_to_rad(c.range_deg / c.views), c.views));
   const projection_stack p = project_pixel_integrated(ph, g, 2);
   for (std::int64_t v = 0; v < p.views; ++v) {  // not truncated
     ASSERT_EQ(p.at(v, 0, 0), 0.0f);
@@ -68,8 +71,8 @@ TEST(Fbp, SheppLoganSeveralRows) {
   const phantom ph = shepp_logan_phantom(120);
   const std::int64_t rows = 9;
   // Rows of 1 mm centred on z = -15 mm (offset_v), through the phantom's lower ellipsoids.
-  const geometry g = make_parallel_geometry(128, rows, 1, 1, angle_range(0, deg_to_rad(1), 180),
-                                            {}, {-15.0});
+  const geometry g =
+      make_parallel_geometry(128, rows, 1, 1, angle_range(0, deg_to_rad(1), 180), {}, {-15.0});
   const projection_stack p = project_pixel_integrated(ph, g, 2);
   volume_geometry vg = volume_geometry::centered(128, 128, rows, {1, 1, 1});
   vg.origin_mm[2] -= 15.0;
@@ -91,7 +94,8 @@ TEST(Fbp, UniformCylinderMeanIsDensity) {
     for (int j = 27; j < 37; ++j)
       for (int i = 27; i < 37; ++i, ++n) sum += rec.at(k, j, i);
   const double mean = sum / n;
-  std::cout << "[ metric   ] fbp cylinder: centre mean " << mean << " /mm (density " << rho << ")\n";
+  std::cout << "[ metric   ] fbp cylinder: centre mean " << mean << " /mm (density " << rho
+            << ")\n";
   // 1 %: exact DC of the band-limited ramp; the rest is the sampling of the disc's edge.
   EXPECT_NEAR(mean, rho, 0.01 * rho);
 }
@@ -153,11 +157,12 @@ class FbpSizes : public ::testing::TestWithParam<fbp_size_case> {};
 
 TEST_P(FbpSizes, FastMatchesReference) {
   const auto c = GetParam();
-  const geometry g = make_parallel_geometry(c.cols, c.rows, 1, 1,
-                                            angle_range(0.4, deg_to_rad(c.range_deg / c.views), c.views));
+  const geometry g = make_parallel_geometry(
+      c.cols, c.rows, 1, 1, angle_range(0.4, deg_to_rad(c.range_deg / c.views), c.views));
   phantom ph;
   const double w = static_cast<double>(c.cols);
-  ph.ellipsoids.push_back({{0.05 * w, -0.05 * w, 0}, {0.4 * w, 0.3 * w, 0.4 * c.rows + 1}, 25, 0.05});
+  ph.ellipsoids.push_back(
+      {{0.05 * w, -0.05 * w, 0}, {0.4 * w, 0.3 * w, 0.4 * c.rows + 1}, 25, 0.05});
   const auto vg = volume_geometry::centered(c.nx, c.ny, c.nz, {1, 1, 1});
   const projection_stack p = project_analytic(ph, g);
   recon_options opt = fbp_options();
@@ -175,8 +180,9 @@ TEST_P(FbpSizes, FastMatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Odd, FbpSizes,
-                         ::testing::Values(fbp_size_case{37, 1, 1, 17, 9, 1, 360},   // single view
-                                           fbp_size_case{1, 1, 1, 1, 1, 1, 360},     // 1 pixel
+                         ::testing::Values(fbp_size_case{37, 1, 1, 17, 9, 1, 360},  // single view
+                                           fbp_size_case{1, 1, 1, 1, 1, 1, 360},    // 1 pixel
                                            fbp_size_case{45, 5, 91, 31, 29, 5, 180},
-                                           fbp_size_case{29, 3, 70, 13, 1, 3, 233}   // Parker, ny = 1
+                                           fbp_size_case{29, 3, 70, 13, 1, 3, 233}
+                                           // Parker, ny = 1
                                            ));

@@ -36,7 +36,9 @@ namespace {
 
 constexpr double k_pi = std::numbers::pi;
 
-recon_options cpu_options(algorithm a = algorithm::fdk) { return ctforge::testing::cpu_options(a); }
+recon_options cpu_options(algorithm a = algorithm::fdk) {
+  return ctforge::testing::cpu_options(a);
+}
 
 // Scanner of the Shepp-Logan tests: 128 x 128 pixels of 2 mm at SDD 1000, SID 500, so the
 // pixel pitch at the isocentre is 1 mm and the detector sees a 128 mm wide field.
@@ -119,14 +121,16 @@ TEST_P(FdkShortScan, SheppLogan) {
   const phantom ph = shepp_logan_phantom(k_phantom_mm);
   const geometry g = make_cone_geometry(k_det, k_det, k_du, k_du, k_sid, k_sdd,
                                         angle_range(deg_to_rad(c.start_deg), step, views));
-  const auto setup = detail::make_fdk_setup(projection_stack(views, k_det, k_det), g, cpu_options());
+  const auto setup =
+      detail::make_fdk_setup(projection_stack(views, k_det, k_det), g, cpu_options());
   ASSERT_FALSE(setup.full_scan);
   EXPECT_NEAR(rad_to_deg(setup.scan_range_rad), range_deg, 1e-9);
   EXPECT_NEAR(2 * rad_to_deg(setup.fan_half_angle_rad), fan_deg, 1e-9);
   const auto vg = volume_geometry::centered(128, 128, 128, {1, 1, 1});
   const volume rec = shepp_logan_fdk(g, cpu_options(), vg, ph);
-  const quality q = compare_in_fov(rec, voxelize(ph, vg, 2), g,
-                            c.direction > 0 ? "fdk_short_scan_increasing" : "fdk_short_scan_decreasing");
+  const quality q =
+      compare_in_fov(rec, voxelize(ph, vg, 2), g,
+                     c.direction > 0 ? "fdk_short_scan_increasing" : "fdk_short_scan_decreasing");
   // Short-scan FDK is exact only in the mid-plane: away from it the error grows (data
   // insufficiency of the circular short scan), so RTK's own short-scan test (rtkshortscantest)
   // relaxes its bounds to MAE < 0.09, PSNR > 22 dB at peak 2, i.e. 0.0045 and 22 dB for us.
@@ -150,14 +154,15 @@ TEST(FdkParker, ConjugateRaysSumToOne) {
     const std::int64_t cols = 64;
     const double du = 4, sid = 300, sdd = 600;
     const double t0 = deg_to_rad(20);
-    const geometry g = make_cone_geometry(cols, 1, du, du, sid, sdd,
-                                          angle_range(t0, dir * deg_to_rad(2.5), 90));
+    const geometry g =
+        make_cone_geometry(cols, 1, du, du, sid, sdd, angle_range(t0, dir * deg_to_rad(2.5), 90));
     const auto setup = detail::make_fdk_setup(projection_stack(90, 1, cols), g, cpu_options());
     ASSERT_FALSE(setup.full_scan);
     const double half_step = 0.5 * setup.scan_range_rad / 90;
     const double delta = setup.params.parker_delta;
     std::mt19937 rng(7);
-    std::uniform_real_distribution<double> ub(0, k_pi + 2 * delta), ua(-0.5 * (cols - 1) * du, 0.5 * (cols - 1) * du);
+    std::uniform_real_distribution<double> ub(0, k_pi + 2 * delta),
+        ua(-0.5 * (cols - 1) * du, 0.5 * (cols - 1) * du);
     int checked = 0;
     for (int trial = 0; trial < 2000; ++trial) {
       const double beta = ub(rng), a = ua(rng);
@@ -181,11 +186,13 @@ TEST(FdkParker, ConjugateRaysSumToOne) {
       const double a2 = (p0 / p2 - 0.5 * (cols - 1)) * du;
       const float gamma = setup.params.gamma_sign * std::atan(a / sdd);
       const float gamma2 = setup.params.gamma_sign * std::atan(a2 / sdd);
-      const double w = kernels::parker_weight(static_cast<float>(beta), gamma, setup.params.parker_delta);
-      const double w2 = kernels::parker_weight(static_cast<float>(beta2), gamma2, setup.params.parker_delta);
+      const double w =
+          kernels::parker_weight(static_cast<float>(beta), gamma, setup.params.parker_delta);
+      const double w2 =
+          kernels::parker_weight(static_cast<float>(beta2), gamma2, setup.params.parker_delta);
       // float evaluation of sin^2 and of beta near the region boundaries: 1e-4
-      ASSERT_NEAR(w + w2, 1.0, 1e-4) << "dir " << dir << " beta " << beta << " a " << a
-                                      << " beta' " << beta2 << " a' " << a2;
+      ASSERT_NEAR(w + w2, 1.0, 1e-4)
+          << "dir " << dir << " beta " << beta << " a " << a << " beta' " << beta2 << " a' " << a2;
       ++checked;
     }
     EXPECT_EQ(checked, 2000);
@@ -228,13 +235,12 @@ TEST_P(FdkUniform, SphereMeanIsDensity) {
   EXPECT_NEAR(mean, rho, 0.01 * rho);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Scans, FdkUniform,
-    ::testing::Values(uniform_case{"cone_full", 64, 64, 360, 120},
-                      uniform_case{"fan_full", 1, 1, 360, 120},
-                      uniform_case{"cone_short", 64, 64, 240, 100},
-                      uniform_case{"fan_short_odd_views", 1, 1, 215, 77}),
-    [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Scans, FdkUniform,
+                         ::testing::Values(uniform_case{"cone_full", 64, 64, 360, 120},
+                                           uniform_case{"fan_full", 1, 1, 360, 120},
+                                           uniform_case{"cone_short", 64, 64, 240, 100},
+                                           uniform_case{"fan_short_odd_views", 1, 1, 215, 77}),
+                         [](const auto& info) { return info.param.name; });
 
 // ---- fast path vs reference path ------------------------------------------------------------
 
@@ -292,11 +298,13 @@ TEST_P(FdkSizes, FastMatchesReference) {
   const auto c = GetParam();
   // 2 mm pixels at magnification 2: 1 mm at the isocentre; phantom fits in the smaller of the
   // detector width and height.
-  const geometry g = make_cone_geometry(c.cols, c.rows, 2, 2, 500, 1000,
-                                        angle_range(0.3, deg_to_rad(c.range_deg / c.views), c.views));
+  const geometry g =
+      make_cone_geometry(c.cols, c.rows, 2, 2, 500, 1000,
+                         angle_range(0.3, deg_to_rad(c.range_deg / c.views), c.views));
   phantom ph;
   const double w = static_cast<double>(c.cols);
-  ph.ellipsoids.push_back({{0.05 * w, -0.05 * w, 0}, {0.4 * w, 0.3 * w, 0.4 * c.rows + 1}, 20, 0.05});
+  ph.ellipsoids.push_back(
+      {{0.05 * w, -0.05 * w, 0}, {0.4 * w, 0.3 * w, 0.4 * c.rows + 1}, 20, 0.05});
   const auto vg = volume_geometry::centered(c.nx, c.ny, c.nz, {1, 1, 1});
   const projection_stack p = project_analytic(ph, g);
   recon_options opt = cpu_options();
@@ -336,7 +344,8 @@ TEST(Fdk, FanBeamSheppLogan2D) {
   EXPECT_GT(q.psnr, k_min_psnr);
 }
 
-// ---- determinism, threads and progress -----------------------------------------------------------
+// ---- determinism, threads and progress
+// -----------------------------------------------------------
 
 TEST(Fdk, ThreadsAndProgress) {
   const phantom ph = shepp_logan_phantom(60);
@@ -373,7 +382,9 @@ std::string usage_message(F&& f) {
   }
   return "no exception";
 }
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 }  // namespace
 
 TEST(FdkValidation, RejectsBadInput) {
@@ -381,7 +392,8 @@ TEST(FdkValidation, RejectsBadInput) {
   const auto vg = volume_geometry::centered(8, 8, 8, {1, 1, 1});
   projection_stack p(36, 8, 16);
 
-  std::string m = usage_message([&] { reconstruct(projection_stack(36, 8, 15), g, vg, cpu_options()); });
+  std::string m =
+      usage_message([&] { reconstruct(projection_stack(36, 8, 15), g, vg, cpu_options()); });
   EXPECT_TRUE(contains(m, "36x8x15") && contains(m, "36x8x16")) << m;
 
   m = usage_message([&] { reconstruct(p, g, vg, cpu_options(algorithm::fbp)); });
@@ -410,7 +422,8 @@ TEST(FdkValidation, RejectsBadInput) {
   EXPECT_TRUE(contains(m, "view 2, row 3, col 4")) << m;
 
   // Short scan below 180 deg + fan angle (fan = 2 atan(15 / 1000) = 1.72 deg).
-  const geometry short_g = make_cone_geometry(16, 8, 2, 2, 500, 1000, angle_range(0, deg_to_rad(1), 181));
+  const geometry short_g =
+      make_cone_geometry(16, 8, 2, 2, 500, 1000, angle_range(0, deg_to_rad(1), 181));
   m = usage_message([&] { reconstruct(projection_stack(181, 8, 16), short_g, vg, cpu_options()); });
   EXPECT_TRUE(contains(m, "181.000 deg") && contains(m, "fan angle")) << m;
 
@@ -479,7 +492,8 @@ TEST(FdkBackend, Resolve) {
   recon_options o = cpu_options();
   o.where = backend::cuda;
   const auto run_cuda = [&] {
-    (void)reconstruct(projection_stack(36, 4, 8), g, volume_geometry::centered(4, 4, 4, {1, 1, 1}), o);
+    (void)reconstruct(projection_stack(36, 4, 8), g, volume_geometry::centered(4, 4, 4, {1, 1, 1}),
+                      o);
   };
 #if defined(CTFORGE_WITH_CUDA)
   if (detail::cuda_device_available(nullptr, 0)) {
@@ -495,7 +509,9 @@ TEST(FdkBackend, Resolve) {
   } catch (const usage_error& e) {
     ADD_FAILURE() << "not a usage error: " << e.what();
   } catch (const error& e) {
-    EXPECT_NE(std::string(e.what()).find("--backend cuda: no usable CUDA device"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--backend cuda: no usable CUDA device"),
+              std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(run_cuda(), ctforge::error);
 #else

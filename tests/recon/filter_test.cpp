@@ -1,5 +1,7 @@
 // Ramp filter: padded length, frequency response built from the Kak-Slaney kernel, FFTW row
 // filtering equal to the direct spatial convolution, windows.
+#include "recon/filter.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,7 +11,6 @@
 
 #include "ctforge/error.hpp"
 #include "ctforge/recon.hpp"
-#include "recon/filter.hpp"
 
 using namespace ctforge;
 using detail::padded_length;
@@ -48,8 +49,10 @@ TEST(RampFilter, DcMatchesKernelSum) {
       long double sum = 0;
       for (std::int64_t d = -n / 2 + 1; d <= n / 2; ++d) {
         const std::int64_t a = d < 0 ? -d : d;
-        long double h = a == 0 ? 1.0L / (4.0L * tau * tau)
-                                : (a % 2 ? -1.0L / (static_cast<long double>(a) * a * M_PIl * M_PIl * tau * tau) : 0.0L);
+        long double h =
+            a == 0 ? 1.0L / (4.0L * tau * tau)
+                   : (a % 2 ? -1.0L / (static_cast<long double>(a) * a * M_PIl * M_PIl * tau * tau)
+                            : 0.0L);
         sum += h;
       }
       const auto r = ramp_response(n, tau, filter_window::ram_lak, 1.0);
@@ -105,7 +108,8 @@ TEST_P(RampFilterConvolution, EqualsSpatialConvolution) {
     const float* p = data.data() + r * c.cols;
     for (std::int64_t n = 0; n < c.cols; ++n) {
       double q = 0;
-      for (std::int64_t m = 0; m < c.cols; ++m) q += ramp_kernel(n - m < 0 ? m - n : n - m, c.tau) * p[m];
+      for (std::int64_t m = 0; m < c.cols; ++m)
+        q += ramp_kernel(n - m < 0 ? m - n : n - m, c.tau) * p[m];
       q *= c.tau;
       max_err = std::max(max_err, std::abs(q - filtered[static_cast<std::size_t>(r * c.cols + n)]));
     }
@@ -119,7 +123,8 @@ TEST_P(RampFilterConvolution, EqualsSpatialConvolution) {
 INSTANTIATE_TEST_SUITE_P(Sizes, RampFilterConvolution,
                          ::testing::Values(conv_case{1, 1, 1.0, 1}, conv_case{7, 3, 0.5, 1},
                                            conv_case{64, 37, 1.0, 2}, conv_case{101, 16, 2.0, 2},
-                                           conv_case{560, 5, 0.148, 2}, conv_case{33, 100, 1.3, 0}));
+                                           conv_case{560, 5, 0.148, 2},
+                                           conv_case{33, 100, 1.3, 0}));
 
 TEST(RampFilter, ProjectionStackShapeChecked) {
   const detail::ramp_filter f(10, 1.0, filter_window::ram_lak, 1.0);

@@ -1,5 +1,7 @@
 // Voxel projectors: Joseph forward projection against exact line integrals of the analytic
 // phantom, fast vs reference back-projection, and a constant back-projection.
+#include "ctforge/projector.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,12 +14,11 @@
 #include "ctforge/error.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/phantom.hpp"
-#include "ctforge/projector.hpp"
-#include "recon/cuda_dispatch.hpp"
 #include "kernels/backproject.cuh"
 #include "kernels/forward_project.cuh"
 #include "kernels/geometry.cuh"
 #include "recon/backproject_cpu.hpp"
+#include "recon/cuda_dispatch.hpp"
 
 namespace ctforge {
 namespace {
@@ -25,9 +26,9 @@ namespace {
 constexpr double pi = std::numbers::pi;
 
 struct comparison {
-  double sum_rel;        // |sum(a) - sum(b)| / sum(b)
-  double mean_abs_rel;   // mean |a - b| / max |b|
-  double max_abs_rel;    // max |a - b| / max |b|
+  double sum_rel;       // |sum(a) - sum(b)| / sum(b)
+  double mean_abs_rel;  // mean |a - b| / max |b|
+  double max_abs_rel;   // max |a - b| / max |b|
 };
 
 comparison compare(const projection_stack& a, const projection_stack& b) {
@@ -204,8 +205,8 @@ void expect_bp_agree(const projection_stack& proj, const geometry& g, const volu
 }
 
 TEST(BackProject, FastMatchesReferenceConeOddSizes) {
-  const geometry g = make_cone_geometry(37, 23, 1.3, 1.7, 120, 210, angle_range(0.2, 0.61, 11),
-                                        {1.1}, {-0.6});
+  const geometry g =
+      make_cone_geometry(37, 23, 1.3, 1.7, 120, 210, angle_range(0.2, 0.61, 11), {1.1}, {-0.6});
   volume_geometry vg = volume_geometry::centered(31, 26, 17, {1.0, 0.9, 1.2});
   vg.origin_mm[0] += 0.37;  // off-centre
   expect_bp_agree(random_projections(g, 1), g, vg, 3e-5);
@@ -214,8 +215,9 @@ TEST(BackProject, FastMatchesReferenceConeOddSizes) {
 }
 
 TEST(BackProject, FastMatchesReferenceSingleViewAndFanBeam) {
-  const geometry one = make_vec_geometry(
-      beam_kind::cone, 29, 19, {{{140, -70, 15}, {-80, 50, -10}, {0.5, 0.75, 0.05}, {0, 0.1, 1.0}}});
+  const geometry one =
+      make_vec_geometry(beam_kind::cone, 29, 19,
+                        {{{140, -70, 15}, {-80, 50, -10}, {0.5, 0.75, 0.05}, {0, 0.1, 1.0}}});
   expect_bp_agree(random_projections(one, 2), one, volume_geometry::centered(23, 21, 15, {1, 1, 1}),
                   3e-5);
   // rows = 1 and a single-slice volume (fan beam, 2D).
@@ -232,7 +234,8 @@ TEST(BackProject, ConstantProjectionsGiveViewCountInsideFieldOfView) {
   // [0, cols - 1] x [0, rows - 1] in every view reads exactly 1 per view, so the sum is the
   // number of views (exact in float for small integers).
   const std::int64_t views = 24, cols = 41, rows = 11;
-  const geometry g = make_parallel_geometry(cols, rows, 1.0, 1.0, angle_range(0, pi / views, views));
+  const geometry g =
+      make_parallel_geometry(cols, rows, 1.0, 1.0, angle_range(0, pi / views, views));
   projection_stack ones(views, rows, cols);
   std::fill(ones.data.begin(), ones.data.end(), 1.0f);
   const volume_geometry vg = volume_geometry::centered(45, 45, 11, {1, 1, 1});
@@ -266,8 +269,8 @@ TEST(BackProject, FdkWeightedLoopMatchesDoubleReference) {
   const auto fm = kernels::float_matrices(g);
   volume fast(vg);
   // Two z ranges: the loop adds into the slices it is given and leaves the others alone.
-  detail::backproject_cpu<kernels::bp_weighting::fdk>(padded, fm.data(), vg, fast.data.data(), 0,
-                                                      6, 2);
+  detail::backproject_cpu<kernels::bp_weighting::fdk>(padded, fm.data(), vg, fast.data.data(), 0, 6,
+                                                      2);
   detail::backproject_cpu<kernels::bp_weighting::fdk>(padded, fm.data(), vg, fast.data.data(), 6,
                                                       vg.nz, 1);
   const auto dm = compute_projection_matrices(g);

@@ -18,7 +18,9 @@
 
 namespace ctforge::testing {
 
-inline std::span<const float> span_of(const volume& v) { return {v.data.data(), v.data.size()}; }
+inline std::span<const float> span_of(const volume& v) {
+  return {v.data.data(), v.data.size()};
+}
 
 /// Options of the CPU tests: algorithm `a` on the CPU backend, everything else default.
 inline recon_options cpu_options(algorithm a) {
@@ -48,12 +50,14 @@ struct quality {
 inline std::vector<char> fov_mask(const geometry& g, const volume_geometry& vg) {
   const auto mats = compute_projection_matrices(g);
   std::vector<char> mask(static_cast<std::size_t>(vg.voxel_count()), 1);
-  const double cmax = static_cast<double>(g.cols - 1) + 1e-6, rmax = static_cast<double>(g.rows - 1) + 1e-6;
+  const double cmax = static_cast<double>(g.cols - 1) + 1e-6,
+               rmax = static_cast<double>(g.rows - 1) + 1e-6;
 #pragma omp parallel for schedule(dynamic, 16)
   for (std::int64_t row = 0; row < vg.ny * vg.nz; ++row) {
     const std::int64_t k = row / vg.ny, j = row % vg.ny;
     for (std::int64_t i = 0; i < vg.nx; ++i) {
-      const vec3 x = vg.voxel_center(static_cast<double>(i), static_cast<double>(j), static_cast<double>(k));
+      const vec3 x =
+          vg.voxel_center(static_cast<double>(i), static_cast<double>(j), static_cast<double>(k));
       for (const auto& m : mats) {
         const double p2 = m[8] * x.x + m[9] * x.y + m[10] * x.z + m[11];
         const double c = (m[0] * x.x + m[1] * x.y + m[2] * x.z + m[3]) / p2;
@@ -86,7 +90,8 @@ inline quality compare_in_fov(const volume& rec, const volume& truth, const geom
   const quality q{mean_abs_error(a, b), psnr_db(a, b, k_peak)};
   std::cout << "[ metric   ] " << label << ": in the field of view (" << a.size() << " of "
             << mask.size() << " voxels): MAE = " << q.mae << " /mm, PSNR = " << q.psnr
-            << " dB (peak 0.1); whole volume: MAE = " << mean_abs_error(span_of(rec), span_of(truth))
+            << " dB (peak 0.1); whole volume: MAE = "
+            << mean_abs_error(span_of(rec), span_of(truth))
             << ", PSNR = " << psnr_db(span_of(rec), span_of(truth), k_peak) << " dB\n";
   ::testing::Test::RecordProperty(label + "_mae", std::to_string(q.mae));
   ::testing::Test::RecordProperty(label + "_psnr_db", std::to_string(q.psnr));
