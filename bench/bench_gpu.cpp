@@ -266,14 +266,19 @@ int main(int argc, char** argv) {
       // Warm-up: context, modules, cuFFT initialisation.
       const problem_def w = problems(true)[1];
       const projection_stack proj = synthetic_projections(w.p.views, w.p.rows, w.p.cols);
-      (void)detail::cuda_reconstruct(proj, w.p.make_geometry(), w.p.make_volume(), recon_options{},
-                                     {});
+      try {
+        (void)detail::cuda_reconstruct(proj, w.p.make_geometry(), w.p.make_volume(),
+                                       recon_options{}, {});
+      } catch (const std::exception& e) {  // the problems below report their own errors
+        fmt::print("warm-up failed: {}\n", e.what());
+      }
     }
 #endif
     std::vector<std::string> modes;
     if (o.interp == "both" || o.interp == "exact") modes.push_back("exact");
     if (o.interp == "both" || o.interp == "hardware") modes.push_back("hardware");
 
+    bool gpu_errors = false;
     json rows = json::array();
     for (const problem_def& d : problems(o.quick)) {
       json r;
@@ -292,7 +297,14 @@ int main(int argc, char** argv) {
       for (const std::string& m : modes) {
 #if defined(CTFORGE_WITH_CUDA)
         if (have_gpu) {
-          gpu[m] = run_gpu(d, o, m == "hardware");
+          // One failing problem must not hide the others' figures (the device check has one
+          // shot): the error is reported in its row and the exit status.
+          try {
+            gpu[m] = run_gpu(d, o, m == "hardware");
+          } catch (const std::exception& e) {
+            gpu[m] = json{{"error", e.what()}};
+            gpu_errors = true;
+          }
           continue;
         }
 #endif
@@ -335,8 +347,14 @@ int main(int argc, char** argv) {
                      fmt_g(c1, "gups"), fmt_g(cn, "gups"), fmt_s(cn, "extrapolated_full_seconds"));
           continue;
         }
+        if (gj.contains("error")) {
+          fmt::print("{:<22} {:<9} ERROR: {}\n", r["problem"].get<std::string>(), mode,
+                     gj["error"].get<std::string>());
+          continue;
+        }
         const std::string speed =
-            r.contains("speedup_vs_cpu_all_threads")
+            r.contains("speedup_vs_cpu_all_threads") &&
+                    r["speedup_vs_cpu_all_threads"].contains(mode)
                 ? fmt::format("{:.1f}x", r["speedup_vs_cpu_all_threads"][mode].get<double>())
                 : "-";
         fmt::print(
@@ -347,21 +365,21 @@ int main(int argc, char** argv) {
             fmt_s(cn, "extrapolated_full_seconds"), speed);
       }
     }
-    fmt::print(
-        "GUPS = voxels x views / s / 1e9, uploads and download included (bp GUPS: device time of "
-        "the\n"
-        "back-projection kernels only); filt% = device time in pre-weighting + filtering over all "
-        "device\n"
-        "stages (filtering + slab row gathers + back-projection). CPU figures are measured on the "
-        "problem\n"
-        "scaled by the 'cpu scl' factor; "
-        "* cpuN full = full problem time EXTRAPOLATED from that GUPS; speedup = GPU GUPS / CPU "
-        "all-threads GUPS.\n");
+    fmt::print(R"(GUPS = voxels x views / s / 1e9, uploads and download included (bp GUPS: device
+time of the back-projection kernels only); filt% = device time in pre-weighting + filtering
+over all device stages (filtering + slab row gathers + back-projection). CPU figures are
+measured on the problem scaled by the 'cpu scl' factor; * cpuN full = full problem time
+EXTRAPOLATED from that GUPS; speedup = GPU GUPS / CPU all-threads GUPS.
+)");
     if (!o.json_path.empty()) {
       std::ofstream f(o.json_path);
       CTFORGE_CHECK(f.good(), "--json: cannot write " + o.json_path);
       f << report.dump(2) << "\n";
       fmt::print("wrote {}\n", o.json_path);
+    }
+    if (gpu_errors) {
+      std::cerr << "bench_gpu: some GPU runs failed (see ERROR rows)\n";
+      return 1;
     }
   } catch (const std::exception& e) {
     std::cerr << "bench_gpu: " << e.what() << "\n";
