@@ -1,7 +1,7 @@
 # The two commands of the README. Both install what is missing (scripts/install-deps), configure
-# and build, then run. PRESET=cpu builds without CUDA; CMAKE_ARGS go to the first configure
-# (CI passes -DCTFORGE_CUDA=ON so that a machine without nvcc fails instead of silently
-# skipping the CUDA code).
+# and build, then run. PRESET=cpu builds without CUDA; CMAKE_ARGS go to every configure, also
+# of an existing build directory (CI passes -DCTFORGE_CUDA=ON so that a machine without nvcc
+# fails instead of silently skipping the CUDA code).
 PRESET ?= default
 CMAKE_ARGS ?=
 BUILD_DIR ?= $(if $(filter default,$(PRESET)),build,build-$(PRESET))
@@ -15,7 +15,8 @@ deps:
 	@scripts/install-deps
 
 build: deps
-	@test -f $(BUILD_DIR)/CMakeCache.txt || cmake --preset $(PRESET) $(CMAKE_ARGS)
+	@if [ ! -f $(BUILD_DIR)/CMakeCache.txt ]; then cmake --preset $(PRESET) $(CMAKE_ARGS); \
+	 elif [ -n "$(CMAKE_ARGS)" ]; then cmake -S . -B $(BUILD_DIR) $(CMAKE_ARGS); fi
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
 test: build

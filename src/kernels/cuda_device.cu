@@ -95,14 +95,20 @@ bool cuda_device_available(std::string* why, int device) {
   return result.ok;
 }
 
-void require_cuda_device(int device) {
+void check_cuda_device_ordinal(int device) {
+  CTFORGE_EXPECTS(device >= 0,
+                  "--device: a CUDA device ordinal is >= 0 (got " + std::to_string(device) + ")");
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
   cudaGetLastError();
   if (count > 0)
-    CTFORGE_EXPECTS(device >= 0 && device < count,
-                    "--device: CUDA device " + std::to_string(device) + " does not exist (" +
-                        std::to_string(count) + " found; ordinals count from 0)");
+    CTFORGE_EXPECTS(device < count, "--device: CUDA device " + std::to_string(device) +
+                                        " does not exist (" + std::to_string(count) +
+                                        " found; ordinals count from 0)");
+}
+
+void require_cuda_device(int device) {
+  check_cuda_device_ordinal(device);
   std::string why;
   CTFORGE_CHECK(cuda_device_available(&why, device),
                 "CUDA backend: no usable device (" + why + ")");

@@ -156,7 +156,8 @@ inline plan make_plan(const plan_input& in, std::int64_t budget, std::int64_t ff
 /// The plan the pipeline runs: make_plan with the real cuFFT work area, `work_of(B)` (bytes for
 /// B views per batch; only called when in.filter, for the batch sizes tried). The largest batch
 /// of the halving sequence from the initial one whose buffers, with its own work area, fit
-/// next to at least the minimum volume planes; throws as make_plan when even one view does not.
+/// next to at least the minimum volume planes; throws as make_plan (or as work_of) when even one
+/// view does not. Every size tried may leave its plans in the plan cache (8 shapes).
 template <class WorkOf>
 plan make_pipeline_plan(plan_input in, std::int64_t budget, WorkOf&& work_of) {
   int B = initial_batch(in);
@@ -166,13 +167,13 @@ plan make_pipeline_plan(plan_input in, std::int64_t budget, WorkOf&& work_of) {
   }
   for (;; B = (B + 1) / 2) {
     in.requested_batch = B;
-    const std::int64_t work = static_cast<std::int64_t>(work_of(B));
-    if (B == 1) return make_plan(in, budget, work);
+    if (B == 1) return make_plan(in, budget, static_cast<std::int64_t>(work_of(B)));
     try {
-      const plan p = make_plan(in, budget, work);
+      const plan p = make_plan(in, budget, static_cast<std::int64_t>(work_of(B)));
       if (p.views_per_batch == B) return p;
     } catch (const ctforge::error&) {
-      // B's work area is too large for any batch: a smaller batch has a smaller one.
+      // B's plans could not be made (cuFFT out of memory) or its work area is too large for
+      // any batch: a smaller batch needs less.
     }
   }
 }

@@ -468,11 +468,12 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   // One pass over the batches. Stage 1 (stream s_f) is `first[p]`: filtering into the arrays,
   // filtering into the store, or gathering a slab's rows; with `upload`, batch j is first
   // staged and uploaded (stream s_up); with `backproject`, stage 2 (stream s_b) back-projects
-  // what stage 1 left in array[p]. Returns the summed device times of the two stages (ms).
+  // what stage 1 left in array[p]. `stage` names stage 1 in errors. Returns the summed device
+  // times of the two stages (ms).
   struct pass_times {
     double first_ms = 0, backproject_ms = 0;
   };
-  const auto run_pass = [&](const std::vector<graph_exec>& first, const char* what, bool upload,
+  const auto run_pass = [&](const std::vector<graph_exec>& first, const char* stage, bool upload,
                             bool backproject, double progress_from, double progress_to) {
     for (int j = 0; j < nb; ++j) {
       const int p = j % 2;
@@ -483,7 +484,7 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
       }
       if (backproject) s_f.wait(ev_b[p]);  // B(j-2) has finished reading array[p]
       t_filter.start[jj].record(s_f);
-      first[static_cast<std::size_t>(p)].launch(s_f, what);
+      first[static_cast<std::size_t>(p)].launch(s_f, stage);
       t_filter.stop[jj].record(s_f);
       ev_f[p].record(s_f);
       if (backproject) {
@@ -495,7 +496,10 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
       }
       report(jb, progress_from + (progress_to - progress_from) * static_cast<double>(j + 1) / nb);
     }
-    (backproject ? s_b : s_f).synchronize(what);
+    if (backproject)
+      s_b.synchronize("back-projecting");  // s_b waited for every stage-1 launch
+    else
+      s_f.synchronize(stage);
     return pass_times{t_filter.sum_ms(nb), backproject ? t_bp.sum_ms(nb) : 0.0};
   };
 
@@ -513,14 +517,14 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   } else {
     // Phase 1: every view filtered once into the store.
     st.filter_ms =
-        run_pass(g_filter, "filtering projections into the store", true, false, 0.0, 0.1).first_ms;
+        run_pass(g_filter, "filter (into the projection store)", true, false, 0.0, 0.1).first_ms;
     // Phase 2: per slab, the rows it needs into the arrays, then back-projection.
     for (std::size_t si = 0; si < slabs.size(); ++si) {
       const slab_info& sl = slabs[si];
       set_slab(sl);
       const double f0 = 0.1 + 0.9 * static_cast<double>(si) / static_cast<double>(slabs.size());
       const double f1 = 0.1 + 0.9 * static_cast<double>(si + 1) / static_cast<double>(slabs.size());
-      const pass_times t = run_pass(g_gather, "back-projecting a slab", false, true, f0, f1);
+      const pass_times t = run_pass(g_gather, "slab row gather", false, true, f0, f1);
       st.gather_ms += t.first_ms;
       st.backproject_ms += t.backproject_ms;
       download(sl);

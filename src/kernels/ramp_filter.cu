@@ -58,9 +58,19 @@ std::shared_ptr<const ramp_fft_plans> plans_for(int padded_len, int rows_total, 
       [&] {
         // In place: real rows of pitch 2 (N/2+1) floats, complex rows of N/2+1 bins.
         const int pitch = 2 * (padded_len / 2 + 1), bins = padded_len / 2 + 1;
-        return std::make_shared<const ramp_fft_plans>(
-            ramp_fft_plans{cufft_plan(padded_len, rows_total, pitch, bins, CUFFT_R2C),
-                           cufft_plan(padded_len, rows_total, bins, pitch, CUFFT_C2R)});
+        // Destroyed (on eviction, clear or the last user's release) with its own device
+        // current, whichever device the releasing call runs on.
+        return std::shared_ptr<const ramp_fft_plans>(
+            new ramp_fft_plans{cufft_plan(padded_len, rows_total, pitch, bins, CUFFT_R2C),
+                               cufft_plan(padded_len, rows_total, bins, pitch, CUFFT_C2R)},
+            [device](const ramp_fft_plans* p) {
+              int current = device;
+              const bool switched = cudaGetDevice(&current) == cudaSuccess && current != device &&
+                                    cudaSetDevice(device) == cudaSuccess;
+              delete p;
+              if (switched) cudaSetDevice(current);
+              cudaGetLastError();
+            });
       },
       created);
 }

@@ -25,6 +25,12 @@ backend parse_backend(std::string_view name) {
 
 backend resolve_backend(backend where, std::string* notice, int device) {
   if (notice) notice->clear();
+  CTFORGE_EXPECTS(device >= 0,
+                  fmt::format("--device: a CUDA device ordinal is >= 0 (got {})", device));
+#if defined(CTFORGE_WITH_CUDA)
+  // A mistyped ordinal is a usage error, not a reason to fall back to the CPU.
+  if (where != backend::cpu) detail::check_cuda_device_ordinal(device);
+#endif
   switch (where) {
     case backend::cpu:
       return backend::cpu;

@@ -17,8 +17,12 @@ namespace ctforge::detail {
 /// architecture this build has no code for). Probes each ordinal once per process; never throws.
 bool cuda_device_available(std::string* why, int device = 0);
 
-/// Throws usage_error when `device` is not an ordinal of an existing device (naming --device),
-/// ctforge::error when it cannot be used (the reason from cuda_device_available).
+/// Throws usage_error (naming --device) when `device` is negative, or when devices exist and
+/// `device` is not one of their ordinals. Without a driver or device it only checks the sign.
+void check_cuda_device_ordinal(int device);
+
+/// check_cuda_device_ordinal, then ctforge::error when the device cannot be used (the reason
+/// from cuda_device_available).
 void require_cuda_device(int device);
 
 /// GPU options that have no meaning on the CPU.

@@ -440,7 +440,8 @@ TEST_F(Cli, SimulateBackendOptions) {
       run("simulate --phantom shepp-logan --geometry cone.json -o p.h5 --gpu-memory-limit 12X");
   EXPECT_EQ(m.status, 2) << m.output;
   EXPECT_NE(m.output.find("--gpu-memory-limit"), std::string::npos) << m.output;
-  const result i = run("simulate --phantom shepp-logan --geometry cone.json -o p.h5 --gpu-interpolation fast");
+  const result i =
+      run("simulate --phantom shepp-logan --geometry cone.json -o p.h5 --gpu-interpolation fast");
   EXPECT_EQ(i.status, 2) << i.output;
   EXPECT_NE(i.output.find("--gpu-interpolation"), std::string::npos) << i.output;
   const result b = run("recon p.h5 -o v.h5 --backend opencl");

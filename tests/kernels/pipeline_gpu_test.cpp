@@ -364,9 +364,16 @@ TEST(CudaProbe, NonexistentOrdinalIsUnavailable) {
     EXPECT_NE(why.find("4096"), std::string::npos) << why;
   EXPECT_FALSE(detail::cuda_device_available(nullptr, -1));
   EXPECT_THROW(resolve_backend(backend::cuda, nullptr, 4096), ctforge::error);
+  EXPECT_THROW(resolve_backend(backend::automatic, nullptr, -1), usage_error);
   std::string notice;
-  EXPECT_EQ(resolve_backend(backend::automatic, &notice, 4096), backend::cpu);
-  EXPECT_FALSE(notice.empty());
+  if (detail::cuda_device_available(nullptr, 0)) {
+    // Devices exist: a mistyped ordinal is a usage error, not a quiet fall-back to the CPU.
+    EXPECT_THROW(resolve_backend(backend::cuda, nullptr, 4096), usage_error);
+    EXPECT_THROW(resolve_backend(backend::automatic, &notice, 4096), usage_error);
+  } else {
+    EXPECT_EQ(resolve_backend(backend::automatic, &notice, 4096), backend::cpu);
+    EXPECT_FALSE(notice.empty());
+  }
 }
 
 // Without a device, requesting the CUDA backend fails with a clear error instead of crashing.
