@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/finite_scan.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/io.hpp"
 #include "io/h5.hpp"
@@ -33,9 +34,11 @@ constexpr int k_deflate = 1;
 /// Throws naming the file, dataset and the first non-finite element ([i][j][k] index).
 void check_finite(const std::vector<float>& data, const h5::dims_t& shape, const std::string& path,
                   const char* name) {
-  const auto it = std::find_if(data.begin(), data.end(), [](float x) { return !std::isfinite(x); });
-  if (it == data.end()) return;
-  std::uint64_t flat = static_cast<std::uint64_t>(it - data.begin());
+  const std::int64_t first =
+      detail::first_non_finite(data.data(), static_cast<std::int64_t>(data.size()));
+  if (first < 0) return;
+  const float bad = data[static_cast<std::size_t>(first)];
+  std::uint64_t flat = static_cast<std::uint64_t>(first);
   std::vector<std::uint64_t> idx(shape.size());
   for (std::size_t d = shape.size(); d-- > 0;) {
     idx[d] = flat % shape[d];
@@ -44,7 +47,7 @@ void check_finite(const std::vector<float>& data, const h5::dims_t& shape, const
   std::string where;
   for (auto i : idx) where += fmt::format("[{}]", i);
   CTFORGE_FAIL(fmt::format("{}: dataset {} holds a non-finite value ({}) at index {}", path, name,
-                           *it, where));
+                           bad, where));
 }
 
 /// Opens `name`, requiring a numeric dataset of rank 3 with no empty dimension.

@@ -87,6 +87,9 @@ struct preweight_batch {
   float* out;                   ///< [views_per_batch * rows][pitch]
   const preweight_view* views;  ///< all views of the scan
   const int* counter;           ///< batch index
+  /// When not null: atomicMin of the linear index (view * rows + row) * cols + col of every
+  /// non-finite raw value read (initialise to ~0ull; unchanged means all values were finite).
+  unsigned long long* first_non_finite;
   preweight_params params;
   int views_per_batch, total_views, cols, rows, padded_len, pitch;
 };

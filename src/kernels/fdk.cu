@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -127,6 +128,10 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   const device_guard guard(copt.device);
 
   const projection_stack& proj = *jb.proj;
+  // The output volume's zero-filled host allocation (page faults on first touch: about 0.1 to
+  // 0.5 s for 512^3) is made on another thread while the GPU works; download() takes it over.
+  std::future<volume> out_pending =
+      std::async(std::launch::async, [vg = jb.vg] { return volume(vg); });
   const geometry& g = *jb.g;
   const volume_geometry& vg = jb.vg;
   const std::int64_t V = proj.views, R = proj.rows, C = proj.cols;
@@ -233,6 +238,8 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
 
   device_buffer<float> vol_dev(static_cast<std::size_t>(vg.nx * vg.ny * pl.slab_nz), "the volume");
   device_buffer<int> counters(2, "batch counters");
+  // Linear index of the first non-finite projection value the pre-weighting read (~0: none).
+  device_buffer<unsigned long long> non_finite(1, "the non-finite value flag");
   int* cnt_f = counters.data();
   int* cnt_b = counters.data() + 1;
   device_buffer<bp_constants> bp_staging(1, "back-projection constants");
@@ -280,6 +287,7 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
     pb.out = fft_rows->data();
     pb.views = pw_dev->data();
     pb.counter = cnt_f;
+    pb.first_non_finite = non_finite.data();
     pb.params = jb.setup->params;
     pb.views_per_batch = B;
     pb.total_views = static_cast<int>(V);
@@ -347,6 +355,7 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   preload_pipeline_kernels();
   if (jb.filter) pad_and_filter(s_f, 0);
   CTFORGE_CUDA_TRY(cudaMemsetAsync(counters.data(), 0, counters.bytes(), s_f));
+  CTFORGE_CUDA_TRY(cudaMemsetAsync(non_finite.data(), 0xFF, non_finite.bytes(), s_f));
   s_f.synchronize("warming up the filter");
 
   std::vector<graph_exec> g_filter, g_bp;
@@ -379,7 +388,7 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   st.planned_bytes = pl.planned;
   st.fft_plans_created = plans_created;
 
-  volume out(vg);
+  volume out;  // from out_pending, at the first download
   const std::int64_t plane = vg.nx * vg.ny;
 
   // Uploads slab s's header and row-shifted matrices (stream s_b), then lets s_f see them.
@@ -419,6 +428,7 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
     const std::int64_t total = sl.nz * plane;
     const std::int64_t chunk = batch_floats;
     const std::int64_t n_chunks = (total + chunk - 1) / chunk;
+    if (out.data.empty()) out = out_pending.get();
     float* dst = out.data.data() + sl.z0 * plane;
     const event* done[2] = {&ev_u[0], &ev_u[1]};
     const auto issue = [&](std::int64_t c) {
@@ -464,6 +474,18 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
       cudaGetLastError();
     }
   } const unwind_guard{{&s_up, &s_f, &s_b}};
+
+  // After every filter graph has run: a non-finite projection value is a usage error naming
+  // its view, row and column (the CPU path's check_finite_values message), before any output.
+  const auto check_values = [&] {
+    if (!jb.filter) return;
+    unsigned long long first = ~0ull;
+    CTFORGE_CUDA_TRY(cudaMemcpyAsync(&first, non_finite.data(), sizeof first,
+                                     cudaMemcpyDeviceToHost, s_f),
+                     "reading the non-finite value flag");
+    s_f.synchronize("reading the non-finite value flag");
+    if (first != ~0ull) detail::throw_non_finite(proj, static_cast<std::int64_t>(first));
+  };
 
   // One pass over the batches. Stage 1 (stream s_f) is `first[p]`: filtering into the arrays,
   // filtering into the store, or gathering a slab's rows; with `upload`, batch j is first
@@ -513,11 +535,13 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
     st.stream_ms = ms_since(t_stream);
     st.filter_ms = t.first_ms;
     st.backproject_ms = t.backproject_ms;
+    check_values();
     download(slabs[0]);
   } else {
     // Phase 1: every view filtered once into the store.
     st.filter_ms =
         run_pass(g_filter, "filter (into the projection store)", true, false, 0.0, 0.1).first_ms;
+    check_values();
     // Phase 2: per slab, the rows it needs into the arrays, then back-projection.
     for (std::size_t si = 0; si < slabs.size(); ++si) {
       const slab_info& sl = slabs[si];
@@ -572,7 +596,7 @@ volume cuda_reconstruct(const projection_stack& proj, const geometry& g, const v
   jb.g = &g;
   jb.vg = vg;
   jb.filter = true;
-  jb.setup = make_fdk_setup(proj, g, opt);
+  jb.setup = make_fdk_setup(proj, g, opt, /*check_values=*/false);  // checked on the device
   jb.padded_len = static_cast<int>(padded_length(proj.cols));
   jb.response = ramp_response(jb.padded_len, jb.setup->filter_pixel_mm, opt.filter, opt.cutoff);
   jb.weighting =

@@ -23,6 +23,12 @@ __global__ void preweight_pad_kernel(preweight_batch b) {
   float value = 0.0f;
   if (col < b.cols && view < b.total_views) {
     value = b.raw[line * b.cols + col];
+    if (b.first_non_finite != nullptr && !isfinite(value))
+      atomicMin(b.first_non_finite,
+                (static_cast<unsigned long long>(view) * static_cast<unsigned long long>(b.rows) +
+                 static_cast<unsigned long long>(row)) *
+                        static_cast<unsigned long long>(b.cols) +
+                    static_cast<unsigned long long>(col));
     if constexpr (Weighted) value *= preweight(b.params, b.views[view], col, row);
   }
   b.out[line * b.pitch + col] = value;

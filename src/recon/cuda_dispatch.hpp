@@ -39,7 +39,10 @@ struct cuda_options {
 };
 
 /// FDK / FBP on the GPU. Same inputs, outputs and validation as ctforge::reconstruct on the
-/// CPU (the caller has validated the inputs). Synchronises before returning.
+/// CPU. Non-finite projection values are not scanned for on the host: the pre-weighting kernel
+/// records the first one, and the call then throws the CPU path's usage_error (naming view, row
+/// and column) after filtering, before any back-projection output is returned. The output
+/// volume's host allocation overlaps the GPU work. Synchronises before returning.
 volume cuda_reconstruct(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
                         const recon_options& opt, const cuda_options& copt);
 

@@ -398,10 +398,13 @@ volume reconstruct(const projection_stack& proj, const geometry& g, const volume
                    const recon_options& opt) {
   vg.validate();
   CTFORGE_EXPECTS(opt.threads >= 0, fmt::format("--threads must be >= 0 (got {})", opt.threads));
-  const detail::fdk_setup setup = detail::make_fdk_setup(proj, g, opt);
+  // Validation first (usage errors before device errors); the scan for non-finite values is
+  // left to the backend: the CPU scans here, the GPU while pre-weighting.
+  const detail::fdk_setup setup = detail::make_fdk_setup(proj, g, opt, /*check_values=*/false);
   // The reference path is a CPU path by definition.
   const backend where =
       opt.reference ? backend::cpu : resolve_backend(opt.where, nullptr, opt.device);
+  if (where != backend::cuda) detail::check_finite_values(proj, opt.threads);
   if (where == backend::cuda) {
 #if defined(CTFORGE_WITH_CUDA)
     detail::cuda_options copt;

@@ -4,9 +4,11 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <numbers>
 
+#include "core/finite_scan.hpp"
 #include "ctforge/error.hpp"
 
 namespace ctforge::detail {
@@ -34,28 +36,24 @@ void check_geometry_for(const geometry& g, algorithm algo) {
   }
 }
 
-void check_finite(const projection_stack& p) {
-  const float* d = p.data.data();
-  const std::int64_t n = p.size();
-  // Fast scan first (vectorisable); locate the first bad element only when there is one.
-  bool ok = true;
-  for (std::int64_t i = 0; i < n; ++i) ok &= std::isfinite(d[i]);
-  if (ok) return;
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(d[i])) {
-      const std::int64_t view = i / (p.rows * p.cols), rem = i % (p.rows * p.cols);
-      throw usage_error(fmt::format(
-          "projections: non-finite value ({}) at view {}, row {}, col {}; reconstruction needs "
-          "finite line integrals",
-          d[i], view, rem / p.cols, rem % p.cols));
-    }
-  }
-}
-
 }  // namespace
 
+void throw_non_finite(const projection_stack& p, std::int64_t index) {
+  const std::int64_t per_view = p.rows * p.cols;
+  const std::int64_t view = index / per_view, rem = index % per_view;
+  throw usage_error(fmt::format(
+      "projections: non-finite value ({}) at view {}, row {}, col {}; reconstruction needs "
+      "finite line integrals",
+      p.data[static_cast<std::size_t>(index)], view, rem / p.cols, rem % p.cols));
+}
+
+void check_finite_values(const projection_stack& p, int threads) {
+  const std::int64_t i = first_non_finite(p.data.data(), p.size(), threads);
+  if (i >= 0) throw_non_finite(p, i);
+}
+
 fdk_setup make_fdk_setup(const projection_stack& proj, const geometry& g,
-                         const recon_options& opt) {
+                         const recon_options& opt, bool check_values) {
   const std::string name = algo_name(opt.algo);
   check_geometry_for(g, opt.algo);
   g.validate();
@@ -72,7 +70,7 @@ fdk_setup make_fdk_setup(const projection_stack& proj, const geometry& g,
                               name, opt.cutoff));
   CTFORGE_EXPECTS(g.cols < (std::int64_t{1} << 30) && g.rows < (std::int64_t{1} << 30),
                   fmt::format("{}: detector of {}x{} pixels is too large", name, g.cols, g.rows));
-  check_finite(proj);
+  if (check_values) check_finite_values(proj, opt.threads);
 
   const circular_orbit& o = *g.orbit;
   const bool cone = g.beam == beam_kind::cone;

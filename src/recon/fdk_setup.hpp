@@ -47,7 +47,17 @@ struct fdk_setup {
 /// weights with delta = (range - 180 deg) / 2, which needs range >= 180 deg + fan angle
 /// (parallel beam: >= 180 deg). A single view is treated as a full scan sampled once
 /// (angular weight 2 pi, redundancy 1/2).
-fdk_setup make_fdk_setup(const projection_stack& proj, const geometry& g, const recon_options& opt);
+/// check_values = false skips the scan for non-finite projection values (the CUDA backend checks
+/// them on the device, while pre-weighting, instead of reading the projections twice).
+fdk_setup make_fdk_setup(const projection_stack& proj, const geometry& g, const recon_options& opt,
+                         bool check_values = true);
+
+/// Throws usage_error naming view, row and column of the first non-finite value of `p`; returns
+/// when there is none. A parallel, vectorised scan (threads = 0: all cores).
+void check_finite_values(const projection_stack& p, int threads = 0);
+
+/// Throws the usage_error of check_finite_values for the value at linear index `index`.
+[[noreturn]] void throw_non_finite(const projection_stack& p, std::int64_t index);
 
 /// Everything make_fdk_setup checks, plus the volume geometry. Throws usage_error.
 void validate_recon_input(const projection_stack& proj, const geometry& g,

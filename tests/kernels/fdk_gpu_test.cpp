@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <ostream>
 #include <span>
@@ -276,6 +277,40 @@ TEST_F(FdkGpuDispatch, ReconstructWithCudaBackendUsesTheGpuPath) {
   const volume sl = reconstruct(proj, g, vg, split);
   EXPECT_EQ(detail::cuda_last_pipeline_stats().budget_bytes, split.gpu_memory_limit_bytes);
   EXPECT_LE(mean_abs_error(span_of(sl), span_of(direct)), 1e-5 * peak_of(direct));
+}
+
+// Non-finite projection values are found on the device while pre-weighting (the host does not
+// scan the projections for the GPU): the same usage error as on the CPU, naming the first bad
+// value, with and without a z-slab split, and the CPU names the same value.
+TEST_F(FdkGpuDispatch, NonFiniteValuesAreUsageErrors) {
+  const fdk_case c{.name = "non_finite", .nz = 41, .memory = -9, .views_per_batch = 8};
+  const geometry g = make_geometry(c);
+  projection_stack proj = project_analytic(shepp_logan_phantom(36), g);
+  proj.at(13, 7, 22) = std::numeric_limits<float>::quiet_NaN();
+  proj.at(30, 0, 0) = std::numeric_limits<float>::infinity();
+  recon_options opt;
+  const kernels::cuda::plan_input in = plan_input_of(c);
+  detail::cuda_options split;
+  split.views_per_batch = c.views_per_batch;
+  split.memory_limit_bytes = split_budget(
+      c, detail::cuda_fft_work_bytes(in.padded_len, kernels::cuda::initial_batch(in) * in.rows));
+  for (const detail::cuda_options& copt : {detail::cuda_options{}, split}) {
+    try {
+      (void)detail::cuda_reconstruct(proj, g, make_volume(c), opt, copt);
+      ADD_FAILURE() << "expected usage_error";
+    } catch (const usage_error& e) {
+      EXPECT_NE(std::string(e.what()).find("view 13, row 7, col 22"), std::string::npos)
+          << e.what();
+    }
+  }
+  recon_options cpu = opt;
+  cpu.where = backend::cpu;
+  try {
+    (void)reconstruct(proj, g, make_volume(c), cpu);
+    ADD_FAILURE() << "expected usage_error";
+  } catch (const usage_error& e) {
+    EXPECT_NE(std::string(e.what()).find("view 13, row 7, col 22"), std::string::npos) << e.what();
+  }
 }
 
 // Progress is reported from the calling thread, ends at 1 and never decreases.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <filesystem>
 #include <iostream>
 #include <numbers>
@@ -521,6 +522,27 @@ TEST(FdkBackend, Resolve) {
   EXPECT_FALSE(notice.empty());
   EXPECT_THROW(run_cuda(), usage_error);
 #endif
+}
+
+// The parallel scan for non-finite values: over several chunks (2.2 M floats, chunks of 1 M),
+// with one or two threads, it names the first bad value (not the first bad chunk's scan order)
+// and lets every finite value through (largest float, denormals, negative zero).
+TEST(FdkValidation, NonFiniteScanNamesTheFirstBadValue) {
+  projection_stack p(7, 450, 700);
+  for (std::size_t i = 0; i < p.data.size(); ++i) p.data[i] = static_cast<float>(i % 97) - 40.0f;
+  p.at(0, 0, 0) = std::numeric_limits<float>::max();
+  p.at(0, 0, 1) = std::numeric_limits<float>::denorm_min();
+  p.at(0, 0, 2) = -0.0f;
+  for (int threads : {1, 2}) EXPECT_NO_THROW(detail::check_finite_values(p, threads)) << threads;
+  p.at(6, 449, 699) = -std::numeric_limits<float>::infinity();  // last chunk
+  EXPECT_TRUE(contains(usage_message([&] { detail::check_finite_values(p, 2); }),
+                       "view 6, row 449, col 699"));
+  p.at(4, 10, 3) = std::numeric_limits<float>::quiet_NaN();  // earlier chunk
+  for (int threads : {1, 2}) {
+    const std::string m = usage_message([&] { detail::check_finite_values(p, threads); });
+    EXPECT_TRUE(contains(m, "view 4, row 10, col 3")) << m;
+    EXPECT_TRUE(contains(m, "non-finite value (nan)")) << m;
+  }
 }
 
 TEST(FdkOptions, Parse) {

@@ -1,0 +1,34 @@
+#include "core/finite_scan.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace ctforge::detail {
+
+std::int64_t first_non_finite(const float* data, std::int64_t n, int threads) {
+  // Exponent bits all ones <=> Inf or NaN; the integer test vectorises (std::isfinite did not).
+  constexpr std::int64_t k_chunk = std::int64_t{1} << 20;
+  const std::int64_t chunks = (n + k_chunk - 1) / k_chunk;
+  std::int64_t bad_chunks = 0;
+#pragma omp parallel for schedule(static) reduction(+ : bad_chunks) \
+    num_threads(threads > 0 ? threads : omp_get_max_threads()) if (chunks > 1)
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    const std::int64_t i0 = c * k_chunk, i1 = std::min(n, i0 + k_chunk);
+    std::uint32_t any = 0;
+    for (std::int64_t i = i0; i < i1; ++i) {
+      std::uint32_t bits;
+      std::memcpy(&bits, data + i, sizeof bits);
+      any |= static_cast<std::uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+    }
+    bad_chunks += any;
+  }
+  if (bad_chunks == 0) return -1;
+  for (std::int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(data[i])) return i;
+  return -1;
+}
+
+}  // namespace ctforge::detail
