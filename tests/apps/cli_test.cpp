@@ -1,6 +1,5 @@
 // The `ctforge` executable, run as a user would (through the shell) in a temporary directory.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -16,14 +15,13 @@
 #include "recon/cuda_dispatch.hpp"
 #endif
 
+#include "test_support.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-struct result {
-  int status = -1;     ///< exit status
-  std::string output;  ///< stdout and stderr together
-};
+using result = ctforge::testing::cli_result;
 
 /// 60 views over 360 deg, 48 x 40 pixels of 3.2 mm, magnification 2: the field of view at the
 /// isocentre is 76.8 x 64 mm, so the 64 mm Shepp-Logan (outer ellipsoid 44 x 59 x 58 mm) is
@@ -37,10 +35,7 @@ class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("ctforge_cli_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = ctforge::testing::scratch_dir("cli", info->name());
     write("cone.json", k_cone);
   }
   void TearDown() override {
@@ -49,22 +44,7 @@ class Cli : public ::testing::Test {
   }
 
   /// Runs `ctforge <args>` in the test directory (args are passed through the shell).
-  result run(const std::string& args) const {
-    const std::string cmd =
-        "cd '" + dir_.string() + "' && '" + std::string(CTFORGE_CLI_PATH) + "' " + args + " 2>&1";
-    result r;
-    FILE* pipe = ::popen(cmd.c_str(), "r");
-    if (!pipe) {
-      ADD_FAILURE() << "popen failed for " << cmd;
-      return r;
-    }
-    std::array<char, 4096> buf{};
-    std::size_t n;
-    while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
-    const int st = ::pclose(pipe);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return r;
-  }
+  result run(const std::string& args) const { return ctforge::testing::run_cli(dir_, args); }
   void write(const std::string& name, const std::string& text) const {
     std::ofstream(dir_ / name) << text;
   }

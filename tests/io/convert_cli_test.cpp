@@ -1,7 +1,6 @@
 // The format hooks of the `ctforge` command line (convert, and foreign inputs/outputs of recon,
 // simulate and info), run as a user would, checked against the library.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -12,6 +11,7 @@
 
 #include "ctforge/formats.hpp"
 #include "ctforge/projector.hpp"
+#include "test_support.hpp"
 
 namespace ctforge {
 namespace {
@@ -19,37 +19,19 @@ namespace {
 namespace fs = std::filesystem;
 const std::string data_dir = CTFORGE_SHARED_DATA_DIR;
 
-struct result {
-  int status = -1;
-  std::string output;
-};
+using result = testing::cli_result;
 
 class ConvertCli : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("ctforge_convert_cli_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = testing::scratch_dir("convert_cli", info->name());
   }
   void TearDown() override {
     std::error_code ec;
     fs::remove_all(dir_, ec);
   }
-  result run(const std::string& args) const {
-    const std::string cmd =
-        "cd '" + dir_.string() + "' && '" + std::string(CTFORGE_CLI_PATH) + "' " + args + " 2>&1";
-    result r;
-    FILE* pipe = ::popen(cmd.c_str(), "r");
-    if (!pipe) return r;
-    std::array<char, 4096> buf{};
-    std::size_t n;
-    while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
-    const int st = ::pclose(pipe);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return r;
-  }
+  result run(const std::string& args) const { return testing::run_cli(dir_, args); }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
   fs::path dir_;
 };

@@ -14,6 +14,7 @@
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
 #include "io/h5.hpp"
+#include "test_support.hpp"
 
 namespace ctforge {
 namespace {
@@ -22,27 +23,12 @@ namespace fs = std::filesystem;
 namespace h5 = detail::h5;
 
 const std::string data_dir = CTFORGE_SHARED_DATA_DIR;
-const std::string tooth = data_dir + "/dxchange/tooth.h5";
+using testing::expect_error_naming;
 
 fs::path temp_dir(const std::string& name) {
-  const auto dir =
-      fs::temp_directory_path() / ("ctforge_projections_" + std::to_string(::getpid())) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return testing::scratch_dir("projections", name);
 }
-
-void expect_error_naming(const std::function<void()>& f, const std::string& name,
-                         const std::string& needle = "") {
-  try {
-    f();
-    ADD_FAILURE() << "no error for " << name;
-  } catch (const error& e) {
-    const std::string w = e.what();
-    EXPECT_NE(w.find(name), std::string::npos) << w;
-    if (!needle.empty()) EXPECT_NE(w.find(needle), std::string::npos) << w;
-  }
-}
+const std::string tooth = data_dir + "/dxchange/tooth.h5";
 
 void expect_same_pixel_centers(const geometry& sub, const geometry& full, std::int64_t v0,
                                double r0, double c0, double bin_r = 1, double bin_c = 1) {

@@ -15,6 +15,7 @@
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
 #include "ctforge/projector.hpp"
+#include "test_support.hpp"
 
 namespace ctforge {
 namespace {
@@ -22,13 +23,10 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string data_dir = CTFORGE_SHARED_DATA_DIR;
+using testing::expect_error_naming;
 
 fs::path temp_dir(const std::string& name) {
-  const auto dir =
-      fs::temp_directory_path() / ("ctforge_volumes_" + std::to_string(::getpid())) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return testing::scratch_dir("volumes", name);
 }
 
 volume ramp_volume(std::int64_t nx, std::int64_t ny, std::int64_t nz) {
@@ -328,18 +326,6 @@ TEST(DicomWriteValues, RefusesToReplaceOtherFilesAndNonFiniteValues) {
 
 // ---- errors
 // ---------------------------------------------------------------------------------------
-
-void expect_error_naming(const std::function<void()>& f, const std::string& name,
-                         const std::string& needle = "") {
-  try {
-    f();
-    ADD_FAILURE() << "no error for " << name;
-  } catch (const error& e) {
-    const std::string w = e.what();
-    EXPECT_NE(w.find(name), std::string::npos) << w;
-    if (!needle.empty()) EXPECT_NE(w.find(needle), std::string::npos) << w;
-  }
-}
 
 TEST(VolumeErrors, MixedSeriesRejected) {
   const fs::path dir = temp_dir("mixed");

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "gpu_fixture.hpp"
+#include "recon/recon_quality.hpp"
 
 #if defined(CTFORGE_WITH_CUDA)
 
@@ -100,14 +101,10 @@ volume_geometry make_volume(const fdk_case& c) {
 }
 
 double peak_of(const volume& v) {
-  double p = 0;
-  for (float x : v.data) p = std::max(p, static_cast<double>(std::abs(x)));
-  return p;
+  return ctforge::testing::peak_abs(v.data);
 }
 
-std::span<const float> span_of(const volume& v) {
-  return {v.data.data(), v.data.size()};
-}
+using ctforge::testing::span_of;
 
 kernels::cuda::plan_input plan_input_of(const fdk_case& c) {
   kernels::cuda::plan_input in = kernels::cuda::make_plan_input(

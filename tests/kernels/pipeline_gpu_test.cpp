@@ -18,6 +18,7 @@
 #include "gpu_fixture.hpp"
 #include "kernels/backproject.cuh"
 #include "kernels/cuda_plan.cuh"
+#include "recon/recon_quality.hpp"
 
 using namespace ctforge;
 namespace kc = ctforge::kernels::cuda;
@@ -249,8 +250,7 @@ TEST(CudaPlan, SlabSamplingReproducesWholeVolumeBackProjection) {
   std::uniform_real_distribution<float> uni(0.5f, 1.5f);
   for (float& x : proj.data) x = uni(rng);
   const volume ref = back_project(proj, g, vg);
-  double peak = 0;
-  for (float x : ref.data) peak = std::max(peak, static_cast<double>(std::abs(x)));
+  const double peak = ctforge::testing::peak_abs(ref.data);
 
   const auto mats = compute_projection_matrices(g);
   kc::plan pl;
@@ -543,8 +543,7 @@ TEST_F(CudaPipeline, InvalidInputIsAUsageError) {
 TEST_F(CudaPipeline, ResultIndependentOfBatchingAndSlabs) {
   const problem p = make(40, 30);
   const volume ref = detail::cuda_reconstruct(p.proj, p.g, p.vg, recon_options{}, {});
-  double peak = 0;
-  for (float v : ref.data) peak = std::max(peak, static_cast<double>(std::abs(v)));
+  const double peak = ctforge::testing::peak_abs(ref.data);
   struct variant {
     int batch;
     std::int64_t planes;  // 0: no budget; > 0: batch buffers + this many planes (+ the store)

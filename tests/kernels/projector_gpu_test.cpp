@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "gpu_fixture.hpp"
+#include "recon/recon_quality.hpp"
 
 #if defined(CTFORGE_WITH_CUDA)
 
@@ -92,9 +93,7 @@ geometry make_geometry(const proj_case& c) {
 }
 
 double peak_of(const std::vector<float>& v) {
-  double p = 0;
-  for (float x : v) p = std::max(p, static_cast<double>(std::abs(x)));
-  return p;
+  return ctforge::testing::peak_abs(v);
 }
 
 class ProjectorGpu : public ctforge::testing::gpu_param_test<proj_case> {};

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <iostream>
 #include <span>
@@ -96,6 +98,25 @@ inline quality compare_in_fov(const volume& rec, const volume& truth, const geom
   ::testing::Test::RecordProperty(label + "_mae", std::to_string(q.mae));
   ::testing::Test::RecordProperty(label + "_psnr_db", std::to_string(q.psnr));
   return q;
+}
+
+/// Largest |value| (0 when empty).
+inline double peak_abs(std::span<const float> values) {
+  double p = 0;
+  for (float x : values) p = std::max(p, static_cast<double>(std::abs(x)));
+  return p;
+}
+
+/// The fast path against the double-precision reference on the same input: both finite, the
+/// reference not all zero, and their mean absolute difference <= 1e-5 of the reference's peak
+/// (float vs double accumulation over at most a few hundred views).
+inline void expect_fast_matches_reference(const volume& fast, const volume& ref) {
+  ASSERT_EQ(fast.data.size(), ref.data.size());
+  for (float v : ref.data) ASSERT_TRUE(std::isfinite(v));
+  for (float v : fast.data) ASSERT_TRUE(std::isfinite(v));
+  const double peak = peak_abs(ref.data);
+  EXPECT_GT(peak, 0.0) << "nothing was back-projected";
+  EXPECT_LE(mean_abs_error(span_of(fast), span_of(ref)), 1e-5 * peak);
 }
 
 /// Analytic projections of `ph` with detector pixels that integrate over their area: s x s

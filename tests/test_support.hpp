@@ -1,0 +1,64 @@
+// Helpers shared by test areas: fresh scratch directories, errors that must name something,
+// and running the `ctforge` executable the way a user does.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "ctforge/error.hpp"
+
+namespace ctforge::testing {
+
+/// An empty directory <tmp>/ctforge_<group>_<pid>/<name> (removed and re-created).
+inline std::filesystem::path scratch_dir(const std::string& group, const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("ctforge_" + group + "_" + std::to_string(::getpid())) / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+/// f() must throw ctforge::error whose message contains `name` (and `needle`, when given).
+inline void expect_error_naming(const std::function<void()>& f, const std::string& name,
+                                const std::string& needle = "") {
+  try {
+    f();
+    ADD_FAILURE() << "no error for " << name;
+  } catch (const error& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find(name), std::string::npos) << w;
+    if (!needle.empty()) EXPECT_NE(w.find(needle), std::string::npos) << w;
+  }
+}
+
+struct cli_result {
+  int status = -1;     ///< exit status (-1: did not exit normally)
+  std::string output;  ///< stdout and stderr together
+};
+
+/// Runs `ctforge <args>` (CTFORGE_CLI_PATH) in `dir` through the shell, as a user would.
+inline cli_result run_cli(const std::filesystem::path& dir, const std::string& args) {
+  const std::string cmd =
+      "cd '" + dir.string() + "' && '" + std::string(CTFORGE_CLI_PATH) + "' " + args + " 2>&1";
+  cli_result r;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe) {
+    ADD_FAILURE() << "popen failed for " << cmd;
+    return r;
+  }
+  std::array<char, 4096> buf{};
+  std::size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
+  const int st = ::pclose(pipe);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+}  // namespace ctforge::testing
