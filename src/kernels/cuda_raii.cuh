@@ -61,8 +61,7 @@ class device_buffer {
   std::size_t size_ = 0;
 };
 
-/// Page-locked host memory: either allocated (cudaHostAlloc, mapped into the device address
-/// space) or an existing host range registered with cudaHostRegister.
+/// Page-locked host memory (cudaHostAlloc, portable and mapped into the device address space).
 template <class T>
 class pinned_buffer {
  public:
@@ -79,30 +78,13 @@ class pinned_buffer {
                      " of page-locked host memory for " + what);
     }
   }
-  /// Registers (page-locks) an existing range for the lifetime of this object.
-  static pinned_buffer register_range(T* ptr, std::size_t count, bool read_only) {
-    pinned_buffer b;
-    b.size_ = count;
-    if (count == 0) return b;
-    unsigned flags = cudaHostRegisterPortable | cudaHostRegisterMapped;
-    if (read_only) flags |= cudaHostRegisterReadOnly;
-    CTFORGE_CUDA_TRY(cudaHostRegister(ptr, count * sizeof(T), flags),
-                     "page-locking " + format_bytes(static_cast<std::int64_t>(count * sizeof(T))) +
-                         " of host memory");
-    b.ptr_ = ptr;
-    b.registered_ = true;
-    return b;
-  }
   pinned_buffer(pinned_buffer&& o) noexcept
-      : ptr_(std::exchange(o.ptr_, nullptr)),
-        size_(std::exchange(o.size_, 0)),
-        registered_(std::exchange(o.registered_, false)) {}
+      : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
   pinned_buffer& operator=(pinned_buffer&& o) noexcept {
     if (this != &o) {
       release();
       ptr_ = std::exchange(o.ptr_, nullptr);
       size_ = std::exchange(o.size_, 0);
-      registered_ = std::exchange(o.registered_, false);
     }
     return *this;
   }
@@ -122,18 +104,12 @@ class pinned_buffer {
   }
 
  private:
-  pinned_buffer() = default;
   void release() noexcept {
-    if (!ptr_) return;
-    if (registered_)
-      warn_on_error(cudaHostUnregister(ptr_), "cudaHostUnregister");
-    else
-      warn_on_error(cudaFreeHost(ptr_), "cudaFreeHost");
+    if (ptr_) warn_on_error(cudaFreeHost(ptr_), "cudaFreeHost");
     ptr_ = nullptr;
   }
   T* ptr_ = nullptr;
   std::size_t size_ = 0;
-  bool registered_ = false;
 };
 
 /// Non-blocking stream: never synchronises with the legacy default stream.
