@@ -237,7 +237,8 @@ runner add_simulate(CLI::App& app) {
       ->capture_default_str();
   add_backend_options(
       sub, o->gpu,
-      "volume phantoms: a small value makes the GPU projector take fewer views at a time");
+      "volume phantoms: a small value makes the GPU projector take fewer views at a time, then "
+      "split the volume into z-slabs");
   sub->add_flag("--quiet", o->quiet, "Print nothing but errors");
   return [o] { run(*o); };
 }

@@ -16,7 +16,8 @@ struct projector_options {
   int threads = 0;                     ///< CPU threads (also the GPU path's host copies); 0 = all
   int device = 0;                      ///< CUDA device ordinal
   /// Upper bound on GPU memory (bytes); 0 = free memory less a safety margin. Back-projection
-  /// splits the volume into z-slabs, forward projection processes fewer views at a time.
+  /// and forward projection split the volume into z-slabs when it does not fit (forward
+  /// projection first tries fewer views at a time).
   std::int64_t gpu_memory_limit_bytes = 0;
   /// CUDA backend: texture-unit bilinear / trilinear interpolation (faster; ~1e-4 of the peak
   /// from the CPU result) instead of the exact fp32 arithmetic of the CPU path.

@@ -38,6 +38,22 @@ struct cuda_pipeline_stats {
   int fft_plans_created = 0;       ///< cuFFT plan pairs made by this call (0: all from the cache)
 };
 
+/// Timings and decisions of the last cuda_forward_project call on this thread.
+struct cuda_forward_stats {
+  double total_ms = 0;   ///< whole call (host wall clock)
+  double stream_ms = 0;  ///< slab uploads, ray tracing, downloads and host copies / sums
+  int views_per_chunk = 0;
+  int slabs = 0;             ///< 1 = the whole volume in one 3D texture
+  std::int64_t slab_nz = 0;  ///< planes per slab (the texture's depth)
+  bool hardware_interpolation = false;
+  std::int64_t budget_bytes = 0;   ///< device memory budget the plan had to fit
+  std::int64_t planned_bytes = 0;  ///< device memory the plan allocated (estimate)
+};
+
+/// Statistics of the last cuda_forward_project call on this thread (all zero before the
+/// first).
+cuda_forward_stats cuda_last_forward_stats();
+
 /// Releases the cached cuFFT plans of the ramp filter (they are kept across calls, per device
 /// and shape; see kernels::cuda::ramp_filter_gpu), and reports how many shapes are cached.
 void cuda_clear_fft_plan_cache();

@@ -174,6 +174,18 @@ struct gather_batch {
 };
 void enqueue_gather(cudaStream_t s, const gather_batch& b);
 
+/// Device memory a call may plan with: free memory (cudaMemGetInfo on the current device) less
+/// min(512 MiB, 10 %), capped by `limit_bytes` when > 0 (cuda_options::memory_limit_bytes,
+/// CLI --gpu-memory-limit); never negative.
+inline std::int64_t device_memory_budget(std::int64_t limit_bytes) {
+  std::size_t free_b = 0, total_b = 0;
+  CTFORGE_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b), "querying device memory");
+  const std::int64_t free_i = static_cast<std::int64_t>(free_b);
+  std::int64_t budget = free_i - std::min<std::int64_t>(std::int64_t{512} << 20, free_i / 10);
+  if (limit_bytes > 0) budget = std::min(budget, limit_bytes);
+  return std::max<std::int64_t>(budget, 0);
+}
+
 /// Launch geometry helper.
 inline unsigned blocks_for(std::int64_t n, int per_block) {
   return static_cast<unsigned>((n + per_block - 1) / per_block);

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
 #include "kernels/cuda_error.cuh"
 #include "kernels/cuda_host_api.cuh"
@@ -64,23 +65,6 @@ std::mutex& backend_mutex() {
 
 int host_threads(int threads) {
   return threads > 0 ? threads : omp_get_max_threads();
-}
-
-/// memcpy split over threads (host staging into / out of pinned buffers).
-void parallel_copy(void* dst, const void* src, std::size_t bytes, int threads) {
-  constexpr std::size_t k_chunk = std::size_t{4} << 20;
-  const std::int64_t chunks = static_cast<std::int64_t>((bytes + k_chunk - 1) / k_chunk);
-  if (chunks <= 1 || threads <= 1) {
-    std::memcpy(dst, src, bytes);
-    return;
-  }
-  const int nt = static_cast<int>(std::min<std::int64_t>(threads, chunks));
-#pragma omp parallel for num_threads(nt) schedule(static)
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    const std::size_t off = static_cast<std::size_t>(c) * k_chunk;
-    std::memcpy(static_cast<char*>(dst) + off, static_cast<const char*>(src) + off,
-                std::min(k_chunk, bytes - off));
-  }
 }
 
 /// What the pipeline computes.
@@ -157,14 +141,8 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   const stream s_up(0), s_f(0), s_b(0);
 
   // ---- memory plan ------------------------------------------------------------------------
-  std::size_t free_b = 0, total_b = 0;
-  CTFORGE_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b), "querying device memory");
-  const std::int64_t free_i = static_cast<std::int64_t>(free_b);
-  const std::int64_t margin = std::min<std::int64_t>(512 * k_mib, free_i / 10);
-  std::int64_t budget = free_i - margin;
-  if (copt.memory_limit_bytes > 0) budget = std::min(budget, copt.memory_limit_bytes);
   CTFORGE_EXPECTS(copt.views_per_batch >= 0, "views per batch must be >= 0");
-  budget = std::max<std::int64_t>(budget, 0);
+  const std::int64_t budget = device_memory_budget(copt.memory_limit_bytes);
   plan_input pin = make_plan_input(V, R, C, vg, jb.filter, jb.padded_len);
   pin.requested_batch = copt.views_per_batch;
   pin.max_batch = max_layers;
@@ -443,8 +421,8 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
     for (std::int64_t c = 0; c < n_chunks; ++c) {
       done[c % 2]->synchronize();
       const std::int64_t off = c * chunk, n = std::min(chunk, total - off);
-      parallel_copy(dst + off, staging[c % 2]->data(), static_cast<std::size_t>(n) * sizeof(float),
-                    threads);
+      detail::parallel_copy(dst + off, staging[c % 2]->data(),
+                            static_cast<std::size_t>(n) * sizeof(float), threads);
       if (c + 2 < n_chunks) issue(c + 2);
     }
     st.download_ms += ms_since(t0);
@@ -457,7 +435,7 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
     const std::int64_t v0 = static_cast<std::int64_t>(j) * B;
     const std::int64_t n = std::min<std::int64_t>(B, V - v0);
     const std::size_t bytes = static_cast<std::size_t>(n * R * C) * sizeof(float);
-    parallel_copy(staging[p]->data(), proj.view(v0), bytes, threads);
+    detail::parallel_copy(staging[p]->data(), proj.view(v0), bytes, threads);
     s_up.wait(ev_f[p]);  // F(j-2) has finished reading raw[p]
     CTFORGE_CUDA_TRY(
         cudaMemcpyAsync(raw[p], staging[p]->data(), bytes, cudaMemcpyHostToDevice, s_up),
@@ -480,9 +458,9 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   const auto check_values = [&] {
     if (!jb.filter) return;
     unsigned long long first = ~0ull;
-    CTFORGE_CUDA_TRY(cudaMemcpyAsync(&first, non_finite.data(), sizeof first,
-                                     cudaMemcpyDeviceToHost, s_f),
-                     "reading the non-finite value flag");
+    CTFORGE_CUDA_TRY(
+        cudaMemcpyAsync(&first, non_finite.data(), sizeof first, cudaMemcpyDeviceToHost, s_f),
+        "reading the non-finite value flag");
     s_f.synchronize("reading the non-finite value flag");
     if (first != ~0ull) detail::throw_non_finite(proj, static_cast<std::int64_t>(first));
   };

@@ -1,17 +1,27 @@
 // Ray-driven (Joseph) forward projection on the GPU: one thread per detector pixel, the
-// per-ray body kernels::joseph_ray shared with the CPU path, the volume read through a 3D
-// texture (border addressing: zero outside). The ray set-up (pixel centre, direction, anchor
+// per-ray body kernels::joseph_ray_window shared with the CPU path, the volume read through a
+// 3D texture (border addressing: zero outside). The ray set-up (pixel centre, direction, anchor
 // point nearest the volume centre, cone rays starting at the source) is computed in double
 // precision as the CPU does (src/recon/projector.cpp).
+//
+// Views are projected in chunks into two device output buffers on a compute stream; a copy
+// stream downloads each chunk into pinned staging while the next chunk's rays are traced, and
+// the host moves it into the result (OpenMP). A volume that does not fit next to the output
+// buffers (make_forward_plan) is split into z-slabs: each slab is uploaded into the texture in
+// turn, every ray is traced through that slab's planes only (joseph_ray_window with a
+// z_slab_sampler) and the host adds the slabs' projections, in slab order.
 #include <cuda_runtime.h>
+#include <omp.h>
 
 #include <algorithm>
-#include <mutex>
+#include <chrono>
 #include <string>
 #include <vector>
 
+#include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
 #include "kernels/cuda_error.cuh"
+#include "kernels/cuda_host_api.cuh"
 #include "kernels/cuda_pipeline.cuh"
 #include "kernels/cuda_raii.cuh"
 #include "kernels/forward_project.cuh"
@@ -27,13 +37,17 @@ struct fp_view {
 };
 
 struct fp_params {
-  int nx, ny, nz;
+  int nx, ny, nz;  ///< the whole volume
   int cols, rows;
   int cone;
+  int z0, tex_nz;    ///< slab in the texture: planes [z0, z0 + tex_nz) of the volume
+  float z_lo, z_hi;  ///< ray window of the slab: z0 - 1 <= z <= z0 + tex_nz
   double org[3];     ///< centre of voxel (0, 0, 0), mm
   double inv_sp[3];  ///< 1 / spacing
   double centre[3];  ///< volume centre, mm
 };
+
+thread_local detail::cuda_forward_stats g_last_forward_stats;
 
 constexpr int k_block_x = 32;
 constexpr int k_block_y = 4;
@@ -98,14 +112,16 @@ __global__ void __launch_bounds__(k_block_x* k_block_y)
   d.x = static_cast<float>(dir[0] * p.inv_sp[0]);
   d.y = static_cast<float>(dir[1] * p.inv_sp[1]);
   d.z = static_cast<float>(dir[2] * p.inv_sp[2]);
-  const auto sample = [&](float x, float y, float z) -> float {
+  // The texture holds planes [z0, z0 + tex_nz) (the whole volume: z0 = 0, tex_nz = nz).
+  const auto slab = [&](float x, float y, float z) -> float {
     if constexpr (Mode == interp::hardware)
       return tex3D<float>(tex, x + 0.5f, y + 0.5f, z + 0.5f);
     else
-      return sample_exact_3d(tex, p.nx, p.ny, p.nz, x, y, z);
+      return sample_exact_3d(tex, p.nx, p.ny, p.tex_nz, x, y, z);
   };
-  const float value =
-      joseph_ray(sample, q, d, p.nx, p.ny, p.nz, static_cast<float>(sqrt(len2)), t_min);
+  const z_slab_sampler<decltype(slab)> sample{slab, static_cast<float>(p.z0)};
+  const float value = joseph_ray_window(sample, q, d, p.nx, p.ny, p.nz,
+                                        static_cast<float>(sqrt(len2)), t_min, p.z_lo, p.z_hi);
   out[(static_cast<std::int64_t>(i) * p.rows + r) * p.cols + c] = value;
 }
 
@@ -117,6 +133,8 @@ namespace ctforge::detail {
 projection_stack cuda_forward_project(const volume& vol, const geometry& g,
                                       const cuda_options& copt) {
   using namespace kernels::cuda;
+  using clock_type = std::chrono::steady_clock;
+  const auto t_start = clock_type::now();
   g.validate();
   const volume_geometry& vg = vol.geom;
   vg.validate();
@@ -130,37 +148,38 @@ projection_stack cuda_forward_project(const volume& vol, const geometry& g,
   CTFORGE_CUDA_TRY(cudaDeviceGetAttribute(&max3[0], cudaDevAttrMaxTexture3DWidth, copt.device));
   CTFORGE_CUDA_TRY(cudaDeviceGetAttribute(&max3[1], cudaDevAttrMaxTexture3DHeight, copt.device));
   CTFORGE_CUDA_TRY(cudaDeviceGetAttribute(&max3[2], cudaDevAttrMaxTexture3DDepth, copt.device));
-  CTFORGE_EXPECTS(vg.nx <= max3[0] && vg.ny <= max3[1] && vg.nz <= max3[2],
-                  "CUDA forward projection: volume of " + std::to_string(vg.nx) + " x " +
-                      std::to_string(vg.ny) + " x " + std::to_string(vg.nz) +
-                      " voxels exceeds the 3D texture limit (" + std::to_string(max3[0]) + " x " +
-                      std::to_string(max3[1]) + " x " + std::to_string(max3[2]) + ")");
+  CTFORGE_EXPECTS(vg.nx <= max3[0] && vg.ny <= max3[1],
+                  "CUDA forward projection: volume planes of " + std::to_string(vg.nx) + " x " +
+                      std::to_string(vg.ny) + " voxels exceed the 3D texture limit (" +
+                      std::to_string(max3[0]) + " x " + std::to_string(max3[1]) + ")");
+  CTFORGE_EXPECTS(vg.nz < (std::int64_t{1} << 24),
+                  "CUDA forward projection: more than 2^24 volume planes");
   CTFORGE_EXPECTS(g.rows <= 65535 * k_block_y && g.cols < (std::int64_t{1} << 30),
                   "CUDA forward projection: detector too large");
 
   const std::int64_t V = g.view_count(), R = g.rows, C = g.cols;
-  // Memory: the 3D array, plus output buffers for a chunk of views.
-  std::size_t free_b = 0, total_b = 0;
-  CTFORGE_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b), "querying device memory");
-  std::int64_t budget = static_cast<std::int64_t>(free_b) -
-                        std::min<std::int64_t>(512 << 20, static_cast<std::int64_t>(free_b) / 10);
-  if (copt.memory_limit_bytes > 0) budget = std::min(budget, copt.memory_limit_bytes);
-  const std::int64_t vol_bytes = vg.voxel_count() * 4;
-  const std::int64_t view_bytes = R * C * 4;
-  const std::int64_t avail = budget - vol_bytes - vol_bytes / 16 - (8 << 20);
-  CTFORGE_CHECK(avail >= view_bytes, "CUDA forward projection: the volume (" +
-                                         format_bytes(vol_bytes) + ") and one projection (" +
-                                         format_bytes(view_bytes) +
-                                         ") do not fit in the device memory budget of " +
-                                         format_bytes(budget) + memory_state() + k_memory_hint);
-  const std::int64_t chunk =
-      std::clamp<std::int64_t>(avail / view_bytes, 1, std::min<std::int64_t>(V, 1024));
+  const std::int64_t view_floats = R * C;
+  // Chunks of views into two output buffers; slabs when the volume does not fit beside them.
+  const forward_plan pl =
+      make_forward_plan(vg, V, R, C, device_memory_budget(copt.memory_limit_bytes), max3[2]);
+  const std::int64_t chunk = pl.views_per_chunk;
+  const std::int64_t tex_nz = pl.slab_nz;
+  const std::int64_t plane = vg.nx * vg.ny;
 
-  const stream s(0);
-  cuda_array arr(cuda_array::kind::volume_3d, vg.nx, vg.ny, vg.nz, false, "the volume");
+  const stream s_k(0), s_c(0);  // rays, downloads
+  cuda_array arr(cuda_array::kind::volume_3d, vg.nx, vg.ny, tex_nz, false, "the volume");
   const bool hw = copt.hardware_interpolation;
   const texture_object tex(arr, hw);
-  device_buffer<float> out_dev(static_cast<std::size_t>(chunk * R * C), "forward projections");
+  device_buffer<float> out0(static_cast<std::size_t>(chunk * view_floats), "forward projections");
+  device_buffer<float> out1(static_cast<std::size_t>(chunk * view_floats), "forward projections");
+  const device_buffer<float>* out_dev[2] = {&out0, &out1};
+  pinned_buffer<float> stage0(static_cast<std::size_t>(chunk * view_floats),
+                              "forward projection staging");
+  pinned_buffer<float> stage1(static_cast<std::size_t>(chunk * view_floats),
+                              "forward projection staging");
+  const pinned_buffer<float>* stage[2] = {&stage0, &stage1};
+  const event ev_k[2] = {event(false), event(false)};  // rays of the chunk in out_dev[p] done
+  const event ev_c[2] = {event(false), event(false)};  // its download into stage[p] done
 
   std::vector<fp_view> views(static_cast<std::size_t>(V));
   for (std::int64_t v = 0; v < V; ++v) {
@@ -176,14 +195,8 @@ projection_stack cuda_forward_project(const volume& vol, const geometry& g,
   }
   device_buffer<fp_view> views_dev(views.size(), "view geometry");
   CTFORGE_CUDA_TRY(cudaMemcpyAsync(views_dev.data(), views.data(), views.size() * sizeof(fp_view),
-                                   cudaMemcpyHostToDevice, s),
+                                   cudaMemcpyHostToDevice, s_k),
                    "uploading view geometry");
-  {
-    const cudaMemcpy3DParms cp =
-        arr.copy_from(vol.data.data(), static_cast<std::size_t>(vg.nx) * sizeof(float), vg.nx,
-                      vg.ny, vg.nz, 0, cudaMemcpyHostToDevice);
-    CTFORGE_CUDA_TRY(cudaMemcpy3DAsync(&cp, s), "uploading the volume");
-  }
 
   fp_params p{};
   p.nx = static_cast<int>(vg.nx);
@@ -192,6 +205,7 @@ projection_stack cuda_forward_project(const volume& vol, const geometry& g,
   p.cols = static_cast<int>(C);
   p.rows = static_cast<int>(R);
   p.cone = g.beam == beam_kind::cone ? 1 : 0;
+  p.tex_nz = static_cast<int>(tex_nz);
   const vec3 centre =
       vg.voxel_center(0.5 * static_cast<double>(vg.nx - 1), 0.5 * static_cast<double>(vg.ny - 1),
                       0.5 * static_cast<double>(vg.nz - 1));
@@ -203,25 +217,103 @@ projection_stack cuda_forward_project(const volume& vol, const geometry& g,
   p.centre[1] = centre.y;
   p.centre[2] = centre.z;
 
+  // The last slab may be shallower than the texture: its remaining planes are filled with
+  // zeros (the volume's border) from this host buffer, so no plane of an earlier slab shows.
+  const std::int64_t n_slabs = pl.slabs;
+  const std::int64_t last_nz = vg.nz - (n_slabs - 1) * tex_nz;
+  const std::vector<float> zeros(static_cast<std::size_t>((tex_nz - last_nz) * plane), 0.0f);
+
+  // In-flight work must finish before the buffers above are destroyed on an exception.
+  struct sync_on_unwind {
+    const stream* streams[2];
+    ~sync_on_unwind() {
+      for (const stream* s : streams) cudaStreamSynchronize(s->get());
+      cudaGetLastError();
+    }
+  } const unwind_guard{{&s_k, &s_c}};
+
+  const int threads = omp_get_max_threads();
+  const std::int64_t chunks_per_slab = (V + chunk - 1) / chunk;
   projection_stack out(V, R, C);
-  for (std::int64_t v0 = 0; v0 < V; v0 += chunk) {
-    const std::int64_t n = std::min(chunk, V - v0);
-    const dim3 block(k_block_x, k_block_y, 1);
-    const dim3 grid(blocks_for(C, k_block_x), blocks_for(R, k_block_y), static_cast<unsigned>(n));
-    if (hw)
-      forward_project_kernel<interp::hardware><<<grid, block, 0, s>>>(
-          tex.get(), views_dev.data(), p, static_cast<int>(v0), out_dev.data());
+  // Moves job j's projections (slab j / chunks_per_slab, views from v0) from stage[j % 2] into
+  // `out`: copied for the first slab, added for the others.
+  const auto consume = [&](std::int64_t j) {
+    const std::int64_t slab = j / chunks_per_slab;
+    const std::int64_t v0 = (j % chunks_per_slab) * chunk, n = std::min(chunk, V - v0);
+    ev_c[j % 2].synchronize();
+    const float* src = stage[j % 2]->data();
+    if (slab == 0)
+      ctforge::detail::parallel_copy(
+          out.view(v0), src, static_cast<std::size_t>(n * view_floats) * sizeof(float), threads);
     else
-      forward_project_kernel<interp::exact><<<grid, block, 0, s>>>(
-          tex.get(), views_dev.data(), p, static_cast<int>(v0), out_dev.data());
-    CTFORGE_CUDA_CHECK_LAUNCH("launching the forward projection kernel");
-    CTFORGE_CUDA_TRY(cudaMemcpyAsync(out.view(v0), out_dev.data(),
-                                     static_cast<std::size_t>(n * R * C) * sizeof(float),
-                                     cudaMemcpyDeviceToHost, s),
-                     "downloading projections");
+      ctforge::detail::parallel_add(out.view(v0), src, n * view_floats, threads);
+  };
+
+  const dim3 block(k_block_x, k_block_y, 1);
+  const auto t_loop = clock_type::now();
+  std::int64_t j = 0;
+  for (std::int64_t s = 0; s < n_slabs; ++s) {
+    const std::int64_t z0 = s * tex_nz, nz_s = std::min(tex_nz, vg.nz - z0);
+    // The kernels of the previous slab (earlier on s_k) finish reading the array first.
+    {
+      const cudaMemcpy3DParms cp = arr.copy_from(vol.data.data() + z0 * plane,
+                                                 static_cast<std::size_t>(vg.nx) * sizeof(float),
+                                                 vg.nx, vg.ny, nz_s, 0, cudaMemcpyHostToDevice);
+      CTFORGE_CUDA_TRY(
+          cudaMemcpy3DAsync(&cp, s_k),
+          "uploading volume planes " + std::to_string(z0) + ".." + std::to_string(z0 + nz_s - 1));
+    }
+    if (nz_s < tex_nz) {
+      const cudaMemcpy3DParms cp =
+          arr.copy_from(zeros.data(), static_cast<std::size_t>(vg.nx) * sizeof(float), vg.nx, vg.ny,
+                        tex_nz - nz_s, nz_s, cudaMemcpyHostToDevice);
+      CTFORGE_CUDA_TRY(cudaMemcpy3DAsync(&cp, s_k), "zeroing the last slab's spare planes");
+    }
+    p.z0 = static_cast<int>(z0);
+    p.z_lo = static_cast<float>(z0) - 1.0f;
+    p.z_hi = static_cast<float>(z0 + tex_nz);
+    for (std::int64_t v0 = 0; v0 < V; v0 += chunk, ++j) {
+      const int b = static_cast<int>(j % 2);
+      const std::int64_t n = std::min(chunk, V - v0);
+      // out_dev[b] and stage[b] were last used by job j - 2: its download has finished (the
+      // host consumed it at the end of iteration j - 1).
+      if (j >= 2) s_k.wait(ev_c[b]);
+      const dim3 grid(blocks_for(C, k_block_x), blocks_for(R, k_block_y), static_cast<unsigned>(n));
+      if (hw)
+        forward_project_kernel<interp::hardware><<<grid, block, 0, s_k>>>(
+            tex.get(), views_dev.data(), p, static_cast<int>(v0), out_dev[b]->data());
+      else
+        forward_project_kernel<interp::exact><<<grid, block, 0, s_k>>>(
+            tex.get(), views_dev.data(), p, static_cast<int>(v0), out_dev[b]->data());
+      CTFORGE_CUDA_CHECK_LAUNCH("launching the forward projection kernel");
+      ev_k[b].record(s_k);
+      s_c.wait(ev_k[b]);
+      CTFORGE_CUDA_TRY(cudaMemcpyAsync(stage[b]->data(), out_dev[b]->data(),
+                                       static_cast<std::size_t>(n * view_floats) * sizeof(float),
+                                       cudaMemcpyDeviceToHost, s_c),
+                       "downloading projections");
+      ev_c[b].record(s_c);
+      // While the GPU traces job j, the host takes job j - 1.
+      if (j >= 1) consume(j - 1);
+    }
   }
-  s.synchronize("forward projecting");
+  consume(j - 1);
+
+  detail::cuda_forward_stats st;
+  st.total_ms = std::chrono::duration<double, std::milli>(clock_type::now() - t_start).count();
+  st.stream_ms = std::chrono::duration<double, std::milli>(clock_type::now() - t_loop).count();
+  st.views_per_chunk = static_cast<int>(chunk);
+  st.slabs = static_cast<int>(n_slabs);
+  st.slab_nz = tex_nz;
+  st.budget_bytes = pl.budget;
+  st.planned_bytes = pl.planned;
+  st.hardware_interpolation = hw;
+  g_last_forward_stats = st;
   return out;
+}
+
+cuda_forward_stats cuda_last_forward_stats() {
+  return kernels::cuda::g_last_forward_stats;
 }
 
 }  // namespace ctforge::detail

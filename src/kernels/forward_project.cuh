@@ -97,6 +97,29 @@ CTFORGE_HD bool clip_axis(float p, float d, float lo, float hi, float& t0, float
   return t0 <= t1;
 }
 
+/// A sampler of one z-slab (planes [z0, z0 + depth) of a larger volume) addressed with the
+/// whole volume's index coordinates: `inner` samples the slab on its own (local plane 0 =
+/// global plane z0, zero outside the slab). z - z0 is exact in float for |z|, z0 < 2^24, so a
+/// sample reads the same weights as in the whole volume. The whole volume's samples are the
+/// sums of its slabs' samples (trilinear interpolation is linear in the voxel values), which is
+/// how a volume larger than device memory is projected slab by slab.
+template <class Sampler>
+struct z_slab_sampler {
+  Sampler inner;
+  float z0;
+  CTFORGE_HD float operator()(float x, float y, float z) const { return inner(x, y, z - z0); }
+};
+
+/// joseph_ray restricted to the ray points with z_lo <= z <= z_hi (index coordinates); the
+/// planes sampled are those of joseph_ray whose ray point falls in that range. With a slab
+/// sampler of planes [z0, z0 + depth) and [z_lo, z_hi] = [z0 - 1, z0 + depth], every sample
+/// left out reads zero from the slab (up to float rounding at the window's ends, where the
+/// slab's weight is ~0), so the sum over slabs is the whole volume's joseph_ray.
+/// [z_lo, z_hi] = [-1, nz] is joseph_ray itself.
+template <class Sampler>
+CTFORGE_HD float joseph_ray_window(const Sampler& sample, f3 p, f3 d, int nx, int ny, int nz,
+                                   float dir_mm, float t_min, float z_lo, float z_hi);
+
 /// Joseph line integral of the ray p + t d (index coordinates) through a volume of
 /// nx * ny * nz voxels, in mm * density. `dir_mm` is the length in mm of the direction vector
 /// d (i.e. of d converted back to world units), so that a unit step in t covers dir_mm mm.
@@ -108,13 +131,20 @@ CTFORGE_HD bool clip_axis(float p, float d, float lo, float hi, float& t0, float
 template <class Sampler>
 CTFORGE_HD float joseph_ray(const Sampler& sample, f3 p, f3 d, int nx, int ny, int nz, float dir_mm,
                             float t_min = -3.0e38f) {
+  return joseph_ray_window(sample, p, d, nx, ny, nz, dir_mm, t_min, -1.0f, static_cast<float>(nz));
+}
+
+template <class Sampler>
+CTFORGE_HD float joseph_ray_window(const Sampler& sample, f3 p, f3 d, int nx, int ny, int nz,
+                                   float dir_mm, float t_min, float z_lo, float z_hi) {
   const float ax = fabsf(d.x), ay = fabsf(d.y), az = fabsf(d.z);
   // Dominant axis: 0 = x, 1 = y, 2 = z (ties resolved towards x, then y).
   const int axis = (ax >= ay && ax >= az) ? 0 : (ay >= az ? 1 : 2);
   float t0 = t_min, t1 = 3.0e38f;
   if (!clip_axis(p.x, d.x, -1.0f, static_cast<float>(nx), t0, t1)) return 0.0f;
   if (!clip_axis(p.y, d.y, -1.0f, static_cast<float>(ny), t0, t1)) return 0.0f;
-  if (!clip_axis(p.z, d.z, -1.0f, static_cast<float>(nz), t0, t1)) return 0.0f;
+  if (!clip_axis(p.z, d.z, max_f(z_lo, -1.0f), min_f(z_hi, static_cast<float>(nz)), t0, t1))
+    return 0.0f;
 
   // Main-axis quantities, and the step per unit of the main coordinate.
   const float pm = axis == 0 ? p.x : (axis == 1 ? p.y : p.z);

@@ -14,6 +14,7 @@
 #include "recon/backproject_cpu.hpp"
 #include "recon/cuda_dispatch.hpp"
 #include "recon/fdk.hpp"
+#include "recon/forward_project_cpu.hpp"
 
 namespace ctforge {
 namespace {
@@ -28,26 +29,42 @@ void check_int_sizes(const volume_geometry& vg) {
                   fmt::format("volume size {}x{}x{} too large", vg.nx, vg.ny, vg.nz));
 }
 
-}  // namespace
-
-projection_stack forward_project(const volume& vol, const geometry& g, int threads) {
+void check_forward_inputs(const volume& vol, const geometry& g) {
   g.validate();
   vol.geom.validate();
   check_int_sizes(vol.geom);
   CTFORGE_EXPECTS(static_cast<std::int64_t>(vol.data.size()) == vol.geom.voxel_count(),
                   fmt::format("forward projection: volume holds {} values for {} voxels",
                               vol.data.size(), vol.geom.voxel_count()));
+}
+
+/// Zero-bordered copy of planes [z0, z0 + nz) for the branch-free sampler (same values as the
+/// border-zero trilinear interpolation of those planes alone).
+std::vector<float> padded_planes(const volume& vol, std::int64_t z0, std::int64_t nz) {
   const volume_geometry& vg = vol.geom;
-  // Zero-bordered copy for the branch-free sampler (same values as the border-zero trilinear
-  // interpolation of the volume).
-  const std::int64_t px = vg.nx + 3, py = vg.ny + 3, pz = vg.nz + 3;
+  const std::int64_t px = vg.nx + 3, py = vg.ny + 3, pz = nz + 3;
   std::vector<float> padded(static_cast<std::size_t>(px * py * pz), 0.0f);
-  for (std::int64_t k = 0; k < vg.nz; ++k)
+  for (std::int64_t k = 0; k < nz; ++k)
     for (std::int64_t j = 0; j < vg.ny; ++j)
-      std::copy_n(vol.data.data() + (k * vg.ny + j) * vg.nx, vg.nx,
+      std::copy_n(vol.data.data() + ((z0 + k) * vg.ny + j) * vg.nx, vg.nx,
                   padded.data() + ((k + 1) * py + (j + 1)) * px + 1);
-  const kernels::padded_volume_sampler sampler{padded.data(), static_cast<int>(vg.nx),
-                                               static_cast<int>(vg.ny), static_cast<int>(vg.nz)};
+  return padded;
+}
+
+/// Projects planes [z0, z0 + nz) of `vol` (the whole volume when nz = vol.geom.nz) into `out`
+/// (adding when `accumulate`) with kernels::joseph_ray_window: the per-ray set-up and body the
+/// CUDA kernel runs (src/kernels/forward_project.cu), per z-slab as the GPU does when the
+/// volume exceeds device memory.
+void project_planes(const volume& vol, const geometry& g, std::int64_t z0, std::int64_t nz,
+                    bool accumulate, projection_stack& out, int threads) {
+  const volume_geometry& vg = vol.geom;
+  const std::vector<float> padded = padded_planes(vol, z0, nz);
+  const kernels::z_slab_sampler<kernels::padded_volume_sampler> sampler{
+      {padded.data(), static_cast<int>(vg.nx), static_cast<int>(vg.ny), static_cast<int>(nz)},
+      static_cast<float>(z0)};
+  const int nx = static_cast<int>(vg.nx), ny = static_cast<int>(vg.ny),
+            nz_all = static_cast<int>(vg.nz);
+  const float z_lo = static_cast<float>(z0) - 1.0f, z_hi = static_cast<float>(z0 + nz);
   const vec3 org{vg.origin_mm[0], vg.origin_mm[1], vg.origin_mm[2]};
   const vec3 inv_sp{1.0 / vg.spacing_mm[0], 1.0 / vg.spacing_mm[1], 1.0 / vg.spacing_mm[2]};
   // Volume centre (mm): rays are re-anchored at their point nearest to it, so that the float
@@ -55,7 +72,6 @@ projection_stack forward_project(const volume& vol, const geometry& g, int threa
   const vec3 centre =
       vg.voxel_center(0.5 * static_cast<double>(vg.nx - 1), 0.5 * static_cast<double>(vg.ny - 1),
                       0.5 * static_cast<double>(vg.nz - 1));
-  projection_stack out(g.view_count(), g.rows, g.cols);
   const bool cone = g.beam == beam_kind::cone;
   const std::int64_t n_lines = g.view_count() * g.rows;
 #pragma omp parallel for schedule(dynamic, 2) num_threads(thread_count(threads))
@@ -72,15 +88,41 @@ projection_stack forward_project(const volume& vol, const geometry& g, int threa
       const vec3 p{(anchor.x - org.x) * inv_sp.x, (anchor.y - org.y) * inv_sp.y,
                    (anchor.z - org.z) * inv_sp.z};
       const vec3 d{dir.x * inv_sp.x, dir.y * inv_sp.y, dir.z * inv_sp.z};
-      out.at(v, r, c) = kernels::joseph_ray(
+      const float value = kernels::joseph_ray_window(
           sampler,
           kernels::f3{static_cast<float>(p.x), static_cast<float>(p.y), static_cast<float>(p.z)},
           kernels::f3{static_cast<float>(d.x), static_cast<float>(d.y), static_cast<float>(d.z)},
-          sampler.nx, sampler.ny, sampler.nz, static_cast<float>(std::sqrt(len2)), t_min);
+          nx, ny, nz_all, static_cast<float>(std::sqrt(len2)), t_min, z_lo, z_hi);
+      if (accumulate)
+        out.at(v, r, c) += value;
+      else
+        out.at(v, r, c) = value;
     }
   }
+}
+
+}  // namespace
+
+projection_stack forward_project(const volume& vol, const geometry& g, int threads) {
+  check_forward_inputs(vol, g);
+  projection_stack out(g.view_count(), g.rows, g.cols);
+  project_planes(vol, g, 0, vol.geom.nz, false, out, threads);
   return out;
 }
+
+namespace detail {
+
+projection_stack forward_project_slabs(const volume& vol, const geometry& g, std::int64_t slab_nz,
+                                       int threads) {
+  check_forward_inputs(vol, g);
+  CTFORGE_EXPECTS(slab_nz >= 1, "forward projection: slab depth must be at least 1 plane");
+  projection_stack out(g.view_count(), g.rows, g.cols);
+  for (std::int64_t z0 = 0; z0 < vol.geom.nz; z0 += slab_nz)
+    project_planes(vol, g, z0, std::min(slab_nz, vol.geom.nz - z0), z0 > 0, out, threads);
+  return out;
+}
+
+}  // namespace detail
 
 volume back_project(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
                     int threads, bool reference) {

@@ -169,6 +169,62 @@ TEST(CudaPlan, TooSmallBudgetNamesTheOption) {
   }
 }
 
+// ---- forward projector plan (host code) ----------------------------------------------------
+
+TEST(CudaForwardPlan, WholeVolumeWithTheLargestChunkThatFits) {
+  const auto vg = volume_geometry::centered(96, 90, 70, {1, 1, 1});
+  const kc::forward_plan p = kc::make_forward_plan(vg, 100, 64, 80, std::int64_t{1} << 34);
+  EXPECT_EQ(p.slabs, 1);
+  EXPECT_EQ(p.slab_nz, 70);
+  EXPECT_EQ(p.views_per_chunk, 100);  // 100 views of 20 KiB: far below the 256 MiB chunk cap
+  EXPECT_LE(p.planned, p.budget);
+  // A budget that holds the volume with 25 views per buffer but not 50: the chunk halves
+  // (100 -> 50 -> 25) before the volume is split.
+  const std::int64_t budget = kc::forward_plan_bytes(vg, 100, 64, 80, 25, 70);
+  const kc::forward_plan q = kc::make_forward_plan(vg, 100, 64, 80, budget);
+  EXPECT_EQ(q.slabs, 1);
+  EXPECT_EQ(q.views_per_chunk, 25);
+  EXPECT_EQ(q.planned, budget);
+  // Large detectors: a chunk holds at most 256 MiB of projections.
+  EXPECT_EQ(kc::forward_initial_chunk(1000, 1024, 1024), 64);
+  EXPECT_EQ(kc::forward_initial_chunk(3, 4096, 4096), 3);
+  EXPECT_EQ(kc::forward_initial_chunk(5000, 8, 8), 1024);
+}
+
+TEST(CudaForwardPlan, SplitsIntoBalancedSlabsThatFit) {
+  const auto vg = volume_geometry::centered(96, 90, 70, {1, 1, 1});
+  for (std::int64_t planes : {1, 2, 13, 35, 50}) {
+    const std::int64_t budget = kc::forward_plan_bytes(vg, 100, 64, 80, 8, planes);
+    const kc::forward_plan p = kc::make_forward_plan(vg, 100, 64, 80, budget);
+    EXPECT_EQ(p.views_per_chunk, 8) << planes;
+    EXPECT_LE(p.planned, budget) << planes;
+    EXPECT_LE(p.slab_nz, planes) << planes;
+    EXPECT_EQ(p.slabs, (70 + planes - 1) / planes) << planes;
+    EXPECT_EQ(p.slabs, (70 + p.slab_nz - 1) / p.slab_nz) << planes;
+    EXPECT_LT(p.slabs * p.slab_nz - 70, p.slabs) << planes;  // balanced
+  }
+  // The device's 3D texture depth caps a slab even when memory would hold more.
+  const kc::forward_plan d = kc::make_forward_plan(vg, 100, 64, 80, std::int64_t{1} << 34, 16);
+  EXPECT_EQ(d.slabs, 5);
+  EXPECT_EQ(d.slab_nz, 14);
+}
+
+TEST(CudaForwardPlan, TooSmallBudgetNamesTheOption) {
+  const auto vg = volume_geometry::centered(96, 90, 70, {1, 1, 1});
+  const std::int64_t need = kc::forward_plan_bytes(vg, 100, 64, 80, 1, 1);
+  EXPECT_NO_THROW((void)kc::make_forward_plan(vg, 100, 64, 80, need));
+  try {
+    (void)kc::make_forward_plan(vg, 100, 64, 80, need - 1);
+    FAIL() << "expected ctforge::error";
+  } catch (const usage_error&) {
+    FAIL() << "a budget too small is a runtime error, not a usage error";
+  } catch (const error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("--gpu-memory-limit"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("96 x 90"), std::string::npos) << msg;
+  }
+}
+
 // Every voxel centre of a slab, in every view, has both bilinear taps that can be non-zero
 // inside the kept row range, and thin slabs keep only part of a tall detector.
 TEST(CudaPlan, SlabRowRangesCoverEveryTap) {
@@ -466,12 +522,22 @@ TEST_F(CudaPipeline, RepeatedCallsDoNotGrowDeviceMemory) {
   small.memory_limit_bytes = slab_budget(p, 8, 20);
   detail::cuda_options tiny = copt;
   tiny.memory_limit_bytes = 1 << 20;
+  // Forward projection, whole volume and in z-slabs of 10 planes.
+  volume vol(p.vg);
+  std::fill(vol.data.begin(), vol.data.end(), 0.01f);
+  detail::cuda_options fp_slabs = copt;
+  fp_slabs.memory_limit_bytes =
+      kc::forward_plan_bytes(p.vg, p.proj.views, p.proj.rows, p.proj.cols, 8, 10);
   const auto all_paths = [&] {
     (void)detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, copt);
     (void)detail::cuda_back_project(p.proj, p.g, p.vg, copt);
     (void)detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, small);
     EXPECT_GT(detail::cuda_last_pipeline_stats().slabs, 1);
     EXPECT_THROW((void)detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, tiny), ctforge::error);
+    (void)detail::cuda_forward_project(vol, p.g, copt);
+    (void)detail::cuda_forward_project(vol, p.g, fp_slabs);
+    EXPECT_GT(detail::cuda_last_forward_stats().slabs, 1);
+    EXPECT_THROW((void)detail::cuda_forward_project(vol, p.g, tiny), ctforge::error);
   };
   // Warm-up: module loading and library initialisation allocate once per process.
   all_paths();

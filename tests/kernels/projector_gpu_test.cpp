@@ -44,7 +44,7 @@ constexpr double k_exact_tol = 1e-5;
 // 10x margin while a half-pixel shift still fails.
 constexpr double k_hardware_tol = 1e-3;
 
-enum class geo { cone, parallel, cone_vec, parallel_vec };
+enum class geo { cone, parallel, cone_vec, parallel_vec, steep };
 
 struct proj_case {
   std::string name;
@@ -53,9 +53,13 @@ struct proj_case {
   std::int64_t nx = 31, ny = 27, nz = 19;
   bool hardware = false;
   // > 0: memory budget of the back-projection = its batch buffers plus this many volume
-  // planes (forces a z-slab split).
+  // planes (forces a z-slab split); of the forward projection = two output chunks of
+  // min(initial chunk, 8) views plus a 3D texture of this many planes.
   std::int64_t slab_planes = 0;
   int views_per_batch = 0;
+  // > 0 (without slab_planes): forward projection budget for the whole volume and output
+  // chunks of this many views (forces several chunks).
+  std::int64_t fp_chunk = 0;
 };
 
 std::ostream& operator<<(std::ostream& os, const proj_case& c) {
@@ -83,6 +87,8 @@ geometry vectorised(const geometry& circ) {
 }
 
 geometry make_geometry(const proj_case& c) {
+  if (c.kind == geo::steep)
+    return ctforge::testing::steep_parallel_geometry(c.cols, c.rows, c.views);
   const auto angles =
       angle_range(0.3, 2 * std::numbers::pi / static_cast<double>(c.views), c.views);
   const bool cone = c.kind == geo::cone || c.kind == geo::cone_vec;
@@ -92,11 +98,46 @@ geometry make_geometry(const proj_case& c) {
   return g;
 }
 
+std::vector<proj_case> cases();
+
 double peak_of(const std::vector<float>& v) {
   return ctforge::testing::peak_abs(v);
 }
 
 class ProjectorGpu : public ctforge::testing::gpu_param_test<proj_case> {};
+
+/// Device memory budget that makes the forward projector run case c's plan (0: unlimited).
+std::int64_t forward_budget(const proj_case& c, const volume_geometry& vg) {
+  if (c.slab_planes <= 0 && c.fp_chunk <= 0) return 0;
+  const std::int64_t chunk =
+      c.fp_chunk > 0 ? c.fp_chunk
+                     : std::min<std::int64_t>(
+                           kernels::cuda::forward_initial_chunk(c.views, c.rows, c.cols), 8);
+  return kernels::cuda::forward_plan_bytes(vg, c.views, c.rows, c.cols, chunk,
+                                           c.slab_planes > 0 ? c.slab_planes : c.nz);
+}
+
+// Host side, runs without a device: each case's budget forces the plan the case is about
+// (slabs of at most slab_planes planes, or several chunks over the whole volume).
+TEST(ProjectorGpuPlan, CasesForceTheirForwardPlan) {
+  for (const proj_case& c : cases()) {
+    const auto vg = volume_geometry::centered(c.nx, c.ny, c.nz, {k_vox, k_vox, k_vox});
+    const std::int64_t budget = forward_budget(c, vg);
+    if (budget == 0) continue;
+    const kernels::cuda::forward_plan p =
+        kernels::cuda::make_forward_plan(vg, c.views, c.rows, c.cols, budget);
+    if (c.slab_planes > 0) {
+      EXPECT_EQ(p.slabs, (c.nz + c.slab_planes - 1) / c.slab_planes) << c.name;
+      EXPECT_GT(p.slabs * p.slab_nz, c.nz) << c.name
+                                           << ": the last slab should leave spare "
+                                              "texture planes (zero-filled on the GPU)";
+    } else {
+      EXPECT_EQ(p.slabs, 1) << c.name;
+      EXPECT_LE(p.views_per_chunk, c.fp_chunk) << c.name;
+      EXPECT_GT((c.views + p.views_per_chunk - 1) / p.views_per_chunk, 2) << c.name;
+    }
+  }
+}
 
 TEST_P(ProjectorGpu, ForwardProjectionMatchesCpu) {
   const proj_case& c = GetParam();
@@ -106,13 +147,25 @@ TEST_P(ProjectorGpu, ForwardProjectionMatchesCpu) {
   const projection_stack cpu = forward_project(vol, g);
   detail::cuda_options copt;
   copt.hardware_interpolation = c.hardware;
+  copt.memory_limit_bytes = forward_budget(c, vg);
   const projection_stack gpu = detail::cuda_forward_project(vol, g, copt);
+  const detail::cuda_forward_stats st = detail::cuda_last_forward_stats();
   ASSERT_EQ(gpu.data.size(), cpu.data.size());
   const double peak = peak_of(cpu.data);
   ASSERT_GT(peak, 0.0);
   const double mae = mean_abs_error(gpu.data, cpu.data);
   EXPECT_LE(mae, (c.hardware ? k_hardware_tol : k_exact_tol) * peak)
-      << c.name << ": mean |gpu - cpu| = " << mae << " = " << mae / peak << " of the peak";
+      << c.name << ": mean |gpu - cpu| = " << mae << " = " << mae / peak << " of the peak; "
+      << st.slabs << " slabs of " << st.slab_nz << " planes, chunks of " << st.views_per_chunk
+      << " views";
+  if (copt.memory_limit_bytes > 0) {
+    const kernels::cuda::forward_plan p =
+        kernels::cuda::make_forward_plan(vg, c.views, c.rows, c.cols, copt.memory_limit_bytes);
+    EXPECT_EQ(st.slabs, p.slabs);
+    EXPECT_EQ(st.views_per_chunk, p.views_per_chunk);
+  } else {
+    EXPECT_EQ(st.slabs, 1);
+  }
 }
 
 TEST_P(ProjectorGpu, BackProjectionMatchesCpu) {
@@ -189,6 +242,10 @@ std::vector<proj_case> cases() {
                .nz = 61,
                .slab_planes = 13,
                .views_per_batch = 4});
+  v.push_back({.name = "steep_parallel_z_dominant", .kind = geo::steep});
+  v.push_back(
+      {.name = "steep_parallel_slab_split", .kind = geo::steep, .nz = 41, .slab_planes = 9});
+  v.push_back({.name = "cone_forward_chunks", .fp_chunk = 5});
   v.push_back({.name = "cone_hardware_interpolation", .hardware = true});
   v.push_back(
       {.name = "parallel_vec_hardware_interpolation", .kind = geo::parallel_vec, .hardware = true});

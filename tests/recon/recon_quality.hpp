@@ -147,4 +147,20 @@ inline projection_stack project_pixel_integrated(const phantom& ph, const geomet
   return p;
 }
 
+/// Parallel beam whose rays climb steeply (direction (cos a, sin a, 1.6): z is the dominant
+/// axis of Joseph's method), detector through the isocentre; cols x rows pixels of 1.1 x 0.9
+/// mm, `views` angles over 2 pi. Exercises the z-dominant branch and rays crossing many planes.
+inline geometry steep_parallel_geometry(std::int64_t cols, std::int64_t rows, std::int64_t views) {
+  std::vector<view_vectors> vv;
+  for (std::int64_t k = 0; k < views; ++k) {
+    const double a =
+        0.2 + 2.0 * 3.14159265358979323846 * static_cast<double>(k) / static_cast<double>(views);
+    const vec3 dir{std::cos(a), std::sin(a), 1.6};
+    const vec3 u{-std::sin(a), std::cos(a), 0.0};
+    const vec3 w = cross(dir, u);
+    vv.push_back({dir, {0, 0, 0}, 1.1 * u, (0.9 / norm(w)) * w});
+  }
+  return make_vec_geometry(beam_kind::parallel, cols, rows, std::move(vv));
+}
+
 }  // namespace ctforge::testing

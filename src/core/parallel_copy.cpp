@@ -1,0 +1,47 @@
+#include "core/parallel_copy.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace ctforge::detail {
+namespace {
+
+constexpr std::int64_t k_chunk_bytes = std::int64_t{4} << 20;
+
+int thread_count(int threads, std::int64_t chunks) {
+  const int nt = threads > 0 ? threads : omp_get_max_threads();
+  return static_cast<int>(std::clamp<std::int64_t>(chunks, 1, nt));
+}
+
+}  // namespace
+
+void parallel_copy(void* dst, const void* src, std::size_t bytes, int threads) {
+  const auto total = static_cast<std::int64_t>(bytes);
+  const std::int64_t chunks = (total + k_chunk_bytes - 1) / k_chunk_bytes;
+  const int nt = thread_count(threads, chunks);
+  if (nt <= 1) {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+    return;
+  }
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    const std::int64_t off = c * k_chunk_bytes;
+    std::memcpy(static_cast<char*>(dst) + off, static_cast<const char*>(src) + off,
+                static_cast<std::size_t>(std::min(k_chunk_bytes, total - off)));
+  }
+}
+
+void parallel_add(float* dst, const float* src, std::int64_t n, int threads) {
+  constexpr std::int64_t chunk = k_chunk_bytes / 4;
+  const std::int64_t chunks = (n + chunk - 1) / chunk;
+  const int nt = thread_count(threads, chunks);
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    const std::int64_t end = std::min(n, (c + 1) * chunk);
+    for (std::int64_t i = c * chunk; i < end; ++i) dst[i] += src[i];
+  }
+}
+
+}  // namespace ctforge::detail
