@@ -38,6 +38,21 @@ inline void expect_error_naming(const std::function<void()>& f, const std::strin
   }
 }
 
+/// As expect_error_naming, for a runtime failure: f() must throw ctforge::error but not
+/// usage_error (exit 1, not 2: the input was valid, the machine could not run it).
+inline void expect_runtime_error_naming(const std::function<void()>& f, const std::string& name,
+                                        const std::string& needle = "") {
+  expect_error_naming(
+      [&] {
+        try {
+          f();
+        } catch (const usage_error& e) {
+          ADD_FAILURE() << "a usage error where a runtime error was expected: " << e.what();
+        }
+      },
+      name, needle);
+}
+
 struct cli_result {
   int status = -1;     ///< exit status (-1: did not exit normally)
   std::string output;  ///< stdout and stderr together
