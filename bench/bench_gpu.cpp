@@ -363,13 +363,20 @@ int main(int argc, char** argv) {
             fmt_g(gj, "backproject_gups"), 100 * gj.value("filter_share", 0.0),
             gj.value("slabs", 0), cpu_scale, fmt_g(c1, "gups"), fmt_g(cn, "gups"),
             fmt_s(cn, "extrapolated_full_seconds"), speed);
+        // Where the GPU call's wall time went (host clock), for the first runs on a new machine.
+        fmt::print(
+            "{:<22}   set-up {:.0f} ms, batches {:.0f} ms, download {:.0f} ms; {} views/batch\n",
+            "", gj.value("setup_ms", 0.0), gj.value("stream_ms", 0.0), gj.value("download_ms", 0.0),
+            gj.value("views_per_batch", 0));
       }
     }
     fmt::print(R"(GUPS = voxels x views / s / 1e9, uploads and download included (bp GUPS: device
 time of the back-projection kernels only); filt% = device time in pre-weighting + filtering
 over all device stages (filtering + slab row gathers + back-projection). CPU figures are
 measured on the problem scaled by the 'cpu scl' factor; * cpuN full = full problem time
-EXTRAPOLATED from that GUPS; speedup = GPU GUPS / CPU all-threads GUPS.
+EXTRAPOLATED from that GUPS; speedup = GPU GUPS / CPU all-threads GUPS. set-up: allocations,
+plans, graph capture; batches: the pipelined upload / filter / back-projection loop; download:
+the volume back to the host.
 )");
     if (!o.json_path.empty()) {
       std::ofstream f(o.json_path);

@@ -36,6 +36,8 @@ struct cuda_pipeline_stats {
   std::int64_t budget_bytes = 0;   ///< device memory budget the plan had to fit
   std::int64_t planned_bytes = 0;  ///< device memory the plan allocated (estimate)
   int fft_plans_created = 0;       ///< cuFFT plan pairs made by this call (0: all from the cache)
+  /// Page-locked staging this call allocated (0: reused from the pool of earlier calls).
+  std::int64_t pinned_bytes_allocated = 0;
 };
 
 /// Timings and decisions of the last cuda_forward_project call on this thread.
@@ -48,6 +50,8 @@ struct cuda_forward_stats {
   bool hardware_interpolation = false;
   std::int64_t budget_bytes = 0;   ///< device memory budget the plan had to fit
   std::int64_t planned_bytes = 0;  ///< device memory the plan allocated (estimate)
+  /// Page-locked staging this call allocated (0: reused from the pool of earlier calls).
+  std::int64_t pinned_bytes_allocated = 0;
 };
 
 /// Statistics of the last cuda_forward_project call on this thread (all zero before the
@@ -58,6 +62,11 @@ cuda_forward_stats cuda_last_forward_stats();
 /// and shape; see kernels::cuda::ramp_filter_gpu), and reports how many shapes are cached.
 void cuda_clear_fft_plan_cache();
 std::size_t cuda_fft_plan_cache_size();
+
+/// Frees the idle page-locked staging buffers that GPU calls keep for the next call (at most
+/// 1 GiB; see kernels/pinned_pool.cuh), and reports how many bytes are held.
+void cuda_clear_pinned_pool();
+std::int64_t cuda_pinned_pool_held_bytes();
 
 /// Bytes of the cuFFT work area the ramp filter needs for `rows_total` rows of FFT length
 /// `padded_len` on the current device (the plans are made, or taken from the cache). Tests and

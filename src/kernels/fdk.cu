@@ -41,6 +41,7 @@
 #include "kernels/cuda_host_api.cuh"
 #include "kernels/cuda_pipeline.cuh"
 #include "kernels/cuda_raii.cuh"
+#include "kernels/pinned_pool.cuh"
 #include "recon/cuda_dispatch.hpp"
 #include "recon/fdk_setup.hpp"
 #include "recon/filter.hpp"
@@ -182,9 +183,13 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   }
   stage_timer t_filter(nb), t_bp(nb);
 
-  pinned_buffer<float> staging0(static_cast<std::size_t>(batch_floats), "projection staging");
-  pinned_buffer<float> staging1(static_cast<std::size_t>(batch_floats), "projection staging");
-  const pinned_buffer<float>* staging[2] = {&staging0, &staging1};
+  // Page-locked staging from the process-wide pool (pinning is slow; see pinned_pool.cuh).
+  std::int64_t pinned_allocated = 0;
+  pinned_pool::lease staging0 =
+      lease_pinned(static_cast<std::size_t>(batch_floats), "projection staging", &pinned_allocated);
+  pinned_pool::lease staging1 =
+      lease_pinned(static_cast<std::size_t>(batch_floats), "projection staging", &pinned_allocated);
+  const pinned_buffer<float>* staging[2] = {&staging0.get(), &staging1.get()};
   device_buffer<float> raw0(static_cast<std::size_t>(batch_floats), "a batch of projections");
   device_buffer<float> raw1(static_cast<std::size_t>(batch_floats), "a batch of projections");
   float* raw[2] = {raw0.data(), raw1.data()};
@@ -358,6 +363,7 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   detail::cuda_pipeline_stats st;
   st.views_per_batch = B;
   st.batches = nb;
+  st.pinned_bytes_allocated = pinned_allocated;
   st.slabs = static_cast<int>(slabs.size());
   st.device_store = pl.slab_mode && pl.device_store;
   st.filtered = jb.filter;
@@ -557,6 +563,14 @@ void cuda_clear_fft_plan_cache() {
 
 std::size_t cuda_fft_plan_cache_size() {
   return kernels::cuda::ramp_plan_cache_statistics().size;
+}
+
+void cuda_clear_pinned_pool() {
+  kernels::cuda::pinned_staging_pool().clear();
+}
+
+std::int64_t cuda_pinned_pool_held_bytes() {
+  return static_cast<std::int64_t>(kernels::cuda::pinned_staging_pool().stats().held_bytes);
 }
 
 std::int64_t cuda_fft_work_bytes(std::int64_t padded_len, std::int64_t rows_total) {

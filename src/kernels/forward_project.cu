@@ -25,6 +25,7 @@
 #include "kernels/cuda_pipeline.cuh"
 #include "kernels/cuda_raii.cuh"
 #include "kernels/forward_project.cuh"
+#include "kernels/pinned_pool.cuh"
 #include "recon/cuda_dispatch.hpp"
 
 namespace ctforge::kernels::cuda {
@@ -173,11 +174,12 @@ projection_stack cuda_forward_project(const volume& vol, const geometry& g,
   device_buffer<float> out0(static_cast<std::size_t>(chunk * view_floats), "forward projections");
   device_buffer<float> out1(static_cast<std::size_t>(chunk * view_floats), "forward projections");
   const device_buffer<float>* out_dev[2] = {&out0, &out1};
-  pinned_buffer<float> stage0(static_cast<std::size_t>(chunk * view_floats),
-                              "forward projection staging");
-  pinned_buffer<float> stage1(static_cast<std::size_t>(chunk * view_floats),
-                              "forward projection staging");
-  const pinned_buffer<float>* stage[2] = {&stage0, &stage1};
+  std::int64_t pinned_allocated = 0;  // page-locked staging from the pool (pinned_pool.cuh)
+  pinned_pool::lease stage0 = lease_pinned(static_cast<std::size_t>(chunk * view_floats),
+                                           "forward projection staging", &pinned_allocated);
+  pinned_pool::lease stage1 = lease_pinned(static_cast<std::size_t>(chunk * view_floats),
+                                           "forward projection staging", &pinned_allocated);
+  const pinned_buffer<float>* stage[2] = {&stage0.get(), &stage1.get()};
   const event ev_k[2] = {event(false), event(false)};  // rays of the chunk in out_dev[p] done
   const event ev_c[2] = {event(false), event(false)};  // its download into stage[p] done
 
@@ -308,6 +310,7 @@ projection_stack cuda_forward_project(const volume& vol, const geometry& g,
   st.budget_bytes = pl.budget;
   st.planned_bytes = pl.planned;
   st.hardware_interpolation = hw;
+  st.pinned_bytes_allocated = pinned_allocated;
   g_last_forward_stats = st;
   return out;
 }
