@@ -109,6 +109,10 @@ void run(const recon_cli_options& o) {
   const volume vol = reconstruct(proj, g, vg, ro);
   const double s_recon = t_recon.seconds();
   bar.done();
+  if (where == backend::cuda) {
+    const std::string how = describe_last_gpu_call(gpu_call::reconstruction);
+    if (!how.empty()) note(o.quiet, how);
+  }
 
   const stopwatch t_write;
   io::volume_write_options wo;

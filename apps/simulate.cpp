@@ -131,6 +131,10 @@ void run(const simulate_options& o) {
   projection_stack proj =
       voxel ? forward_project(*voxels, g, po) : project_analytic(ph, g, o.threads);
   const double s_proj = t_proj.seconds();
+  if (voxel && po.where == backend::cuda) {
+    const std::string how = describe_last_gpu_call(gpu_call::forward_projection);
+    if (!how.empty()) note(o.quiet, how);
+  }
 
   std::string noise_text;
   const stopwatch t_noise;

@@ -10,6 +10,10 @@
 #include "ctforge/error.hpp"
 #include "recon/cuda_dispatch.hpp"
 
+#if defined(CTFORGE_WITH_CUDA)
+#include "kernels/cuda_host_api.cuh"
+#endif
+
 namespace ctforge {
 
 backend parse_backend(std::string_view name) {
@@ -58,6 +62,37 @@ backend resolve_backend(backend where, std::string* notice, int device) {
     }
   }
   return backend::cpu;
+}
+
+std::string describe_last_gpu_call(gpu_call kind) {
+#if defined(CTFORGE_WITH_CUDA)
+  if (kind == gpu_call::reconstruction) {
+    const detail::cuda_pipeline_stats st = detail::cuda_last_pipeline_stats();
+    if (st.batches == 0) return {};
+    const std::string layout =
+        st.slabs <= 1 ? std::string("the whole volume on the device")
+                      : fmt::format("{} z-slabs (filtered projections kept in {} memory)", st.slabs,
+                                    st.device_store ? "device" : "pinned host");
+    std::string device_time =
+        st.filtered ? fmt::format("filtering {:.0f} ms, ", st.filter_ms) : std::string();
+    if (st.slabs > 1) device_time += fmt::format("slab row gathers {:.0f} ms, ", st.gather_ms);
+    device_time += fmt::format("back-projection {:.0f} ms", st.backproject_ms);
+    return fmt::format(
+        "gpu: {} batches of up to {} views, {}; device time: {}; set-up {:.0f} ms, volume "
+        "download {:.0f} ms",
+        st.batches, st.views_per_batch, layout, device_time, st.setup_ms, st.download_ms);
+  }
+  const detail::cuda_forward_stats st = detail::cuda_last_forward_stats();
+  if (st.slabs == 0) return {};
+  const std::string layout = st.slabs <= 1
+                                 ? std::string("the whole volume in one 3D texture")
+                                 : fmt::format("{} z-slabs of {} planes", st.slabs, st.slab_nz);
+  return fmt::format("gpu: chunks of up to {} views, {}; {:.0f} ms", st.views_per_chunk, layout,
+                     st.total_ms);
+#else
+  (void)kind;
+  return {};
+#endif
 }
 
 }  // namespace ctforge

@@ -558,6 +558,34 @@ TEST_F(CudaPipeline, StagingBuffersAreReusedAcrossCalls) {
   EXPECT_EQ(detail::cuda_pinned_pool_held_bytes(), 0);
 }
 
+// The one-line report the CLI prints after a GPU call names the plan that ran: batches, the
+// z-slab split and where the filtered projections were kept, and the forward projector's slabs.
+TEST_F(CudaPipeline, LastCallDescriptionNamesThePlan) {
+  const problem p = make(96, 64);
+  recon_options opt;
+  detail::cuda_options copt;
+  (void)detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, copt);
+  std::string d = describe_last_gpu_call(gpu_call::reconstruction);
+  EXPECT_NE(d.find("the whole volume on the device"), std::string::npos) << d;
+  EXPECT_NE(d.find("filtering"), std::string::npos) << d;
+  copt.views_per_batch = 8;
+  copt.memory_limit_bytes = slab_budget(p, 8, 20);
+  (void)detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, copt);
+  const detail::cuda_pipeline_stats st = detail::cuda_last_pipeline_stats();
+  d = describe_last_gpu_call(gpu_call::reconstruction);
+  EXPECT_NE(d.find(std::to_string(st.slabs) + " z-slabs"), std::string::npos) << d;
+  EXPECT_NE(d.find(st.device_store ? "device memory" : "pinned host memory"), std::string::npos)
+      << d;
+  volume vol(p.vg);
+  std::fill(vol.data.begin(), vol.data.end(), 0.01f);
+  detail::cuda_options fp = {};
+  fp.memory_limit_bytes =
+      kc::forward_plan_bytes(p.vg, p.proj.views, p.proj.rows, p.proj.cols, 8, 10);
+  (void)detail::cuda_forward_project(vol, p.g, fp);
+  d = describe_last_gpu_call(gpu_call::forward_projection);
+  EXPECT_NE(d.find("5 z-slabs of 10 planes"), std::string::npos) << d;
+}
+
 // cuFFT plans are made once per shape and device and reused by later calls (the filter window
 // changes only the response, not the plans); results do not depend on whether a plan was cached.
 TEST_F(CudaPipeline, FftPlansAreReusedAcrossCalls) {

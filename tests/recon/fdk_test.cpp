@@ -507,12 +507,17 @@ TEST(FdkBackend, Resolve) {
         << e.what();
   }
   EXPECT_THROW(run_cuda(), ctforge::error);
+  // No GPU call can have run: nothing to describe (the CLI prints nothing then).
+  EXPECT_EQ(describe_last_gpu_call(gpu_call::reconstruction), "");
+  EXPECT_EQ(describe_last_gpu_call(gpu_call::forward_projection), "");
 #else
   const std::string m = usage_message([] { resolve_backend(backend::cuda); });
   EXPECT_EQ(m, "--backend cuda: this build has no CUDA backend");
   EXPECT_EQ(resolve_backend(backend::automatic, &notice), backend::cpu);
   EXPECT_FALSE(notice.empty());
   EXPECT_THROW(run_cuda(), usage_error);
+  EXPECT_EQ(describe_last_gpu_call(gpu_call::reconstruction), "");
+  EXPECT_EQ(describe_last_gpu_call(gpu_call::forward_projection), "");
 #endif
 }
 
