@@ -1,6 +1,7 @@
 // Where a computation runs: the CPU or a CUDA device. Shared by reconstruction and projectors.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -16,6 +17,34 @@ backend parse_backend(std::string_view name);  ///< "auto", "cpu", "cuda" (throw
 /// without the CUDA backend compiled in it is a usage_error. A negative `device`, or one that
 /// is not among the devices present (cuda or automatic), is a usage_error naming --device.
 backend resolve_backend(backend where, std::string* notice = nullptr, int device = 0);
+
+/// Page-locks ("pins") a host memory range for the CUDA backend while this object lives.
+/// GPU calls whose input lies in page-locked memory upload it straight from there; otherwise
+/// they first copy it, batch by batch, into page-locked staging of their own (a host memcpy of
+/// the whole input per call). Pinning costs time itself (the OS locks every page: of the order
+/// of 0.1 s per GB), so it pays for input reconstructed or projected more than once, or kept
+/// pinned for its lifetime as a detector's frame buffers are.
+///
+/// The range must stay allocated and in place while pinned (do not resize the vector that owns
+/// it). Without the CUDA backend or a usable device nothing is pinned and active() is false;
+/// a range that CUDA already knows as page-locked is left as it is (active() false). Other
+/// failures throw ctforge::error. Move-only.
+class pinned_host_range {
+ public:
+  pinned_host_range(const void* data, std::size_t bytes);
+  pinned_host_range(pinned_host_range&& other) noexcept;
+  pinned_host_range& operator=(pinned_host_range&& other) noexcept;
+  pinned_host_range(const pinned_host_range&) = delete;
+  pinned_host_range& operator=(const pinned_host_range&) = delete;
+  ~pinned_host_range();
+
+  /// True when this object pinned the range (and will unpin it when destroyed).
+  bool active() const { return data_ != nullptr; }
+
+ private:
+  void release() noexcept;
+  void* data_ = nullptr;
+};
 
 /// GPU calls whose plan describe_last_gpu_call reports.
 enum class gpu_call {

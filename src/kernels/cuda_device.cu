@@ -129,4 +129,24 @@ std::string cuda_device_description(int device) {
          kernels::cuda::format_bytes(static_cast<std::int64_t>(prop.totalGlobalMem));
 }
 
+bool cuda_pin_host(void* data, std::size_t bytes) {
+  if (data == nullptr || bytes == 0 || !cuda_device_available(nullptr, 0)) return false;
+  if (kernels::cuda::host_range_page_locked(data, bytes)) return false;  // pinned by someone else
+  const cudaError_t e = cudaHostRegister(data, bytes, cudaHostRegisterPortable);
+  if (e == cudaErrorHostMemoryAlreadyRegistered) {
+    cudaGetLastError();
+    return false;
+  }
+  if (e != cudaSuccess)
+    kernels::cuda::throw_cuda(e, "cudaHostRegister", __FILE__, __LINE__,
+                              "page-locking " +
+                                  kernels::cuda::format_bytes(static_cast<std::int64_t>(bytes)) +
+                                  " of host memory");
+  return true;
+}
+
+void cuda_unpin_host(void* data) noexcept {
+  if (data) kernels::cuda::warn_on_error(cudaHostUnregister(data), "cudaHostUnregister");
+}
+
 }  // namespace ctforge::detail

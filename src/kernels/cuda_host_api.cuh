@@ -38,6 +38,9 @@ struct cuda_pipeline_stats {
   int fft_plans_created = 0;       ///< cuFFT plan pairs made by this call (0: all from the cache)
   /// Page-locked staging this call allocated (0: reused from the pool of earlier calls).
   std::int64_t pinned_bytes_allocated = 0;
+  /// The projections were page-locked (ctforge::pinned_host_range) and uploaded straight from
+  /// the caller's memory, without the host copy into staging.
+  bool input_page_locked = false;
 };
 
 /// Timings and decisions of the last cuda_forward_project call on this thread.

@@ -112,6 +112,22 @@ class pinned_buffer {
   std::size_t size_ = 0;
 };
 
+/// True when the whole host range [p, p + bytes) is page-locked memory CUDA knows
+/// (cudaHostAlloc, or cudaHostRegister as ctforge::pinned_host_range does): its first and last
+/// bytes both are. Such memory can be the source of an asynchronous copy as it is. Never throws.
+inline bool host_range_page_locked(const void* p, std::size_t bytes) {
+  if (p == nullptr || bytes == 0) return false;
+  const auto locked = [](const void* q) {
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, q) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return a.type == cudaMemoryTypeHost;
+  };
+  return locked(p) && locked(static_cast<const char*>(p) + (bytes - 1));
+}
+
 /// Non-blocking stream: never synchronises with the legacy default stream.
 class stream {
  public:

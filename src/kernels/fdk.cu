@@ -434,18 +434,25 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
     st.download_ms += ms_since(t0);
   };
 
-  // Stage U: stage batch j on the host and upload it into raw[j % 2].
+  // Stage U: stage batch j on the host and upload it into raw[j % 2]. Page-locked input
+  // (ctforge::pinned_host_range) is uploaded straight from the caller's memory.
+  const bool input_locked =
+      host_range_page_locked(proj.data.data(), proj.data.size() * sizeof(float));
+  st.input_page_locked = input_locked;
   const auto upload_batch = [&](int j) {
     const int p = j % 2;
-    if (j >= 2) ev_u[p].synchronize();  // U(j-2) has finished reading staging[p]
     const std::int64_t v0 = static_cast<std::int64_t>(j) * B;
     const std::int64_t n = std::min<std::int64_t>(B, V - v0);
     const std::size_t bytes = static_cast<std::size_t>(n * R * C) * sizeof(float);
-    detail::parallel_copy(staging[p]->data(), proj.view(v0), bytes, threads);
+    const float* src = proj.view(v0);
+    if (!input_locked) {
+      if (j >= 2) ev_u[p].synchronize();  // U(j-2) has finished reading staging[p]
+      detail::parallel_copy(staging[p]->data(), src, bytes, threads);
+      src = staging[p]->data();
+    }
     s_up.wait(ev_f[p]);  // F(j-2) has finished reading raw[p]
-    CTFORGE_CUDA_TRY(
-        cudaMemcpyAsync(raw[p], staging[p]->data(), bytes, cudaMemcpyHostToDevice, s_up),
-        "uploading projections");
+    CTFORGE_CUDA_TRY(cudaMemcpyAsync(raw[p], src, bytes, cudaMemcpyHostToDevice, s_up),
+                     "uploading projections");
     ev_u[p].record(s_up);
   };
 

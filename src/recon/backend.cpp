@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <string>
+#include <utility>
 
 #include "ctforge/error.hpp"
 #include "recon/cuda_dispatch.hpp"
@@ -64,6 +65,39 @@ backend resolve_backend(backend where, std::string* notice, int device) {
   return backend::cpu;
 }
 
+pinned_host_range::pinned_host_range(const void* data, std::size_t bytes) {
+#if defined(CTFORGE_WITH_CUDA)
+  if (data != nullptr && bytes > 0 && detail::cuda_device_available(nullptr, 0) &&
+      detail::cuda_pin_host(const_cast<void*>(data), bytes))
+    data_ = const_cast<void*>(data);
+#else
+  (void)data;
+  (void)bytes;
+#endif
+}
+
+pinned_host_range::pinned_host_range(pinned_host_range&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)) {}
+
+pinned_host_range& pinned_host_range::operator=(pinned_host_range&& other) noexcept {
+  if (this != &other) {
+    release();
+    data_ = std::exchange(other.data_, nullptr);
+  }
+  return *this;
+}
+
+pinned_host_range::~pinned_host_range() {
+  release();
+}
+
+void pinned_host_range::release() noexcept {
+#if defined(CTFORGE_WITH_CUDA)
+  if (data_) detail::cuda_unpin_host(data_);
+#endif
+  data_ = nullptr;
+}
+
 std::string describe_last_gpu_call(gpu_call kind) {
 #if defined(CTFORGE_WITH_CUDA)
   if (kind == gpu_call::reconstruction) {
@@ -78,9 +112,11 @@ std::string describe_last_gpu_call(gpu_call kind) {
     if (st.slabs > 1) device_time += fmt::format("slab row gathers {:.0f} ms, ", st.gather_ms);
     device_time += fmt::format("back-projection {:.0f} ms", st.backproject_ms);
     return fmt::format(
-        "gpu: {} batches of up to {} views, {}; device time: {}; set-up {:.0f} ms, volume "
+        "gpu: {} batches of up to {} views{}, {}; device time: {}; set-up {:.0f} ms, volume "
         "download {:.0f} ms",
-        st.batches, st.views_per_batch, layout, device_time, st.setup_ms, st.download_ms);
+        st.batches, st.views_per_batch,
+        st.input_page_locked ? " uploaded from page-locked input" : "", layout, device_time,
+        st.setup_ms, st.download_ms);
   }
   const detail::cuda_forward_stats st = detail::cuda_last_forward_stats();
   if (st.slabs == 0) return {};

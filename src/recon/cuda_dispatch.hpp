@@ -3,6 +3,7 @@
 // (CTFORGE_WITH_CUDA). Callers guard every use with `#if defined(CTFORGE_WITH_CUDA)`.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -24,6 +25,12 @@ void check_cuda_device_ordinal(int device);
 /// check_cuda_device_ordinal, then ctforge::error when the device cannot be used (the reason
 /// from cuda_device_available).
 void require_cuda_device(int device);
+
+/// Page-locks [data, data + bytes) for all devices (cudaHostRegister, portable). Returns false,
+/// pinning nothing, when no device is usable or CUDA already knows the range as page-locked;
+/// throws ctforge::error on other failures. cuda_unpin_host undoes it (never throws).
+bool cuda_pin_host(void* data, std::size_t bytes);
+void cuda_unpin_host(void* data) noexcept;
 
 /// GPU options that have no meaning on the CPU.
 struct cuda_options {

@@ -9,6 +9,7 @@
 #include <numbers>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ctforge/error.hpp"
@@ -584,6 +585,40 @@ TEST_F(CudaPipeline, LastCallDescriptionNamesThePlan) {
   (void)detail::cuda_forward_project(vol, p.g, fp);
   d = describe_last_gpu_call(gpu_call::forward_projection);
   EXPECT_NE(d.find("5 z-slabs of 10 planes"), std::string::npos) << d;
+}
+
+// Page-locked input (ctforge::pinned_host_range) is uploaded straight from the caller's memory,
+// skipping the host copy into staging, with a bit-identical result (only the transfer's source
+// differs), in the streaming and the slab paths. Pinning twice, moving and unpinning behave.
+TEST_F(CudaPipeline, PageLockedInputIsUploadedDirectly) {
+  const problem p = make(96, 64);
+  recon_options opt;
+  detail::cuda_options slabs;
+  slabs.views_per_batch = 8;
+  slabs.memory_limit_bytes = slab_budget(p, 8, 20);
+  const volume staged = detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, {});
+  EXPECT_FALSE(detail::cuda_last_pipeline_stats().input_page_locked);
+  const volume staged_slabs = detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, slabs);
+  {
+    pinned_host_range pin(p.proj.data.data(), p.proj.data.size() * sizeof(float));
+    ASSERT_TRUE(pin.active());
+    const pinned_host_range twice(p.proj.data.data(), p.proj.data.size() * sizeof(float));
+    EXPECT_FALSE(twice.active()) << "an already page-locked range is left to its owner";
+    const volume direct = detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, {});
+    EXPECT_TRUE(detail::cuda_last_pipeline_stats().input_page_locked);
+    EXPECT_EQ(direct.data, staged.data);
+    const pinned_host_range moved = std::move(pin);
+    EXPECT_FALSE(pin.active());  // NOLINT(bugprone-use-after-move): moved-from state is specified
+    EXPECT_TRUE(moved.active());
+    const volume direct_slabs = detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, slabs);
+    EXPECT_TRUE(detail::cuda_last_pipeline_stats().input_page_locked);
+    EXPECT_GT(detail::cuda_last_pipeline_stats().slabs, 1);
+    EXPECT_EQ(direct_slabs.data, staged_slabs.data);
+    EXPECT_NE(describe_last_gpu_call(gpu_call::reconstruction).find("page-locked input"),
+              std::string::npos);
+  }
+  (void)detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, {});
+  EXPECT_FALSE(detail::cuda_last_pipeline_stats().input_page_locked) << "unpinned at scope end";
 }
 
 // cuFFT plans are made once per shape and device and reused by later calls (the filter window

@@ -11,6 +11,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ctforge/error.hpp"
@@ -519,6 +520,22 @@ TEST(FdkBackend, Resolve) {
   EXPECT_EQ(describe_last_gpu_call(gpu_call::reconstruction), "");
   EXPECT_EQ(describe_last_gpu_call(gpu_call::forward_projection), "");
 #endif
+}
+
+// pinned_host_range without a usable device (or without the CUDA backend) pins nothing and
+// is harmless to create, move and destroy; with a device, CudaPipeline.PageLockedInput* covers
+// it.
+TEST(PinnedHostRange, WithoutADeviceNothingIsPinned) {
+#if defined(CTFORGE_WITH_CUDA)
+  if (detail::cuda_device_available(nullptr, 0)) GTEST_SKIP() << "a usable CUDA device is present";
+#endif
+  std::vector<float> data(1000, 1.0f);
+  pinned_host_range a(data.data(), data.size() * sizeof(float));
+  EXPECT_FALSE(a.active());
+  pinned_host_range b = std::move(a);
+  EXPECT_FALSE(b.active());
+  const pinned_host_range empty(nullptr, 0);
+  EXPECT_FALSE(empty.active());
 }
 
 // The parallel scan for non-finite values: over several chunks (2.2 M floats, chunks of 1 M),
