@@ -1,4 +1,4 @@
-// ctforge recon: FDK / FBP reconstruction of a projection file.
+// ctforge recon: FDK / FBP / SIRT reconstruction of a projection file.
 #include "ctforge/recon.hpp"
 
 #include <fmt/format.h>
@@ -33,6 +33,10 @@ struct recon_cli_options {
   int bin = 1;
   std::string center_of_rotation;  // empty, a column, or "auto"
   double mu_water = io::default_mu_water_per_mm;
+  // SIRT.
+  int iterations = 50;
+  double relaxation = 1.0;
+  bool nonnegative = false;
 };
 
 void run(const recon_cli_options& o) {
@@ -92,14 +96,22 @@ void run(const recon_cli_options& o) {
     g = with_center_of_rotation(
         g, parse_doubles("--center-of-rotation", o.center_of_rotation, {1})[0]);
   }
-  ro.algo = o.algorithm.empty() ? (g.beam == beam_kind::cone ? algorithm::fdk : algorithm::fbp)
-                                : parse_algorithm(o.algorithm);
+  // Default: the analytic method of a circular scan, SIRT for vector geometries.
+  ro.algo = !o.algorithm.empty()        ? parse_algorithm(o.algorithm)
+            : !g.orbit                  ? algorithm::sirt
+            : g.beam == beam_kind::cone ? algorithm::fdk
+                                        : algorithm::fbp;
+  ro.iterations = o.iterations;
+  ro.relaxation = o.relaxation;
+  ro.nonnegative = o.nonnegative;
   const volume_geometry vg = make_grid(o.grid, g);
   const double s_read = t_read.seconds();
 
   if (!notice.empty() && ro.where == backend::automatic) note(o.quiet, "note: " + notice);
   const bool bar_on = !o.quiet && stderr_is_terminal();
-  const std::string algo_name = ro.algo == algorithm::fdk ? "fdk" : "fbp";
+  const std::string algo_name = ro.algo == algorithm::fdk   ? "fdk"
+                                : ro.algo == algorithm::fbp ? "fbp"
+                                                            : "sirt";
   const std::string where_name =
       where == backend::cuda ? "cuda" : (o.reference ? "cpu reference" : "cpu");
   progress_bar bar(fmt::format("{} ({}) {}x{}x{}", algo_name, where_name, vg.nx, vg.ny, vg.nz),
@@ -109,11 +121,16 @@ void run(const recon_cli_options& o) {
   const volume vol = reconstruct(proj, g, vg, ro);
   const double s_recon = t_recon.seconds();
   bar.done();
-  if (where == backend::cuda) {
+  if (where == backend::cuda && ro.algo != algorithm::sirt) {
     const std::string how = describe_last_gpu_call(gpu_call::reconstruction);
     if (!how.empty()) note(o.quiet, how);
   }
 
+  const std::string method =
+      ro.algo == algorithm::sirt
+          ? fmt::format("{} iterations, relaxation {:g}{}", ro.iterations, ro.relaxation,
+                        ro.nonnegative ? ", non-negative" : "")
+          : fmt::format("filter {} cutoff {:g}", to_string(ro.filter), ro.cutoff);
   const stopwatch t_write;
   io::volume_write_options wo;
   wo.mu_water_per_mm = o.mu_water;
@@ -122,12 +139,10 @@ void run(const recon_cli_options& o) {
   if (!o.preview.empty()) io::write_preview_png(o.preview, vol);
   note(o.quiet,
        fmt::format("recon: wrote {}{} ({} x {} x {} voxels of {:g} x {:g} x {:g} mm; {} {} "
-                   "filter {} cutoff {:g}): read {:.2f} s, reconstruct {:.2f} s, write {:.2f} s, "
-                   "total {:.2f} s",
+                   "{}): read {:.2f} s, reconstruct {:.2f} s, write {:.2f} s, total {:.2f} s",
                    o.output, o.preview.empty() ? "" : " and " + o.preview, vg.nx, vg.ny, vg.nz,
                    vg.spacing_mm[0], vg.spacing_mm[1], vg.spacing_mm[2], algo_name, where_name,
-                   to_string(ro.filter), ro.cutoff, s_read, s_recon, t_write.seconds(),
-                   total.seconds()));
+                   method, s_read, s_recon, t_write.seconds(), total.seconds()));
 }
 
 }  // namespace
@@ -135,7 +150,7 @@ void run(const recon_cli_options& o) {
 runner add_recon(CLI::App& app) {
   auto o = std::make_shared<recon_cli_options>();
   CLI::App* sub =
-      app.add_subcommand("recon", "Reconstruct a volume from a projection file (FDK / FBP)");
+      app.add_subcommand("recon", "Reconstruct a volume from a projection file (FDK / FBP / SIRT)");
   sub->add_option("input", o->input,
                   "Projections: ctforge / DataExchange / NXtomo HDF5, or a TIFF stack (directory, "
                   "glob in quotes, multi-page .tif)")
@@ -146,10 +161,19 @@ runner add_recon(CLI::App& app) {
       ->required()
       ->type_name("FILE");
   sub->add_option("--algorithm", o->algorithm,
-                  "fdk (circular cone / fan beam) or fbp (circular parallel beam). Default: by "
-                  "the geometry's beam")
-      ->check(CLI::IsMember({"fdk", "fbp"}))
+                  "fdk (circular cone / fan beam), fbp (circular parallel beam) or sirt "
+                  "(iterative, any geometry). Default: fdk or fbp by the beam of a circular "
+                  "scan, sirt for vector geometries")
+      ->check(CLI::IsMember({"fdk", "fbp", "sirt"}))
       ->type_name("NAME");
+  sub->add_option("--iterations", o->iterations, "SIRT: number of iterations (>= 1)")
+      ->type_name("N")
+      ->capture_default_str();
+  sub->add_option("--relaxation", o->relaxation, "SIRT: step length, in (0, 2)")
+      ->type_name("L")
+      ->capture_default_str();
+  sub->add_flag("--nonnegative", o->nonnegative,
+                "SIRT: clamp the volume at 0 after every iteration");
   add_grid_options(sub, o->grid);
   sub->add_option("--filter", o->filter, "Ramp filter window")
       ->check(CLI::IsMember({"ram-lak", "shepp-logan", "cosine", "hamming", "hann"}))

@@ -12,10 +12,13 @@
 
 namespace ctforge {
 
-enum class algorithm { fdk, fbp };
+/// fdk: filtered back-projection for circular cone / fan beam; fbp: for circular parallel beam;
+/// sirt: the iterative Simultaneous Iterative Reconstruction Technique, for any geometry
+/// (vector geometries included) on the Joseph forward and voxel-driven back projectors.
+enum class algorithm { fdk, fbp, sirt };
 enum class filter_window { ram_lak, shepp_logan, cosine, hamming, hann };
 
-algorithm parse_algorithm(std::string_view name);   ///< "fdk", "fbp"
+algorithm parse_algorithm(std::string_view name);   ///< "fdk", "fbp", "sirt"
 filter_window parse_filter(std::string_view name);  ///< "ram-lak", "shepp-logan", ...
 std::string to_string(filter_window w);
 
@@ -23,6 +26,10 @@ struct recon_options {
   algorithm algo = algorithm::fdk;
   filter_window filter = filter_window::ram_lak;
   double cutoff = 1.0;  ///< window cut-off as a fraction of Nyquist, (0, 1]
+  // SIRT only (filter and cutoff do not apply):
+  int iterations = 50;       ///< SIRT iterations, >= 1
+  double relaxation = 1.0;   ///< SIRT step length lambda, in (0, 2)
+  bool nonnegative = false;  ///< SIRT: clamp the volume at 0 after every iteration
   backend where = backend::automatic;
   int threads = 0;  ///< CPU threads, 0 = all
   int device = 0;   ///< CUDA device ordinal
@@ -42,7 +49,13 @@ struct recon_options {
 /// Reconstructs `vg` from line integrals `proj` (views x rows x cols, matching `g`).
 /// FDK requires a circular cone geometry (rows = 1 is fan beam), FBP a circular parallel one.
 /// Full scans (>= 360 deg) get weight 1/2 per redundant ray; short scans with at least
-/// 180 deg + fan angle get Parker weights. Throws usage_error on mismatched input.
+/// 180 deg + fan angle get Parker weights. SIRT takes any geometry:
+///   x <- x + lambda C B (R (p - A x)),   x0 = 0,
+/// A = forward_project (Joseph), B = back_project (voxel-driven), R = 1 / A(1) (inverse ray
+/// lengths through the grid, 0 for rays that miss it), C = 1 / B(1) (inverse count of views
+/// seeing each voxel, 0 for voxels none sees); each iteration runs one forward and one back
+/// projection on the chosen backend (on CUDA, volume and projections cross PCIe every
+/// iteration). Throws usage_error on mismatched input.
 volume reconstruct(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
                    const recon_options& opt);
 

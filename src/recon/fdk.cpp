@@ -31,6 +31,7 @@
 #include "recon/fdk.hpp"
 #include "recon/fdk_setup.hpp"
 #include "recon/filter.hpp"
+#include "recon/sirt.hpp"
 
 namespace ctforge {
 
@@ -362,7 +363,9 @@ algorithm parse_algorithm(std::string_view name) {
   const std::string n = lower(name);
   if (n == "fdk") return algorithm::fdk;
   if (n == "fbp") return algorithm::fbp;
-  throw usage_error(fmt::format("--algorithm: unknown algorithm '{}' (expected fdk or fbp)", name));
+  if (n == "sirt") return algorithm::sirt;
+  throw usage_error(
+      fmt::format("--algorithm: unknown algorithm '{}' (expected fdk, fbp or sirt)", name));
 }
 
 filter_window parse_filter(std::string_view name) {
@@ -398,6 +401,13 @@ volume reconstruct(const projection_stack& proj, const geometry& g, const volume
                    const recon_options& opt) {
   vg.validate();
   CTFORGE_EXPECTS(opt.threads >= 0, fmt::format("--threads must be >= 0 (got {})", opt.threads));
+  if (opt.algo == algorithm::sirt) {
+    detail::validate_sirt(proj, g, opt);
+    CTFORGE_EXPECTS(!opt.reference, "--reference: there is no reference path for SIRT");
+    const backend where = resolve_backend(opt.where, nullptr, opt.device);
+    detail::check_finite_values(proj, opt.threads);
+    return detail::sirt_reconstruct(proj, g, vg, opt, where);
+  }
   // Validation first (usage errors before device errors); the scan for non-finite values is
   // left to the backend: the CPU scans here, the GPU while pre-weighting.
   const detail::fdk_setup setup = detail::make_fdk_setup(proj, g, opt, /*check_values=*/false);

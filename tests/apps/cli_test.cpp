@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "ctforge/geometry.hpp"
+
 #if defined(CTFORGE_WITH_CUDA)
 #include "recon/cuda_dispatch.hpp"
 #endif
@@ -164,6 +166,56 @@ TEST_F(Cli, EndToEnd) {
   EXPECT_GT(m["correlation"], 0.85) << r.output;
   EXPECT_GT(m["PSNR"], 18.0) << r.output;
   EXPECT_LE(m["MAE"], m["RMSE"]) << "MAE <= RMSE always";
+}
+
+// SIRT from the command line: --algorithm sirt with its options, named in the summary line;
+// on this noise-free 60-view scan 30 non-negative iterations beat FDK (measured: SIRT MAE
+// 0.0012, correlation 0.974; FDK ram-lak 0.0026, 0.955). A vector geometry (here the orbit
+// turned into a helix) defaults to SIRT, which FDK cannot reconstruct. Bad SIRT options exit 2.
+TEST_F(Cli, SirtIterativeReconstruction) {
+  simulate("--quiet");
+  result r =
+      run("recon proj.h5 -o sirt.h5 --size 32 --spacing 2 --algorithm sirt --iterations 30 "
+          "--nonnegative --backend cpu");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("sirt cpu 30 iterations, relaxation 1, non-negative"), std::string::npos)
+      << r.output;
+  r = run("compare sirt.h5 truth.h5");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto m = parse_metrics(r.output);
+  EXPECT_LT(m.at("MAE"), 0.0025) << r.output;
+  EXPECT_GT(m.at("correlation"), 0.96) << r.output;
+
+  std::vector<ctforge::view_vectors> views = ctforge::load_geometry(path("cone.json")).views;
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    const ctforge::vec3 dz{0, 0, 0.2 * static_cast<double>(i) - 6.0};
+    views[i].source = views[i].source + dz;
+    views[i].detector_center = views[i].detector_center + dz;
+  }
+  write("helix.json", ctforge::geometry_to_json(ctforge::make_vec_geometry(
+                          ctforge::beam_kind::cone, 48, 40, std::move(views))));
+  r =
+      run("simulate --phantom shepp-logan --phantom-size 64 --geometry helix.json -o helix.h5 "
+          "--quiet");
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run("recon helix.h5 -o helix_vol.h5 --size 32 --spacing 2 --iterations 20 --backend cpu");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("sirt cpu 20 iterations"), std::string::npos) << r.output;
+  r = run("compare helix_vol.h5 truth.h5");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_GT(parse_metrics(r.output).at("correlation"), 0.9) << r.output;
+  r = run("recon helix.h5 -o fdk.h5 --size 32 --algorithm fdk --backend cpu");
+  EXPECT_EQ(r.status, 2) << r.output;
+
+  for (const char* bad : {"--iterations 0", "--relaxation 2", "--relaxation -1"}) {
+    r = run(std::string("recon proj.h5 -o bad.h5 --size 32 --algorithm sirt --backend cpu ") + bad);
+    EXPECT_EQ(r.status, 2) << bad << "\n" << r.output;
+    EXPECT_NE(r.output.find(std::string(bad).substr(0, std::string(bad).find(' '))),
+              std::string::npos)
+        << r.output;
+    EXPECT_FALSE(exists("bad.h5"));
+  }
+  EXPECT_TRUE(no_part_files());
 }
 
 TEST_F(Cli, GridOptions) {
