@@ -176,6 +176,7 @@ json run_gpu(const problem_def& d, const options& o, bool hardware) {
   copt.hardware_interpolation = hardware;
   json out;
   out["input"] = pin && pin->active() ? "page-locked" : "pageable";
+  if (pin && !pin->active()) out["input_not_pinned_because"] = pin->why_not();
   if (d.force_slabs) {
     // Budget: the batch buffers, the filtered-projection store and a third of the volume.
     const kernels::cuda::plan_input in = kernels::cuda::make_plan_input(
@@ -380,9 +381,13 @@ int main(int argc, char** argv) {
             fmt_s(cn, "extrapolated_full_seconds"), speed);
         // Where the GPU call's wall time went (host clock), for the first runs on a new machine.
         fmt::print(
-            "{:<22}   set-up {:.0f} ms, batches {:.0f} ms, download {:.0f} ms; {} views/batch\n",
+            "{:<22}   set-up {:.0f} ms, batches {:.0f} ms, download {:.0f} ms; {} views/batch; "
+            "{} input{}\n",
             "", gj.value("setup_ms", 0.0), gj.value("stream_ms", 0.0), gj.value("download_ms", 0.0),
-            gj.value("views_per_batch", 0));
+            gj.value("views_per_batch", 0), gj.value("input", std::string("pageable")),
+            gj.contains("input_not_pinned_because")
+                ? " (not pinned: " + gj["input_not_pinned_because"].get<std::string>() + ")"
+                : std::string());
       }
     }
     fmt::print(R"(GUPS = voxels x views / s / 1e9, uploads and download included (bp GUPS: device

@@ -26,9 +26,10 @@ backend resolve_backend(backend where, std::string* notice = nullptr, int device
 /// pinned for its lifetime as a detector's frame buffers are.
 ///
 /// The range must stay allocated and in place while pinned (do not resize the vector that owns
-/// it). Without the CUDA backend or a usable device nothing is pinned and active() is false;
-/// a range that CUDA already knows as page-locked is left as it is (active() false). Other
-/// failures throw ctforge::error. Move-only.
+/// it). Pinning is an optimisation, so it never throws: without the CUDA backend or a usable
+/// device, for a range CUDA already knows as page-locked, or when the system refuses (limits
+/// on locked memory in containers and sandboxes), nothing is pinned, active() is false and
+/// why_not() says why; GPU calls then stage the data as usual. Move-only.
 class pinned_host_range {
  public:
   pinned_host_range(const void* data, std::size_t bytes);
@@ -40,10 +41,13 @@ class pinned_host_range {
 
   /// True when this object pinned the range (and will unpin it when destroyed).
   bool active() const { return data_ != nullptr; }
+  /// Why nothing was pinned (empty when active()).
+  const std::string& why_not() const { return why_not_; }
 
  private:
   void release() noexcept;
   void* data_ = nullptr;
+  std::string why_not_;
 };
 
 /// GPU calls whose plan describe_last_gpu_call reports.

@@ -129,19 +129,26 @@ std::string cuda_device_description(int device) {
          kernels::cuda::format_bytes(static_cast<std::int64_t>(prop.totalGlobalMem));
 }
 
-bool cuda_pin_host(void* data, std::size_t bytes) {
-  if (data == nullptr || bytes == 0 || !cuda_device_available(nullptr, 0)) return false;
-  if (kernels::cuda::host_range_page_locked(data, bytes)) return false;  // pinned by someone else
-  const cudaError_t e = cudaHostRegister(data, bytes, cudaHostRegisterPortable);
-  if (e == cudaErrorHostMemoryAlreadyRegistered) {
-    cudaGetLastError();
+bool cuda_pin_host(void* data, std::size_t bytes, std::string* why) {
+  const auto refuse = [&](std::string reason) {
+    if (why) *why = std::move(reason);
     return false;
+  };
+  if (data == nullptr || bytes == 0) return refuse("empty range");
+  std::string probe_why;
+  if (!cuda_device_available(&probe_why, 0)) return refuse(probe_why);
+  if (kernels::cuda::host_range_page_locked(data, bytes))
+    return refuse("the range is page-locked already");
+  const cudaError_t e = cudaHostRegister(data, bytes, cudaHostRegisterPortable);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    // Locked-memory limits (ulimit -l, containers, sandboxes) refuse large registrations: the
+    // caller's data then simply takes the staging path.
+    return refuse(std::string("cudaHostRegister of ") +
+                  kernels::cuda::format_bytes(static_cast<std::int64_t>(bytes)) + " failed (" +
+                  cudaGetErrorName(e) + ": " + cudaGetErrorString(e) + ")");
   }
-  if (e != cudaSuccess)
-    kernels::cuda::throw_cuda(e, "cudaHostRegister", __FILE__, __LINE__,
-                              "page-locking " +
-                                  kernels::cuda::format_bytes(static_cast<std::int64_t>(bytes)) +
-                                  " of host memory");
+  if (why) why->clear();
   return true;
 }
 

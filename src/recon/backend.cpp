@@ -67,22 +67,23 @@ backend resolve_backend(backend where, std::string* notice, int device) {
 
 pinned_host_range::pinned_host_range(const void* data, std::size_t bytes) {
 #if defined(CTFORGE_WITH_CUDA)
-  if (data != nullptr && bytes > 0 && detail::cuda_device_available(nullptr, 0) &&
-      detail::cuda_pin_host(const_cast<void*>(data), bytes))
+  if (detail::cuda_pin_host(const_cast<void*>(data), bytes, &why_not_))
     data_ = const_cast<void*>(data);
 #else
   (void)data;
   (void)bytes;
+  why_not_ = "this build has no CUDA backend";
 #endif
 }
 
 pinned_host_range::pinned_host_range(pinned_host_range&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)) {}
+    : data_(std::exchange(other.data_, nullptr)), why_not_(std::move(other.why_not_)) {}
 
 pinned_host_range& pinned_host_range::operator=(pinned_host_range&& other) noexcept {
   if (this != &other) {
     release();
     data_ = std::exchange(other.data_, nullptr);
+    why_not_ = std::move(other.why_not_);
   }
   return *this;
 }

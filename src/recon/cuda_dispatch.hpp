@@ -27,9 +27,10 @@ void check_cuda_device_ordinal(int device);
 void require_cuda_device(int device);
 
 /// Page-locks [data, data + bytes) for all devices (cudaHostRegister, portable). Returns false,
-/// pinning nothing, when no device is usable or CUDA already knows the range as page-locked;
-/// throws ctforge::error on other failures. cuda_unpin_host undoes it (never throws).
-bool cuda_pin_host(void* data, std::size_t bytes);
+/// pinning nothing, with the reason in *why (if given), when no device is usable, CUDA already
+/// knows the range as page-locked, or the system refuses (locked-memory limits). Never throws.
+/// cuda_unpin_host undoes it (never throws).
+bool cuda_pin_host(void* data, std::size_t bytes, std::string* why = nullptr);
 void cuda_unpin_host(void* data) noexcept;
 
 /// GPU options that have no meaning on the CPU.

@@ -601,9 +601,11 @@ TEST_F(CudaPipeline, PageLockedInputIsUploadedDirectly) {
   const volume staged_slabs = detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, slabs);
   {
     pinned_host_range pin(p.proj.data.data(), p.proj.data.size() * sizeof(float));
-    ASSERT_TRUE(pin.active());
+    ASSERT_TRUE(pin.active()) << pin.why_not();
+    EXPECT_TRUE(pin.why_not().empty());
     const pinned_host_range twice(p.proj.data.data(), p.proj.data.size() * sizeof(float));
     EXPECT_FALSE(twice.active()) << "an already page-locked range is left to its owner";
+    EXPECT_NE(twice.why_not().find("page-locked already"), std::string::npos) << twice.why_not();
     const volume direct = detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, {});
     EXPECT_TRUE(detail::cuda_last_pipeline_stats().input_page_locked);
     EXPECT_EQ(direct.data, staged.data);

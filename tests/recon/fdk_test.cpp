@@ -532,8 +532,10 @@ TEST(PinnedHostRange, WithoutADeviceNothingIsPinned) {
   std::vector<float> data(1000, 1.0f);
   pinned_host_range a(data.data(), data.size() * sizeof(float));
   EXPECT_FALSE(a.active());
+  EXPECT_FALSE(a.why_not().empty()) << "the reason nothing was pinned";
   pinned_host_range b = std::move(a);
   EXPECT_FALSE(b.active());
+  EXPECT_FALSE(b.why_not().empty());
   const pinned_host_range empty(nullptr, 0);
   EXPECT_FALSE(empty.active());
 }
