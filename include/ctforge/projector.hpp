@@ -26,7 +26,9 @@ struct projector_options {
 
 /// Ray-driven forward projection (Joseph's method: one sample per voxel plane along the
 /// dominant axis, bilinear in the other two; zero outside the volume). Result in mm * density.
-/// One ray through each pixel centre. threads = 0: all cores.
+/// One ray through each pixel centre. threads = 0: all cores. A non-finite voxel is a
+/// usage_error naming it (as is a non-finite projection value for back_project), on every
+/// backend.
 projection_stack forward_project(const volume& vol, const geometry& g, int threads = 0);
 
 /// forward_project on the backend `opt` selects. The GPU reads the volume through a 3D texture

@@ -4,8 +4,8 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <numbers>
 
 #include "core/finite_scan.hpp"
@@ -42,8 +42,8 @@ void throw_non_finite(const projection_stack& p, std::int64_t index) {
   const std::int64_t per_view = p.rows * p.cols;
   const std::int64_t view = index / per_view, rem = index % per_view;
   throw usage_error(fmt::format(
-      "projections: non-finite value ({}) at view {}, row {}, col {}; reconstruction needs "
-      "finite line integrals",
+      "projections: non-finite value ({}) at view {}, row {}, col {}; reconstruction and "
+      "back-projection need finite values",
       p.data[static_cast<std::size_t>(index)], view, rem / p.cols, rem % p.cols));
 }
 
@@ -52,8 +52,8 @@ void check_finite_values(const projection_stack& p, int threads) {
   if (i >= 0) throw_non_finite(p, i);
 }
 
-fdk_setup make_fdk_setup(const projection_stack& proj, const geometry& g,
-                         const recon_options& opt, bool check_values) {
+fdk_setup make_fdk_setup(const projection_stack& proj, const geometry& g, const recon_options& opt,
+                         bool check_values) {
   const std::string name = algo_name(opt.algo);
   check_geometry_for(g, opt.algo);
   g.validate();

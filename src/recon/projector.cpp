@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/finite_scan.hpp"
 #include "ctforge/error.hpp"
 #include "kernels/backproject.cuh"
 #include "kernels/forward_project.cuh"
@@ -14,6 +15,7 @@
 #include "recon/backproject_cpu.hpp"
 #include "recon/cuda_dispatch.hpp"
 #include "recon/fdk.hpp"
+#include "recon/fdk_setup.hpp"
 #include "recon/forward_project_cpu.hpp"
 
 namespace ctforge {
@@ -29,13 +31,25 @@ void check_int_sizes(const volume_geometry& vg) {
                   fmt::format("volume size {}x{}x{} too large", vg.nx, vg.ny, vg.nz));
 }
 
-void check_forward_inputs(const volume& vol, const geometry& g) {
+/// Shapes, and no NaN or infinity among the voxels (a non-finite voxel would spread silently
+/// into every ray through it): usage_error naming the first bad voxel.
+void check_forward_inputs(const volume& vol, const geometry& g, int threads) {
   g.validate();
   vol.geom.validate();
   check_int_sizes(vol.geom);
   CTFORGE_EXPECTS(static_cast<std::int64_t>(vol.data.size()) == vol.geom.voxel_count(),
                   fmt::format("forward projection: volume holds {} values for {} voxels",
                               vol.data.size(), vol.geom.voxel_count()));
+  const std::int64_t bad =
+      detail::first_non_finite(vol.data.data(), vol.geom.voxel_count(), threads);
+  if (bad >= 0) {
+    const std::int64_t plane = vol.geom.nx * vol.geom.ny;
+    throw usage_error(fmt::format(
+        "forward projection: the volume holds a non-finite value ({}) at voxel (x {}, y {}, "
+        "z {}); projections need finite values",
+        vol.data[static_cast<std::size_t>(bad)], bad % vol.geom.nx, (bad % plane) / vol.geom.nx,
+        bad / plane));
+  }
 }
 
 /// Zero-bordered copy of planes [z0, z0 + nz) for the branch-free sampler (same values as the
@@ -104,7 +118,7 @@ void project_planes(const volume& vol, const geometry& g, std::int64_t z0, std::
 }  // namespace
 
 projection_stack forward_project(const volume& vol, const geometry& g, int threads) {
-  check_forward_inputs(vol, g);
+  check_forward_inputs(vol, g, threads);
   projection_stack out(g.view_count(), g.rows, g.cols);
   project_planes(vol, g, 0, vol.geom.nz, false, out, threads);
   return out;
@@ -114,7 +128,7 @@ namespace detail {
 
 projection_stack forward_project_slabs(const volume& vol, const geometry& g, std::int64_t slab_nz,
                                        int threads) {
-  check_forward_inputs(vol, g);
+  check_forward_inputs(vol, g, threads);
   CTFORGE_EXPECTS(slab_nz >= 1, "forward projection: slab depth must be at least 1 plane");
   projection_stack out(g.view_count(), g.rows, g.cols);
   for (std::int64_t z0 = 0; z0 < vol.geom.nz; z0 += slab_nz)
@@ -124,8 +138,12 @@ projection_stack forward_project_slabs(const volume& vol, const geometry& g, std
 
 }  // namespace detail
 
-volume back_project(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
-                    int threads, bool reference) {
+namespace {
+
+/// Shapes, and no NaN or infinity among the projections: usage_error naming the first bad
+/// pixel (view, row, column).
+void check_back_inputs(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+                       int threads) {
   g.validate();
   vg.validate();
   check_int_sizes(vg);
@@ -136,6 +154,14 @@ volume back_project(const projection_stack& proj, const geometry& g, const volum
   CTFORGE_EXPECTS(static_cast<std::int64_t>(proj.data.size()) == proj.size(),
                   "back-projection: projection data size does not match its dimensions");
   CTFORGE_EXPECTS(g.cols < (1 << 30) && g.rows < (1 << 30), "back-projection: detector too large");
+  detail::check_finite_values(proj, threads);
+}
+
+}  // namespace
+
+volume back_project(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+                    int threads, bool reference) {
+  check_back_inputs(proj, g, vg, threads);
   volume out(vg);
   const int nt = thread_count(threads);
   if (!reference) {
@@ -188,6 +214,7 @@ bool use_cuda(const projector_options& opt, detail::cuda_options* copt) {
 
 projection_stack forward_project(const volume& vol, const geometry& g,
                                  const projector_options& opt) {
+  check_forward_inputs(vol, g, opt.threads);  // before either backend
   detail::cuda_options copt;
   if (use_cuda(opt, &copt)) {
 #if defined(CTFORGE_WITH_CUDA)
@@ -199,6 +226,7 @@ projection_stack forward_project(const volume& vol, const geometry& g,
 
 volume back_project(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
                     const projector_options& opt) {
+  check_back_inputs(proj, g, vg, opt.threads);  // before either backend
   detail::cuda_options copt;
   if (use_cuda(opt, &copt)) {
 #if defined(CTFORGE_WITH_CUDA)

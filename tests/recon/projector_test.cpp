@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <numbers>
 #include <random>
 #include <string>
@@ -21,6 +23,7 @@
 #include "recon/cuda_dispatch.hpp"
 #include "recon/forward_project_cpu.hpp"
 #include "recon/recon_quality.hpp"
+#include "test_support.hpp"
 
 namespace ctforge {
 namespace {
@@ -375,6 +378,41 @@ TEST(ForwardProjectSlabs, SumOfSlabsIsTheWholeVolume) {
     EXPECT_EQ(detail::forward_project_slabs(vol, *g, 40, 1).data, whole.data);
   }
   EXPECT_THROW(detail::forward_project_slabs(vol, cone, 0), usage_error);
+}
+
+// No silent NaN: a non-finite voxel or projection value would spread into every ray or voxel
+// it touches. Both projectors refuse it up front, naming where it is, on every entry point.
+TEST(Projectors, NonFiniteInputsAreUsageErrorsNamingTheValue) {
+  const auto vg = volume_geometry::centered(7, 6, 5, {1, 1, 1});
+  const geometry g = make_cone_geometry(9, 8, 1.5, 1.5, 60, 110, angle_range(0, pi / 4, 8));
+  volume vol(vg);
+  vol.at(1, 2, 3) = std::numeric_limits<float>::quiet_NaN();  // (z, y, x) = (1, 2, 3)
+  projection_stack p(8, 8, 9);
+  p.at(5, 4, 2) = std::numeric_limits<float>::infinity();
+  projector_options cpu;
+  cpu.where = backend::cpu;
+  using ctforge::testing::expect_error_naming;
+  for (const auto& f : std::vector<std::function<void()>>{
+           [&] { (void)forward_project(vol, g, 1); },
+           [&] { (void)forward_project(vol, g, projector_options{}); },
+           [&] { (void)forward_project(vol, g, cpu); },
+           [&] { (void)detail::forward_project_slabs(vol, g, 2); }})
+    expect_error_naming(
+        [&] {
+          try {
+            f();
+          } catch (const usage_error&) {
+            throw;
+          } catch (const error& e) {
+            ADD_FAILURE() << "not a usage error: " << e.what();
+          }
+        },
+        "voxel (x 3, y 2, z 1)", "nan");
+  for (const auto& f : std::vector<std::function<void()>>{
+           [&] { (void)back_project(p, g, vg, 1); }, [&] { (void)back_project(p, g, vg, 1, true); },
+           [&] { (void)back_project(p, g, vg, projector_options{}); },
+           [&] { (void)back_project(p, g, vg, cpu); }})
+    expect_error_naming(f, "view 5, row 4, col 2", "inf");
 }
 
 // The Joseph body on its own: through a single bright voxel, every ray along an axis that
