@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
+#include "ctforge/backend.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/projector.hpp"
 #include "recon/fdk_setup.hpp"
@@ -72,6 +74,14 @@ volume sirt_reconstruct(const projection_stack& proj, const geometry& g, const v
 
   volume x(vg);
   projection_stack r(proj.views, proj.rows, proj.cols);
+  // On the GPU the iterate and the weighted residual are uploaded every iteration: page-lock
+  // them once so the uploads go straight from them (a no-op on the CPU or where the system
+  // refuses; their storage stays in place for the whole loop).
+  std::optional<pinned_host_range> pin_x, pin_r;
+  if (where == backend::cuda) {
+    pin_x.emplace(x.data.data(), x.data.size() * sizeof(float));
+    pin_r.emplace(r.data.data(), r.data.size() * sizeof(float));
+  }
   const auto n_rays = static_cast<std::int64_t>(r.data.size());
   const auto n_vox = static_cast<std::int64_t>(x.data.size());
   const auto lambda = static_cast<float>(opt.relaxation);
