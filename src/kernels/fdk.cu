@@ -23,12 +23,10 @@
 //    detector rows the slab projects onto (from its corners under all matrices) into the
 //    texture array and back-projects with row-shifted matrices.
 #include <cuda_runtime.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -62,10 +60,6 @@ thread_local detail::cuda_pipeline_stats g_last_stats;
 std::mutex& backend_mutex() {
   static std::mutex m;
   return m;
-}
-
-int host_threads(int threads) {
-  return threads > 0 ? threads : omp_get_max_threads();
 }
 
 /// What the pipeline computes.
@@ -120,7 +114,7 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   const geometry& g = *jb.g;
   const volume_geometry& vg = jb.vg;
   const std::int64_t V = proj.views, R = proj.rows, C = proj.cols;
-  const int threads = host_threads(jb.threads);
+  const int threads = jb.threads;  // host copies (detail::parallel_copy: 0 = all cores)
 
   // ---- limits ---------------------------------------------------------------------------
   int max_w = 0, max_h = 0, max_layers = 0;

@@ -11,7 +11,6 @@
 // turn, every ray is traced through that slab's planes only (joseph_ray_window with a
 // z_slab_sampler) and the host adds the slabs' projections, in slab order.
 #include <cuda_runtime.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -234,7 +233,7 @@ projection_stack cuda_forward_project(const volume& vol, const geometry& g,
     }
   } const unwind_guard{{&s_k, &s_c}};
 
-  const int threads = omp_get_max_threads();
+  const int threads = 0;  // host copies and sums on all cores
   const std::int64_t chunks_per_slab = (V + chunk - 1) / chunk;
   projection_stack out(V, R, C);
   // Moves job j's projections (slab j / chunks_per_slab, views from v0) from stage[j % 2] into

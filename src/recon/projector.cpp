@@ -115,13 +115,18 @@ void project_planes(const volume& vol, const geometry& g, std::int64_t z0, std::
   }
 }
 
+/// forward_project after check_forward_inputs.
+projection_stack forward_project_checked(const volume& vol, const geometry& g, int threads) {
+  projection_stack out(g.view_count(), g.rows, g.cols);
+  project_planes(vol, g, 0, vol.geom.nz, false, out, threads);
+  return out;
+}
+
 }  // namespace
 
 projection_stack forward_project(const volume& vol, const geometry& g, int threads) {
   check_forward_inputs(vol, g, threads);
-  projection_stack out(g.view_count(), g.rows, g.cols);
-  project_planes(vol, g, 0, vol.geom.nz, false, out, threads);
-  return out;
+  return forward_project_checked(vol, g, threads);
 }
 
 namespace detail {
@@ -157,11 +162,9 @@ void check_back_inputs(const projection_stack& proj, const geometry& g, const vo
   detail::check_finite_values(proj, threads);
 }
 
-}  // namespace
-
-volume back_project(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
-                    int threads, bool reference) {
-  check_back_inputs(proj, g, vg, threads);
+/// back_project after check_back_inputs.
+volume back_project_checked(const projection_stack& proj, const geometry& g,
+                            const volume_geometry& vg, int threads, bool reference) {
   volume out(vg);
   const int nt = thread_count(threads);
   if (!reference) {
@@ -198,6 +201,14 @@ volume back_project(const projection_stack& proj, const geometry& g, const volum
   return out;
 }
 
+}  // namespace
+
+volume back_project(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+                    int threads, bool reference) {
+  check_back_inputs(proj, g, vg, threads);
+  return back_project_checked(proj, g, vg, threads, reference);
+}
+
 namespace {
 
 /// Validates `opt` and says whether it selects the CUDA backend (filling *copt when it does).
@@ -221,7 +232,7 @@ projection_stack forward_project(const volume& vol, const geometry& g,
     return detail::cuda_forward_project(vol, g, copt);
 #endif
   }
-  return forward_project(vol, g, opt.threads);
+  return forward_project_checked(vol, g, opt.threads);
 }
 
 volume back_project(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
@@ -233,7 +244,7 @@ volume back_project(const projection_stack& proj, const geometry& g, const volum
     return detail::cuda_back_project(proj, g, vg, copt);
 #endif
   }
-  return back_project(proj, g, vg, opt.threads, false);
+  return back_project_checked(proj, g, vg, opt.threads, false);
 }
 
 }  // namespace ctforge

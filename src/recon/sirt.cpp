@@ -12,7 +12,6 @@
 #include "ctforge/backend.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/projector.hpp"
-#include "recon/fdk_setup.hpp"
 
 namespace ctforge::detail {
 namespace {
