@@ -492,6 +492,17 @@ class CudaPipeline : public ctforge::testing::gpu_test {
     const std::int64_t work = detail::cuda_fft_work_bytes(in.padded_len, batch * in.rows);
     return kc::batch_bytes(in, batch, work) + planes * p.vg.nx * p.vg.ny * 4;
   }
+  // Budget of the forward projector's buffers for chunks of 8 views and a 3D texture of 10
+  // planes: z-slabs of 10 planes.
+  static std::int64_t forward_slab_budget(const problem& p) {
+    return kc::forward_plan_bytes(p.vg, p.proj.views, p.proj.rows, p.proj.cols, 8, 10);
+  }
+  // A volume of constant density 0.01 / mm on the problem's grid.
+  static volume constant_volume(const problem& p) {
+    volume vol(p.vg);
+    std::fill(vol.data.begin(), vol.data.end(), 0.01f);
+    return vol;
+  }
 };
 
 // Repeated reconstructions leave device memory where it was: every call frees what it
@@ -510,11 +521,9 @@ TEST_F(CudaPipeline, RepeatedCallsDoNotGrowDeviceMemory) {
   detail::cuda_options tiny = copt;
   tiny.memory_limit_bytes = 1 << 20;
   // Forward projection, whole volume and in z-slabs of 10 planes.
-  volume vol(p.vg);
-  std::fill(vol.data.begin(), vol.data.end(), 0.01f);
+  const volume vol = constant_volume(p);
   detail::cuda_options fp_slabs = copt;
-  fp_slabs.memory_limit_bytes =
-      kc::forward_plan_bytes(p.vg, p.proj.views, p.proj.rows, p.proj.cols, 8, 10);
+  fp_slabs.memory_limit_bytes = forward_slab_budget(p);
   const auto all_paths = [&] {
     (void)detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, copt);
     (void)detail::cuda_back_project(p.proj, p.g, p.vg, copt);
@@ -577,12 +586,9 @@ TEST_F(CudaPipeline, LastCallDescriptionNamesThePlan) {
   EXPECT_NE(d.find(std::to_string(st.slabs) + " z-slabs"), std::string::npos) << d;
   EXPECT_NE(d.find(st.device_store ? "device memory" : "pinned host memory"), std::string::npos)
       << d;
-  volume vol(p.vg);
-  std::fill(vol.data.begin(), vol.data.end(), 0.01f);
   detail::cuda_options fp = {};
-  fp.memory_limit_bytes =
-      kc::forward_plan_bytes(p.vg, p.proj.views, p.proj.rows, p.proj.cols, 8, 10);
-  (void)detail::cuda_forward_project(vol, p.g, fp);
+  fp.memory_limit_bytes = forward_slab_budget(p);
+  (void)detail::cuda_forward_project(constant_volume(p), p.g, fp);
   d = describe_last_gpu_call(gpu_call::forward_projection);
   EXPECT_NE(d.find("5 z-slabs of 10 planes"), std::string::npos) << d;
 }
