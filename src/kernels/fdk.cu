@@ -582,14 +582,22 @@ std::int64_t cuda_fft_work_bytes(std::int64_t padded_len, std::int64_t rows_tota
 }
 
 volume cuda_reconstruct(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
-                        const recon_options& opt, const cuda_options& copt) {
+                        const recon_options& opt, const cuda_options& copt,
+                        const fdk_setup* setup) {
   vg.validate();
   kernels::cuda::job jb;
   jb.proj = &proj;
   jb.g = &g;
   jb.vg = vg;
   jb.filter = true;
-  jb.setup = make_fdk_setup(proj, g, opt, /*check_values=*/false);  // checked on the device
+  if (setup != nullptr) {
+    CTFORGE_EXPECTS(setup->params.cols == proj.cols && setup->params.rows == proj.rows &&
+                        static_cast<std::int64_t>(setup->views.size()) == proj.views,
+                    "cuda_reconstruct: the pre-weight setup does not match the projections");
+    jb.setup = *setup;
+  } else {
+    jb.setup = make_fdk_setup(proj, g, opt, /*check_values=*/false);  // checked on the device
+  }
   jb.padded_len = static_cast<int>(padded_length(proj.cols));
   jb.response = ramp_response(jb.padded_len, jb.setup->filter_pixel_mm, opt.filter, opt.cutoff);
   jb.weighting =

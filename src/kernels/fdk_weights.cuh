@@ -1,8 +1,20 @@
 // Projection pre-weighting for FDK (cone / fan beam) and FBP (parallel beam), shared by the
 // CPU path and the CUDA kernel. Applied to the line integrals before ramp filtering:
-//   weight = view_scale * cosine(a, b) * parker(beta, gamma)
+//   weight = view_scale * cosine(a, b) * redundancy(beta, a)
 // with a, b the detector coordinates (mm) relative to the principal point (the foot of the
 // perpendicular from the source), gamma = atan(a / SDD) the fan angle of the column.
+//
+// Redundancy: every line through the object is measured by the ray (beta, gamma) and by its
+// conjugate (beta + pi - 2 gamma, -gamma), i.e. at detector coordinate -a on another view, and
+// the weights of the measurements of one line must sum to 1:
+//  * centred detector, full scan: 1/2 each (folded into view_scale);
+//  * centred detector, short scan: Parker's weights (parker_weight);
+//  * displaced (half-fan) detector, full scan: Wang's weights (displaced_weight), a smooth
+//    ramp from 0 to 1 across the overlap |a| <= m that both sides of the detector cover, 1
+//    beyond it on the wide side, where the conjugate is not on the detector;
+//  * displaced detector, short scan: the normalised weights A(beta) W(a) / sum over the
+//    measurements of that line of A W, with A a smooth window over the scan (scan_window) and
+//    W Wang's ramp: the measurements of one line sum to 1, a line measured once gets 1.
 #pragma once
 
 #include "kernels/hd.cuh"
@@ -20,6 +32,11 @@ struct preweight_params {
   float parker_delta;  ///< Parker over-scan half-angle (rad): weights for a scan range of
                        ///< pi + 2 delta; negative = full scan (no Parker weights)
   float gamma_sign;    ///< +1 when angles increase along the scan, -1 when they decrease
+  /// Displaced (half-fan) detector: half-width (mm) of the overlap |a| <= m that both sides of
+  /// the detector cover on every view; 0 = centred detector (no displaced weighting).
+  float overlap_mm;
+  float wide_sign;   ///< +1 when the detector extends further along +a than along -a, else -1
+  float scan_range;  ///< covered arc (rad); the window of displaced short scans
 };
 
 /// Per-view constants.
@@ -53,6 +70,47 @@ CTFORGE_HD float parker_weight(float beta, float gamma, float delta) {
   return 0.0f;
 }
 
+/// Wang's displaced-detector weight of detector coordinate x (mm, positive towards the wide
+/// side) for an overlap of half-width m > 0: 0 for x <= -m, sin^2(pi/4 (x/m + 1)) inside, 1 for
+/// x >= m. W(x) + W(-x) = 1 on the overlap, and the ramp's slope is 0 at both ends.
+CTFORGE_HD float displaced_weight(float x, float m) {
+  if (x <= -m) return 0.0f;
+  if (x >= m) return 1.0f;
+  const float s = sinf(0.25f * k_pi_f * (x / m + 1.0f));
+  return s * s;
+}
+
+/// Smooth window over a short scan covering [0, range] (rad): sin^2 ramps of width 2 eps at
+/// both ends, 1 between, 0 outside.
+CTFORGE_HD float scan_window(float beta, float range, float eps) {
+  if (beta <= 0.0f || beta >= range) return 0.0f;
+  const float q = k_pi_f / 4.0f;
+  if (beta < 2.0f * eps) {
+    const float s = sinf(q * beta / eps);
+    return s * s;
+  }
+  if (beta > range - 2.0f * eps) {
+    const float s = sinf(q * (range - beta) / eps);
+    return s * s;
+  }
+  return 1.0f;
+}
+
+/// Redundancy weight of the ray (beta, a) of a displaced detector (p.overlap_mm > 0); see the
+/// file comment. gamma = fan angle of the column (0 for parallel beam).
+CTFORGE_HD float displaced_redundancy(const preweight_params& p, float beta, float a, float gamma) {
+  const float x = p.wide_sign * a;
+  const float self = displaced_weight(x, p.overlap_mm);
+  if (p.parker_delta < 0.0f) return self;  // full scan: the conjugate is always measured
+  const float eps = p.parker_delta > 0.0f ? p.parker_delta : 1e-3f;
+  const float mine = scan_window(beta, p.scan_range, eps) * self;
+  const float conj = displaced_weight(-x, p.overlap_mm) *
+                     (scan_window(beta + k_pi_f - 2.0f * gamma, p.scan_range, eps) +
+                      scan_window(beta - k_pi_f - 2.0f * gamma, p.scan_range, eps));
+  const float sum = mine + conj;
+  return sum > 0.0f ? mine / sum : 0.0f;
+}
+
 /// Pre-weight of pixel (col, row) of one view.
 CTFORGE_HD float preweight(const preweight_params& p, const preweight_view& v, int col, int row) {
   const float a = (static_cast<float>(col) - p.c0) * p.du + v.offset_u;
@@ -63,7 +121,10 @@ CTFORGE_HD float preweight(const preweight_params& p, const preweight_view& v, i
     w *= p.sdd / sqrtf(p.sdd * p.sdd + a * a + b * b);
     gamma = p.gamma_sign * atanf(a / p.sdd);
   }
-  if (p.parker_delta >= 0.0f) w *= parker_weight(v.beta, gamma, p.parker_delta);
+  if (p.overlap_mm > 0.0f)
+    w *= displaced_redundancy(p, v.beta, a, gamma);
+  else if (p.parker_delta >= 0.0f)
+    w *= parker_weight(v.beta, gamma, p.parker_delta);
   return w;
 }
 

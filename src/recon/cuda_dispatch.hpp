@@ -13,6 +13,8 @@
 
 namespace ctforge::detail {
 
+struct fdk_setup;
+
 /// True when CUDA device `device` (ordinal, from 0) exists and can run this build's kernels;
 /// otherwise false and *why (if given) says why (no driver, no device, no such ordinal, an
 /// architecture this build has no code for). Probes each ordinal once per process; never throws.
@@ -51,8 +53,11 @@ struct cuda_options {
 /// records the first one, and the call then throws the CPU path's usage_error (naming view, row
 /// and column) after filtering, before any back-projection output is returned. The output
 /// volume's host allocation overlaps the GPU work. Synchronises before returning.
+/// `setup`: the pre-weights to use (reconstruct passes those of a displaced detector before it
+/// was padded); nullptr: make_fdk_setup(proj, g, opt).
 volume cuda_reconstruct(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
-                        const recon_options& opt, const cuda_options& copt);
+                        const recon_options& opt, const cuda_options& copt,
+                        const fdk_setup* setup = nullptr);
 
 /// Ray-driven (Joseph) forward projection on the GPU; matches ctforge::forward_project.
 projection_stack cuda_forward_project(const volume& vol, const geometry& g,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numbers>
 
 #include "core/finite_scan.hpp"
@@ -53,7 +54,7 @@ void check_finite_values(const projection_stack& p, int threads) {
 }
 
 fdk_setup make_fdk_setup(const projection_stack& proj, const geometry& g, const recon_options& opt,
-                         bool check_values) {
+                         bool check_values, const fdk_setup* displacement_from) {
   const std::string name = algo_name(opt.algo);
   check_geometry_for(g, opt.algo);
   g.validate();
@@ -79,7 +80,7 @@ fdk_setup make_fdk_setup(const projection_stack& proj, const geometry& g, const 
 
   fdk_setup s;
   s.distance_weighting = cone;
-  s.filter_pixel_mm = cone ? g.pixel_u_mm * sid / sdd : g.pixel_u_mm;
+  s.filter_pixel_mm = std::abs(cone ? g.pixel_u_mm * sid / sdd : g.pixel_u_mm);
 
   // --- angles: direction, covered arc, per-view angular weights -------------------------------
   const std::vector<double>& a = o.angles_rad;
@@ -150,6 +151,53 @@ fdk_setup make_fdk_setup(const projection_stack& proj, const geometry& g, const 
     delta = std::max(delta, fan);
   }
 
+  // --- displaced (half-fan) detector ---------------------------------------------------------
+  // Extent of the pixel centres along u_hat (mm) about the principal point, per view. The
+  // detector is displaced when it extends more than one pixel further to one side than to the
+  // other (on average over the views); the overlap both sides cover on every view is then
+  // weighted by Wang's ramp (kernels::displaced_redundancy).
+  const double du_abs = std::abs(g.pixel_u_mm);
+  {
+    const double c0 = 0.5 * static_cast<double>(g.cols - 1);
+    double asym = 0;
+    std::vector<double> lo(static_cast<std::size_t>(n)), hi(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto k = static_cast<std::size_t>(i);
+      lo[k] = -c0 * du_abs + o.offset_u_mm[k];
+      hi[k] = c0 * du_abs + o.offset_u_mm[k];
+      asym += lo[k] + hi[k];
+    }
+    asym /= static_cast<double>(n);
+    s.wide_sign = asym >= 0 ? 1.0 : -1.0;
+    s.displaced = std::abs(asym) > du_abs;
+    if (displacement_from != nullptr) {
+      s.displaced = displacement_from->displaced;
+      s.wide_sign = displacement_from->wide_sign;
+      s.overlap_mm = displacement_from->overlap_mm;
+    } else if (s.displaced) {
+      double m = std::numeric_limits<double>::infinity();
+      std::int64_t worst = 0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const auto k = static_cast<std::size_t>(i);
+        const double narrow = s.wide_sign > 0 ? -lo[k] : hi[k];
+        if (narrow < m) {
+          m = narrow;
+          worst = i;
+        }
+      }
+      const auto k = static_cast<std::size_t>(worst);
+      CTFORGE_EXPECTS(
+          m >= du_abs,
+          fmt::format("{}: the detector offset leaves no overlap for displaced-detector "
+                      "weighting: on view {} the detector covers {:.3f} .. {:.3f} mm about the "
+                      "ray through the rotation axis (offset {:.3f} mm, {} pixels of {:.4g} mm), "
+                      "so its narrow side reaches {:.3f} mm, less than one pixel; a half-fan "
+                      "scan needs the central ray at least one pixel inside the detector",
+                      name, worst, lo[k], hi[k], o.offset_u_mm[k], g.cols, du_abs, m));
+      s.overlap_mm = m;
+    }
+  }
+
   // --- constants --------------------------------------------------------------------------------
   kernels::preweight_params& p = s.params;
   p.cols = static_cast<int>(g.cols);
@@ -161,8 +209,13 @@ fdk_setup make_fdk_setup(const projection_stack& proj, const geometry& g, const 
   p.r0 = static_cast<float>(0.5 * static_cast<double>(g.rows - 1));
   p.parker_delta = static_cast<float>(delta);
   p.gamma_sign = static_cast<float>(sign);
+  p.overlap_mm = s.displaced ? static_cast<float>(s.overlap_mm) : 0.0f;
+  p.wide_sign = static_cast<float>(s.wide_sign);
+  p.scan_range = static_cast<float>(s.scan_range_rad);
 
-  const double redundancy = s.full_scan ? 0.5 : 1.0;
+  // Full scans measure every line twice: 1/2 each, unless the displaced-detector weights share
+  // the line between its two measurements.
+  const double redundancy = s.full_scan && !s.displaced ? 0.5 : 1.0;
   const double mag2 = cone ? (sid / sdd) * (sid / sdd) : 1.0;
   s.views.resize(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) {
@@ -174,6 +227,50 @@ fdk_setup make_fdk_setup(const projection_stack& proj, const geometry& g, const 
     v.scale = static_cast<float>(dbeta[k] * redundancy * mag2);
   }
   return s;
+}
+
+narrow_side_padding narrow_side_padding_for(const fdk_setup& s, const geometry& g) {
+  narrow_side_padding pad;
+  if (!s.displaced || !g.orbit) return pad;
+  const double du = g.pixel_u_mm, du_abs = std::abs(du);
+  const double c0 = 0.5 * static_cast<double>(g.cols - 1);
+  double missing = 0;  // mm the narrow side falls short of the wide side, worst view
+  for (double off : g.orbit->offset_u_mm) {
+    const double lo = -c0 * du_abs + off, hi = c0 * du_abs + off;
+    missing = std::max(missing, s.wide_sign > 0 ? hi + lo : -(hi + lo));
+  }
+  pad.columns = static_cast<std::int64_t>(std::ceil(missing / du_abs - 1e-6));
+  // Column index grows along +u_hat when du > 0: the narrow side (-wide_sign u_hat) is then
+  // at the low indices for a wide side along +u_hat.
+  pad.prepend = (du > 0) == (s.wide_sign > 0);
+  return pad;
+}
+
+geometry pad_narrow_side(const geometry& g, const narrow_side_padding& pad) {
+  geometry out = g;
+  if (pad.columns <= 0) return out;
+  out.cols = g.cols + pad.columns;
+  const double half = 0.5 * static_cast<double>(pad.columns);
+  const double sign = pad.prepend ? -1.0 : 1.0;
+  for (auto& w : out.views) w.detector_center = w.detector_center + sign * half * w.u;
+  if (out.orbit)
+    for (double& off : out.orbit->offset_u_mm) off += sign * half * g.pixel_u_mm;
+  out.validate();
+  return out;
+}
+
+projection_stack pad_narrow_side(const projection_stack& p, const narrow_side_padding& pad,
+                                 int threads) {
+  if (pad.columns <= 0) return p;
+  projection_stack out(p.views, p.rows, p.cols + pad.columns);
+  const std::int64_t first = pad.prepend ? pad.columns : 0;
+  const int nt = threads > 0 ? threads : omp_get_max_threads();
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (std::int64_t v = 0; v < p.views; ++v)
+    for (std::int64_t r = 0; r < p.rows; ++r)
+      std::copy_n(p.data.data() + (v * p.rows + r) * p.cols, p.cols,
+                  out.data.data() + (v * out.rows + r) * out.cols + first);
+  return out;
 }
 
 void validate_recon_input(const projection_stack& proj, const geometry& g,
