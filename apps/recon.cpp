@@ -29,6 +29,7 @@ struct recon_cli_options {
   bool reference = false;
   // Foreign inputs and outputs (formats.hpp).
   std::string flat, dark;
+  bool transpose = false, flip_u = false, flip_v = false;
   double pixel_size = 1;
   int bin = 1;
   std::string center_of_rotation;  // empty, a column, or "auto"
@@ -79,6 +80,9 @@ void run(const recon_cli_options& o) {
   CTFORGE_EXPECTS(o.bin >= 1, fmt::format("--bin: must be >= 1 (got {})", o.bin));
   io::projection_read_options read;
   read.flat_path = o.flat;
+  read.transpose = o.transpose;
+  read.flip_u = o.flip_u;
+  read.flip_v = o.flip_v;
   read.dark_path = o.dark;
   read.geometry_path = o.geometry;
   read.pixel_size_mm = o.pixel_size;
@@ -96,11 +100,9 @@ void run(const recon_cli_options& o) {
     g = with_center_of_rotation(
         g, parse_doubles("--center-of-rotation", o.center_of_rotation, {1})[0]);
   }
-  // Default: the analytic method of a circular scan, SIRT for vector geometries.
-  ro.algo = !o.algorithm.empty()        ? parse_algorithm(o.algorithm)
-            : !g.orbit                  ? algorithm::sirt
-            : g.beam == beam_kind::cone ? algorithm::fdk
-                                        : algorithm::fbp;
+  // Default: the analytic method of a circular orbit (vector geometries included), SIRT for
+  // other trajectories.
+  ro.algo = !o.algorithm.empty() ? parse_algorithm(o.algorithm) : default_algorithm(g);
   ro.iterations = o.iterations;
   ro.relaxation = o.relaxation;
   ro.nonnegative = o.nonnegative;
@@ -186,6 +188,11 @@ runner add_recon(CLI::App& app) {
                   "Geometry JSON file (whole stored scan) to use instead of the file's; required "
                   "for TIFF stacks")
       ->type_name("FILE");
+  sub->add_flag("--transpose", o->transpose,
+                "Projections: swap detector rows and columns (before --flip-u / --flip-v)");
+  sub->add_flag("--flip-u", o->flip_u, "Projections: reverse the detector columns");
+  sub->add_flag("--flip-v", o->flip_v,
+                "Projections: reverse the detector rows (files that store the top row first)");
   sub->add_option("--flat", o->flat, "Flat-field TIFF image(s) (file, directory or glob)")
       ->type_name("PATH");
   sub->add_option("--dark", o->dark, "Dark-field TIFF image(s) (file, directory or glob)")

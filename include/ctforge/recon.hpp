@@ -22,6 +22,11 @@ algorithm parse_algorithm(std::string_view name);   ///< "fdk", "fbp", "sirt"
 filter_window parse_filter(std::string_view name);  ///< "ram-lak", "shepp-logan", ...
 std::string to_string(filter_window w);
 
+/// The analytic method when the orbit is circular: fdk for cone beam, fbp for parallel beam,
+/// vector geometries included when their sources (ray directions) fit a circular orbit (see
+/// reconstruct); sirt otherwise (helical and other trajectories).
+algorithm default_algorithm(const geometry& g);
+
 struct recon_options {
   algorithm algo = algorithm::fdk;
   filter_window filter = filter_window::ram_lak;
@@ -47,9 +52,15 @@ struct recon_options {
 };
 
 /// Reconstructs `vg` from line integrals `proj` (views x rows x cols, matching `g`).
-/// FDK requires a circular cone geometry (rows = 1 is fan beam), FBP a circular parallel one.
-/// Full scans (>= 360 deg) get weight 1/2 per redundant ray; short scans with at least
-/// 180 deg + fan angle get Parker weights. SIRT takes any geometry:
+/// FDK requires a cone-beam geometry with a circular source orbit (rows = 1 is fan beam), FBP a
+/// parallel one whose rays turn about one axis: the "cone" / "parallel" types, and vector
+/// geometries whose views fit such an orbit (sources within 1% of the radius of a fitted circle;
+/// tilted, rotated, flipped or transposed detectors and per-view jitter are fine), which are
+/// resampled onto virtual detectors perpendicular to the central ray first. Full scans
+/// (>= 360 deg) get weight 1/2 per redundant ray, or Wang's displaced-detector weights when the
+/// detector reaches further to one side of the rotation axis than to the other (half-fan);
+/// short scans with at least 180 deg + fan angle get Parker weights (combined with the
+/// displaced-detector weights when both apply). SIRT takes any geometry:
 ///   x <- x + lambda C B (R (p - A x)),   x0 = 0,
 /// A = forward_project (Joseph), B = back_project (voxel-driven), R = 1 / A(1) (inverse ray
 /// lengths through the grid, 0 for rays that miss it), C = 1 / B(1) (inverse count of views

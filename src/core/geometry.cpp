@@ -91,8 +91,10 @@ void geometry::validate() const {
                   fmt::format("{} geometry: field 'detector.rows' must be >= 1 (got {})", t, rows));
   CTFORGE_EXPECTS(!views.empty(), fmt::format("{} geometry: at least one view is required", t));
   CTFORGE_EXPECTS(
-      std::isfinite(pixel_u_mm) && std::isfinite(pixel_v_mm) && pixel_u_mm > 0 && pixel_v_mm > 0,
-      fmt::format("{} geometry: field 'detector.pixel_mm' must be positive and finite", t));
+      std::isfinite(pixel_u_mm) && std::isfinite(pixel_v_mm) && pixel_u_mm != 0 && pixel_v_mm != 0,
+      fmt::format("{} geometry: field 'detector.pixel_mm' must be non-zero and finite (a negative "
+                  "pitch reverses the direction of columns or rows)",
+                  t));
   if (orbit) {
     const auto& o = *orbit;
     CTFORGE_EXPECTS(o.angles_rad.size() == views.size(),
@@ -231,7 +233,9 @@ geometry geometry_from_json(std::string_view text, std::string_view origin) {
   if (type == "cone" || type == "parallel") {
     auto px = r.numbers(r.member(det, "detector", "pixel_mm"), "detector.pixel_mm");
     if (px.size() != 2) r.fail("detector.pixel_mm", "expected [u, v]");
-    if (!(px[0] > 0 && px[1] > 0)) r.fail("detector.pixel_mm", "pixel sizes must be > 0");
+    if (!(px[0] != 0 && px[1] != 0))
+      r.fail("detector.pixel_mm",
+             "pixel sizes must be non-zero (negative: columns run along -u, rows along -v)");
     auto angles = parse_angles(r, r.member(j, "", "angles_deg"));
     std::vector<double> ou, ov;
     parse_offsets(r, det, ou, ov);

@@ -19,6 +19,7 @@
 #include <cctype>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "ctforge/error.hpp"
@@ -29,6 +30,7 @@
 #include "recon/backproject_cpu.hpp"
 #include "recon/cuda_dispatch.hpp"
 #include "recon/fdk.hpp"
+#include "recon/fdk_geometry.hpp"
 #include "recon/fdk_setup.hpp"
 #include "recon/filter.hpp"
 #include "recon/sirt.hpp"
@@ -397,6 +399,17 @@ std::string to_string(filter_window w) {
   return "ram-lak";
 }
 
+algorithm default_algorithm(const geometry& g) {
+  const algorithm analytic = g.beam == beam_kind::cone ? algorithm::fdk : algorithm::fbp;
+  if (g.orbit) return analytic;
+  try {
+    (void)detail::make_circular_equivalent(g, "");
+    return analytic;
+  } catch (const usage_error&) {
+    return algorithm::sirt;
+  }
+}
+
 volume reconstruct(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
                    const recon_options& opt) {
   vg.validate();
@@ -408,23 +421,63 @@ volume reconstruct(const projection_stack& proj, const geometry& g, const volume
     detail::check_finite_values(proj, opt.threads);
     return detail::sirt_reconstruct(proj, g, vg, opt, where);
   }
+  // Vector geometries with a circular orbit are rewritten as circular ones on virtual
+  // detectors (recon/fdk_geometry.hpp); their projections are resampled when those differ from
+  // the real detectors. Everything below sees a circular geometry.
+  std::optional<detail::circular_equivalent> eq;
+  std::optional<projection_stack> resampled;
+  if (!g.orbit) {
+    const char* name = opt.algo == algorithm::fdk ? "fdk" : "fbp";
+    CTFORGE_EXPECTS((opt.algo == algorithm::fdk) == (g.beam == beam_kind::cone),
+                    fmt::format("{}: needs a {} geometry, got '{}' (use --algorithm {})", name,
+                                opt.algo == algorithm::fdk ? "cone-beam" : "parallel-beam",
+                                g.type_name(), opt.algo == algorithm::fdk ? "fbp" : "fdk"));
+    CTFORGE_EXPECTS(
+        proj.views == g.view_count() && proj.rows == g.rows && proj.cols == g.cols &&
+            static_cast<std::int64_t>(proj.data.size()) == proj.size(),
+        fmt::format("{}: projections are {}x{}x{} (views x rows x cols) but the geometry "
+                    "describes {}x{}x{}",
+                    name, proj.views, proj.rows, proj.cols, g.view_count(), g.rows, g.cols));
+    eq = detail::make_circular_equivalent(g, name);
+    if (eq->needs_resampling) {
+      detail::check_finite_values(proj, opt.threads);  // before interpolation spreads a NaN
+      resampled = detail::resample(*eq, proj, opt.threads);
+    }
+  }
+  const geometry* geo = eq ? &eq->geom : &g;
+  const projection_stack* data = resampled ? &*resampled : &proj;
   // Validation first (usage errors before device errors); the scan for non-finite values is
   // left to the backend: the CPU scans here, the GPU while pre-weighting.
-  const detail::fdk_setup setup = detail::make_fdk_setup(proj, g, opt, /*check_values=*/false);
+  detail::fdk_setup setup = detail::make_fdk_setup(*data, *geo, opt, /*check_values=*/false);
+  // A displaced detector gets zero columns on its narrow side (see narrow_side_padding), with
+  // the weights of the unpadded detector.
+  const detail::narrow_side_padding pad = detail::narrow_side_padding_for(setup, *geo);
+  std::optional<geometry> padded_geo;
+  std::optional<projection_stack> padded;
+  bool checked = resampled.has_value();
+  if (pad.columns > 0) {
+    if (!checked) detail::check_finite_values(*data, opt.threads);
+    checked = true;
+    padded_geo = detail::pad_narrow_side(*geo, pad);
+    padded = detail::pad_narrow_side(*data, pad, opt.threads);
+    setup = detail::make_fdk_setup(*padded, *padded_geo, opt, false, &setup);
+    geo = &*padded_geo;
+    data = &*padded;
+  }
   // The reference path is a CPU path by definition.
   const backend where =
       opt.reference ? backend::cpu : resolve_backend(opt.where, nullptr, opt.device);
-  if (where != backend::cuda) detail::check_finite_values(proj, opt.threads);
+  if (where != backend::cuda && !checked) detail::check_finite_values(*data, opt.threads);
   if (where == backend::cuda) {
 #if defined(CTFORGE_WITH_CUDA)
     detail::cuda_options copt;
     copt.device = opt.device;
     copt.memory_limit_bytes = opt.gpu_memory_limit_bytes;
     copt.hardware_interpolation = opt.gpu_hardware_interpolation;
-    return detail::cuda_reconstruct(proj, g, vg, opt, copt);
+    return detail::cuda_reconstruct(*data, *geo, vg, opt, copt, &setup);
 #endif
   }
-  return reconstruct_cpu(proj, g, vg, opt, setup);
+  return reconstruct_cpu(*data, *geo, vg, opt, setup);
 }
 
 }  // namespace ctforge

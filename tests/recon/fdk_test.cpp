@@ -397,10 +397,17 @@ TEST(FdkValidation, RejectsBadInput) {
   m = usage_message([&] { reconstruct(p, par, vg, cpu_options()); });
   EXPECT_TRUE(contains(m, "cone") && contains(m, "'parallel'")) << m;
 
+  // A cone_vec scan whose sources climb (a helix) has no circular orbit: refused, naming the
+  // type (circular cone_vec scans reconstruct: fdk_geometry_test.cpp).
   std::vector<view_vectors> vv(g.views.begin(), g.views.end());
+  for (std::size_t i = 0; i < vv.size(); ++i) {
+    const vec3 up{0, 0, 2.0 * static_cast<double>(i)};
+    vv[i].source = vv[i].source + up;
+    vv[i].detector_center = vv[i].detector_center + up;
+  }
   const geometry vec = make_vec_geometry(beam_kind::cone, 16, 8, vv);
   m = usage_message([&] { reconstruct(p, vec, vg, cpu_options()); });
-  EXPECT_TRUE(contains(m, "cone_vec")) << m;
+  EXPECT_TRUE(contains(m, "cone_vec") && contains(m, "circular orbit")) << m;
 
   for (double cutoff : {0.0, -0.5, 1.5, std::nan("")}) {
     recon_options o = cpu_options();
