@@ -30,6 +30,7 @@ struct convert_options {
   std::string description = "ctforge conversion";
   // projections
   std::string flat, dark, geometry;
+  bool transpose = false, flip_u = false, flip_v = false;
   double pixel_size = 1;
   std::string views, rows, cols;
   int bin = 1;
@@ -97,6 +98,9 @@ void convert_geometry(const convert_options& o) {
 void convert_projections(const convert_options& o) {
   io::projection_read_options r;
   r.flat_path = o.flat;
+  r.transpose = o.transpose;
+  r.flip_u = o.flip_u;
+  r.flip_v = o.flip_v;
   r.dark_path = o.dark;
   r.geometry_path = o.geometry;
   r.pixel_size_mm = o.pixel_size;
@@ -185,6 +189,11 @@ runner add_convert(CLI::App& app) {
   sub->add_option("--description", o->description, "DICOM Series Description")
       ->type_name("TEXT")
       ->capture_default_str();
+  sub->add_flag("--transpose", o->transpose,
+                "Projections: swap detector rows and columns (before --flip-u / --flip-v)");
+  sub->add_flag("--flip-u", o->flip_u, "Projections: reverse the detector columns");
+  sub->add_flag("--flip-v", o->flip_v,
+                "Projections: reverse the detector rows (files that store the top row first)");
   sub->add_option("--flat", o->flat, "Flat-field TIFF image(s): file, directory or glob")
       ->type_name("PATH");
   sub->add_option("--dark", o->dark, "Dark-field TIFF image(s): file, directory or glob")

@@ -78,7 +78,18 @@ struct projection_read_options {
   /// Floor for the normalised transmission (I - dark) / (flat - dark), in (0, 1): smaller or
   /// non-finite values are clamped to it (line integral -log(floor)) and counted.
   double min_transmission = 1e-4;
+  /// Detector orientation (reorient_projections), applied after selection and binning, which
+  /// stay in the file's indexing: `transpose` swaps rows and columns, then `flip_u` reverses
+  /// the columns and `flip_v` the rows. A geometry given or stored describes the reoriented
+  /// detector (for a transposed one: cols = the stored rows).
+  bool transpose = false, flip_u = false, flip_v = false;
 };
+
+/// Views of `p` with rows and columns swapped (`transpose`: out[v][c][r] = p[v][r][c], so
+/// out.rows = p.cols), then columns reversed (`flip_u`) and rows reversed (`flip_v`).
+/// Applying the same flips again restores `p` bit for bit.
+projection_stack reorient_projections(const projection_stack& p, bool transpose, bool flip_u,
+                                      bool flip_v);
 
 /// Projections read from any supported file; converts to projection_file by slicing.
 struct loaded_projections : projection_file {

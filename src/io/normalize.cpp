@@ -228,6 +228,22 @@ projection_stack normalize(const raw_scan& scan, intensity_mode mode, std::int64
   return out;
 }
 
+projection_stack reorient_projections(const projection_stack& p, bool transpose, bool flip_u,
+                                      bool flip_v) {
+  CTFORGE_EXPECTS(static_cast<std::int64_t>(p.data.size()) == p.size(),
+                  "reorient_projections: data size does not match the dimensions");
+  const std::int64_t rows = transpose ? p.cols : p.rows, cols = transpose ? p.rows : p.cols;
+  projection_stack out(p.views, rows, cols);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t v = 0; v < p.views; ++v)
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const std::int64_t rr = flip_v ? rows - 1 - r : r, cc = flip_u ? cols - 1 - c : c;
+        out.at(v, r, c) = transpose ? p.at(v, cc, rr) : p.at(v, rr, cc);
+      }
+  return out;
+}
+
 std::string projection_format(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec) || has_glob_chars(path)) return "tiff";
@@ -299,28 +315,27 @@ loaded_projections read_projections_any(const std::string& path,
   out.clamped = report.clamped;
   if (!report.warnings.empty()) notes.push_back(report.warnings);
 
-  // Geometry of the whole stored data set, then of the selection.
+  // Geometry of the whole stored data set (as reoriented), then of the selection.
+  const std::int64_t full_rows = opt.transpose ? scan.full_cols : scan.full_rows;
+  const std::int64_t full_cols = opt.transpose ? scan.full_rows : scan.full_cols;
   geometry full;
   if (!opt.geometry_path.empty()) {
     full = load_geometry(opt.geometry_path);
     // A runtime error (the files disagree), naming both sides.
     CTFORGE_CHECK(
-        full.view_count() == scan.full_views && full.rows == scan.full_rows &&
-            full.cols == scan.full_cols,
+        full.view_count() == scan.full_views && full.rows == full_rows && full.cols == full_cols,
         fmt::format(
             "--geometry {}: {} views of {} rows x {} cols, but {} holds projections "
             "[{}][{}][{}] (views, rows, cols; the geometry describes the whole stored scan)",
             opt.geometry_path, full.view_count(), full.rows, full.cols, path, scan.full_views,
-            scan.full_rows, scan.full_cols));
+            full_rows, full_cols));
   } else if (stored_geometry) {
     full = *stored_geometry;
     CTFORGE_CHECK(
-        full.view_count() == scan.full_views && full.rows == scan.full_rows &&
-            full.cols == scan.full_cols,
+        full.view_count() == scan.full_views && full.rows == full_rows && full.cols == full_cols,
         fmt::format(
             "{}: /geometry describes {} views of {}x{} pixels, /projections holds {} of {}x{}",
-            path, full.view_count(), full.rows, full.cols, scan.full_views, scan.full_rows,
-            scan.full_cols));
+            path, full.view_count(), full.rows, full.cols, scan.full_views, full_rows, full_cols));
   } else {
     CTFORGE_EXPECTS(format != "tiff",
                     fmt::format("{}: TIFF stacks need a geometry JSON file (--geometry)", path));
@@ -333,10 +348,30 @@ loaded_projections read_projections_any(const std::string& path,
     const double dv = scan.pixel_v_mm > 0 ? scan.pixel_v_mm : opt.pixel_size_mm;
     if (scan.pixel_u_mm <= 0)
       notes.push_back(fmt::format("pixel size not recorded: {:g} mm assumed", du));
-    full = make_parallel_geometry(scan.full_cols, scan.full_rows, du, dv, scan.angles_rad);
+    full = opt.transpose ? make_parallel_geometry(full_cols, full_rows, dv, du, scan.angles_rad)
+                         : make_parallel_geometry(full_cols, full_rows, du, dv, scan.angles_rad);
   }
   (void)v0;
-  out.geom = select_geometry(full, opt.select, opt.bin_rows, opt.bin_cols);
+  // The kept pixels of the selection (binning drops a remainder), in the reoriented indexing.
+  const auto kept = [&](const index_range& r, std::int64_t size, std::int64_t bin,
+                        const char* what) {
+    const auto [first, count] = resolve_range(r, size, what, path);
+    return std::pair<std::int64_t, std::int64_t>{first, count / bin * bin};
+  };
+  auto [r0, nr] = kept(opt.select.rows, scan.full_rows, opt.bin_rows, "rows");
+  auto [c0, nc] = kept(opt.select.cols, scan.full_cols, opt.bin_cols, "cols");
+  std::int64_t bin_r = opt.bin_rows, bin_c = opt.bin_cols;
+  if (opt.transpose) {
+    std::swap(r0, c0);
+    std::swap(nr, nc);
+    std::swap(bin_r, bin_c);
+  }
+  if (opt.flip_u) c0 = full_cols - c0 - nc;
+  if (opt.flip_v) r0 = full_rows - r0 - nr;
+  const detector_selection oriented{opt.select.views, {r0, nr}, {c0, nc}};
+  if (opt.transpose || opt.flip_u || opt.flip_v)
+    out.projections = reorient_projections(out.projections, opt.transpose, opt.flip_u, opt.flip_v);
+  out.geom = select_geometry(full, oriented, bin_r, bin_c);
   out.geometry_json = geometry_to_json(*out.geom);
   out.warnings = join(notes);
   return out;
