@@ -182,8 +182,27 @@ double magnification(const geometry& g) {
   return sid > 0 ? sdd / sid : 1.0;
 }
 
+// Half-width (mm, on the detector) of the field a circular scan covers across the axis: the
+// farthest pixel edge from the ray through the axis. A displaced (half-fan) detector covers a
+// circle wider than its width (the same rule as FDK's displaced-detector weighting: the mean
+// offset exceeds half a pixel); otherwise half the detector width.
+double field_half_width(const geometry& g) {
+  const double du = std::abs(g.pixel_u_mm), half = 0.5 * static_cast<double>(g.cols) * du;
+  if (!g.orbit || g.orbit->offset_u_mm.empty()) return half;
+  double mean = 0, reach = 0;
+  for (double off : g.orbit->offset_u_mm) {
+    mean += off;
+    reach = std::max(reach, half + std::abs(off));
+  }
+  mean /= static_cast<double>(g.orbit->offset_u_mm.size());
+  return std::abs(mean) > 0.5 * du ? reach : half;
+}
+
 volume_geometry make_grid(const grid_options& o, const geometry& g) {
-  std::int64_t n[3] = {g.cols, g.cols, g.rows};
+  const double field = field_half_width(g);
+  const std::int64_t n_xy = std::max<std::int64_t>(
+      g.cols, static_cast<std::int64_t>(std::ceil(2 * field / std::abs(g.pixel_u_mm) - 1e-9)));
+  std::int64_t n[3] = {n_xy, n_xy, g.rows};
   if (o.size) {
     CTFORGE_EXPECTS(*o.size >= 1,
                     fmt::format("--size: must be a positive integer (got {})", *o.size));
@@ -207,8 +226,8 @@ volume_geometry make_grid(const grid_options& o, const geometry& g) {
     }
   } else {
     const double m = magnification(g);
-    const double fov_u = static_cast<double>(g.cols) * g.pixel_u_mm / m;
-    const double fov_v = static_cast<double>(g.rows) * g.pixel_v_mm / m;
+    const double fov_u = 2 * field / m;
+    const double fov_v = static_cast<double>(g.rows) * std::abs(g.pixel_v_mm) / m;
     spacing = {fov_u / static_cast<double>(n[0]), fov_u / static_cast<double>(n[1]),
                fov_v / static_cast<double>(n[2])};
   }
