@@ -149,32 +149,11 @@ TEST_F(ConvertCli, ProjectionsAndGeometries) {
   EXPECT_NE(r.output.find("mixed DICOM series"), std::string::npos) << r.output;
 }
 
-}  // namespace
-}  // namespace ctforge
-
-namespace ctforge {
-namespace {
-
-class OrientationCli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = testing::scratch_dir("orientation_cli", info->name());
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  testing::cli_result run(const std::string& args) const { return testing::run_cli(dir_, args); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  std::filesystem::path dir_;
-};
-
 // --flip-v / --flip-u / --transpose on projection input: data stored the other way round
 // (written here by convert with the same flags, the geometry left as it was) reconstructs bit
 // for bit as the original once the same flags undo it; without them it does not. A geometry
 // for a transposed detector is the transposed one.
-TEST_F(OrientationCli, FlipsAndTransposeRestoreTheOriginalBitForBit) {
+TEST_F(ConvertCli, FlipsAndTransposeRestoreTheOriginalBitForBit) {
   {
     std::ofstream(path("g.json"))
         << R"({"type":"cone","source_to_isocenter_mm":300,"source_to_detector_mm":600,

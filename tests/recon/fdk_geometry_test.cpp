@@ -258,27 +258,10 @@ const volume& small_truth() {
   return t;
 }
 
-// Analytic projections of any geometry with pixels that integrate over their area (s x s rays
-// each), as project_pixel_integrated does for circular ones: point samples of the Shepp-Logan
-// edges alias, and resampling them would then be judged by that aliasing.
+// Pixel-integrated projections (s x s rays per pixel) of any geometry: point samples of the
+// Shepp-Logan edges alias, and resampling them would then be judged by that aliasing.
 projection_stack project_integrated(const phantom& ph, const geometry& g, int s = 2) {
-  std::vector<view_vectors> fine = g.views;
-  for (auto& w : fine) {
-    w.u = (1.0 / s) * w.u;
-    w.v = (1.0 / s) * w.v;
-  }
-  const projection_stack pf =
-      project_analytic(ph, make_vec_geometry(g.beam, g.cols * s, g.rows * s, fine));
-  projection_stack p(g.view_count(), g.rows, g.cols);
-  for (std::int64_t v = 0; v < p.views; ++v)
-    for (std::int64_t r = 0; r < p.rows; ++r)
-      for (std::int64_t c = 0; c < p.cols; ++c) {
-        double sum = 0;
-        for (int i = 0; i < s; ++i)
-          for (int j = 0; j < s; ++j) sum += pf.at(v, r * s + i, c * s + j);
-        p.at(v, r, c) = static_cast<float>(sum / (s * s));
-      }
-  return p;
+  return ctforge::testing::project_pixel_integrated_vec(ph, g, s);
 }
 
 volume fdk(const projection_stack& p, const geometry& g) {

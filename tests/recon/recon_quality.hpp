@@ -119,6 +119,21 @@ inline void expect_fast_matches_reference(const volume& fast, const volume& ref)
   EXPECT_LE(mean_abs_error(span_of(fast), span_of(ref)), 1e-5 * peak);
 }
 
+/// Means of sr x sc blocks of `fine` (views x rows*sr x cols*sc) as a views x rows x cols stack.
+inline projection_stack average_blocks(const projection_stack& fine, std::int64_t rows,
+                                       std::int64_t cols, int sr, int sc) {
+  projection_stack p(fine.views, rows, cols);
+  for (std::int64_t v = 0; v < p.views; ++v)
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) {
+        double sum = 0;
+        for (int b = 0; b < sr; ++b)
+          for (int a = 0; a < sc; ++a) sum += fine.at(v, r * sr + b, c * sc + a);
+        p.at(v, r, c) = static_cast<float>(sum / (sr * sc));
+      }
+  return p;
+}
+
 /// Analytic projections of `ph` with detector pixels that integrate over their area: s x s
 /// rays per pixel (s x 1 for one row), taken as a circular cone or parallel geometry with s
 /// times finer pixels, the same orbit and offsets, and averaged. The voxelized reference is a
@@ -134,17 +149,20 @@ inline projection_stack project_pixel_integrated(const phantom& ph, const geomet
           : make_cone_geometry(g.cols * s, g.rows * sr, g.pixel_u_mm / s, g.pixel_v_mm / sr,
                                o.source_to_isocenter_mm, o.source_to_detector_mm, o.angles_rad,
                                o.offset_u_mm, o.offset_v_mm);
-  const projection_stack pf = project_analytic(ph, fine);
-  projection_stack p(g.view_count(), g.rows, g.cols);
-  for (std::int64_t v = 0; v < p.views; ++v)
-    for (std::int64_t r = 0; r < p.rows; ++r)
-      for (std::int64_t c = 0; c < p.cols; ++c) {
-        double sum = 0;
-        for (int b = 0; b < sr; ++b)
-          for (int a = 0; a < s; ++a) sum += pf.at(v, r * sr + b, c * s + a);
-        p.at(v, r, c) = static_cast<float>(sum / (s * sr));
-      }
-  return p;
+  return average_blocks(project_analytic(ph, fine), g.rows, g.cols, sr, s);
+}
+
+/// The same for any geometry (vector ones included): s x s rays per pixel on a detector with
+/// s times finer steps u / s, v / s about the same centre.
+inline projection_stack project_pixel_integrated_vec(const phantom& ph, const geometry& g, int s) {
+  std::vector<view_vectors> fine = g.views;
+  for (auto& w : fine) {
+    w.u = (1.0 / s) * w.u;
+    w.v = (1.0 / s) * w.v;
+  }
+  return average_blocks(
+      project_analytic(ph, make_vec_geometry(g.beam, g.cols * s, g.rows * s, fine)), g.rows, g.cols,
+      s, s);
 }
 
 /// Parallel beam whose rays climb steeply (direction (cos a, sin a, 1.6): z is the dominant
