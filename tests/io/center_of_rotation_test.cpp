@@ -14,7 +14,7 @@
 namespace ctforge {
 namespace {
 
-const std::string data_dir = CTFORGE_SHARED_DATA_DIR;
+const std::string data_dir = CTFORGE_DATA_DIR;
 
 /// An off-centre phantom with asymmetric detail, so that no mirror symmetry fakes a match.
 phantom test_phantom() {

@@ -22,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 namespace h5 = detail::h5;
 
-const std::string data_dir = CTFORGE_SHARED_DATA_DIR;
+const std::string data_dir = CTFORGE_DATA_DIR;
 using testing::expect_error_naming;
 
 fs::path temp_dir(const std::string& name) {

@@ -588,8 +588,7 @@ TEST(FdkOptions, Parse) {
 // Data: Helsinki Tomography Challenge 2022, University of Helsinki Industrial Mathematics CT
 // Laboratory, Zenodo record 8041800 (CC BY); see shared/data/README.md.
 TEST(FdkRealData, Htc2022MatchesReferenceFbp) {
-  const std::string dir = CTFORGE_SHARED_DATA_DIR "/htc2022/";
-  if (!std::filesystem::exists(dir + "htc2022_ta.h5")) GTEST_SKIP() << "no shared data at " << dir;
+  const std::string dir = CTFORGE_DATA_DIR "/htc2022/";
   const io::projection_file pf = io::read_projections(dir + "htc2022_ta.h5");
   ASSERT_TRUE(pf.geom.has_value());
   const geometry& g = *pf.geom;
