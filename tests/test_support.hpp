@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "ctforge/error.hpp"
 
@@ -58,10 +59,29 @@ struct cli_result {
   std::string output;  ///< stdout and stderr together
 };
 
+/// Entries of `dir` (not recursive) left over from an interrupted or failed write: temporary
+/// outputs are named ".<name>.<pid>-<n>.part<ext>" (files) or ".<name>.<pid>-<n>.part"
+/// (directories), and directories moved aside while being replaced ".<name>.<pid>-<n>.old".
+inline std::vector<std::string> leftover_temporaries(const std::filesystem::path& dir) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.find(".part") != std::string::npos || n.ends_with(".old")) found.push_back(n);
+  }
+  return found;
+}
+
 /// Runs `ctforge <args>` (CTFORGE_CLI_PATH) in `dir` through the shell, as a user would.
-inline cli_result run_cli(const std::filesystem::path& dir, const std::string& args) {
-  const std::string cmd =
-      "cd '" + dir.string() + "' && '" + std::string(CTFORGE_CLI_PATH) + "' " + args + " 2>&1";
+/// `file_limit_kib` > 0: the command runs with that file-size limit (ulimit -f, SIGXFSZ
+/// ignored), so that a write past it fails with EFBIG as on a full disk.
+inline cli_result run_cli(const std::filesystem::path& dir, const std::string& args,
+                          int file_limit_kib = 0) {
+  const std::string limit =
+      file_limit_kib > 0 ? "trap '' XFSZ && ulimit -f " + std::to_string(file_limit_kib) + " && "
+                         : "";
+  const std::string cmd = "cd '" + dir.string() + "' && " + limit + "'" +
+                          std::string(CTFORGE_CLI_PATH) + "' " + args + " 2>&1";
   cli_result r;
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (!pipe) {

@@ -4,8 +4,10 @@
 //                  /geometry scalar string dataset holding the geometry JSON.
 // Volume file:     /volume float32 [z][y][x] with attributes spacing_mm and origin_mm
 //                  (3 doubles each, x, y, z order; origin = centre of voxel (0,0,0)).
-// Every writer writes to "<path>.part" (same directory) and renames it over `path` only when
-// the file is complete, so an interrupted run never leaves a file that looks complete.
+// Every writer goes through the output layer (detail/atomic_write.hpp): a unique temporary in
+// the same directory, every write checked, flushed and renamed over `path` only when complete,
+// so a failed or interrupted run never leaves a file that looks complete and never touches an
+// earlier output.
 #pragma once
 
 #include <optional>
@@ -40,9 +42,6 @@ std::string describe_file(const std::string& path);
 /// percentiles). A single-slice volume (nz = 1) gives the axial panel only.
 void write_preview_png(const std::string& path, const volume& v, float lo = 0, float hi = 0);
 
-/// Writes `path` atomically: calls write(tmp) then renames tmp over path; removes tmp on error.
-template <class F>
-void write_atomically(const std::string& path, F&& write);
 
 }  // namespace ctforge::io
 

@@ -22,6 +22,8 @@
 #include <itkImageSeriesReader.h>
 #include <itkImageSeriesWriter.h>
 #include <itkMetaDataObject.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <chrono>
@@ -494,7 +496,47 @@ void write_dicom_series(const std::string& dir_in, const volume& v,
   const double dz = v.geom.spacing_mm[2];
   std::vector<itk::MetaDataDictionary> dicts(static_cast<std::size_t>(v.geom.nz));
   std::vector<std::string> names;
-  const std::string tmp = dir + ".part";
+  // Replace the target only when it is absent, empty or holds DICOM files only.
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    bool only_dicom = fs::is_directory(dir, ec);
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      std::string ext = e.path().extension().string();
+      std::transform(ext.begin(), ext.end(), ext.begin(),
+                     [](unsigned char c) { return std::tolower(c); });
+      only_dicom = only_dicom && e.is_regular_file() && ext == ".dcm";
+    }
+    CTFORGE_EXPECTS(only_dicom,
+                    fmt::format("{}: exists and is not a directory of .dcm files; refusing to "
+                                "replace it",
+                                dir));
+  }
+  // GDCM aborts the process on a short write (an assertion in its data-element writer) instead
+  // of reporting it: check the room the series needs before writing (a full disk or a file-size
+  // limit then is an error naming the directory, and nothing is written).
+  {
+    const std::uint64_t slice_bytes =
+        static_cast<std::uint64_t>(v.geom.nx) * static_cast<std::uint64_t>(v.geom.ny) * 2 + 8192;
+    const std::uint64_t total = slice_bytes * static_cast<std::uint64_t>(v.geom.nz);
+    fs::path parent = fs::path(dir).parent_path();
+    if (parent.empty()) parent = ".";
+    struct statvfs st {};
+    if (::statvfs(parent.c_str(), &st) == 0) {
+      const std::uint64_t avail = static_cast<std::uint64_t>(st.f_bavail) * st.f_frsize;
+      CTFORGE_CHECK(avail >= total + (std::uint64_t{1} << 20),
+                    fmt::format("{}: not enough free space for the DICOM series: it needs about "
+                                "{} bytes, {} are free",
+                                dir, total, avail));
+    }
+    struct rlimit rl {};
+    if (::getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+      CTFORGE_CHECK(static_cast<std::uint64_t>(rl.rlim_cur) >= slice_bytes,
+                    fmt::format("{}: each DICOM slice needs about {} bytes, more than the file "
+                                "size limit of {} bytes (ulimit -f)",
+                                dir, slice_bytes, static_cast<std::uint64_t>(rl.rlim_cur)));
+  }
+  temporary_output out(dir, /*directory=*/true);
+  const std::string& tmp = out.path();
   for (std::int64_t k = 0; k < v.geom.nz; ++k) {
     auto& d = dicts[static_cast<std::size_t>(k)];
     auto put = [&](const char* key, const std::string& value) {
@@ -541,10 +583,6 @@ void write_dicom_series(const std::string& dir_in, const volume& v,
   std::vector<itk::MetaDataDictionary*> dict_ptrs;
   for (auto& d : dicts) dict_ptrs.push_back(&d);
 
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  CTFORGE_CHECK(!ec, fmt::format("{}: cannot create directory: {}", tmp, ec.message()));
   try {
     auto io = itk::GDCMImageIO::New();
     io->KeepOriginalUIDOn();  // our Study/Series/SOP Instance UIDs, not fresh ones per file
@@ -555,42 +593,25 @@ void write_dicom_series(const std::string& dir_in, const volume& v,
     writer->SetMetaDataDictionaryArray(&dict_ptrs);
     writer->Update();
   } catch (const itk::ExceptionObject& e) {
-    fs::remove_all(tmp, ec);
     CTFORGE_FAIL(fmt::format("{}: cannot write DICOM series: {}", dir, e.GetDescription()));
   }
-
-  // Replace the target: only an empty directory or one holding DICOM files only.
-  const std::string old = dir + ".old";
-  bool had_old = false;
-  if (fs::exists(dir, ec)) {
-    bool only_dicom = fs::is_directory(dir, ec);
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      std::string ext = e.path().extension().string();
-      std::transform(ext.begin(), ext.end(), ext.begin(),
-                     [](unsigned char c) { return std::tolower(c); });
-      only_dicom = only_dicom && e.is_regular_file() && ext == ".dcm";
-    }
-    if (!only_dicom) {
-      fs::remove_all(tmp, ec);
-      CTFORGE_FAIL(fmt::format(
-          "{}: exists and is not a directory of .dcm files; refusing to replace it", dir));
-    }
-    fs::remove_all(old, ec);
-    fs::rename(dir, old, ec);
-    if (ec) {
-      const std::string msg = ec.message();
-      fs::remove_all(tmp, ec);
-      CTFORGE_FAIL(fmt::format("{}: cannot move the existing series aside: {}", dir, msg));
-    }
-    had_old = true;
+  // GDCM does not report every short write: every slice must read back as written.
+  for (std::int64_t k = 0; k < v.geom.nz; ++k) {
+    const std::string& f = names[static_cast<std::size_t>(k)];
+    std::error_code fe;
+    CTFORGE_CHECK(fs::exists(f, fe) && fs::file_size(f, fe) > 0,
+                  fmt::format("{}: slice {} was not written", dir, k + 1));
   }
-  fs::rename(tmp, dir, ec);
-  if (ec) {
-    const std::string msg = ec.message();
-    if (had_old) fs::rename(old, dir, ec);
-    CTFORGE_FAIL(fmt::format("{}: cannot rename {} into place: {}", dir, tmp, msg));
+  try {
+    const volume back = read_dicom(tmp);
+    CTFORGE_CHECK(
+        back.geom.nx == v.geom.nx && back.geom.ny == v.geom.ny && back.geom.nz == v.geom.nz,
+        fmt::format("{}: the written series does not read back ({}x{}x{})", dir, back.geom.nx,
+                    back.geom.ny, back.geom.nz));
+  } catch (const error& e) {
+    CTFORGE_FAIL(fmt::format("{}: the written series does not read back: {}", dir, e.what()));
   }
-  if (had_old) fs::remove_all(old, ec);
+  out.commit_directory();
 }
 
 std::string describe_dicom(const std::string& path) {

@@ -75,13 +75,8 @@ std::string read_text_file(const std::string& path, const char* what) {
 }
 
 void write_text_file(const std::string& path, const std::string& text) {
-  write_atomically(path, [&](const std::string& tmp) {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    CTFORGE_CHECK(out.good(), fmt::format("{}: cannot create file", tmp));
-    out << text;
-    out.close();
-    CTFORGE_CHECK(out.good(), fmt::format("{}: write error", tmp));
-  });
+  write_atomically(
+      path, [&](const std::string& tmp) { write_file_bytes(tmp, text.data(), text.size(), path); });
 }
 
 // ---- RTK XML parsing (expat) -----------------------------------------------------------------

@@ -545,6 +545,27 @@ class file : public location {
                                  path, "H5Fcreate")),
                 path);
   }
+  /// Creates a file held in memory (core driver, no backing store): nothing touches the disk
+  /// until image() is written out by the caller, whose writes are checked (HDF5's own handling
+  /// of a full disk can crash at close). `path` names it in messages.
+  static file create_in_memory(const std::string& path) {
+    silence_errors();
+    plist_id fapl(check_id(H5Pcreate(H5P_FILE_ACCESS), path, "H5Pcreate"));
+    check(H5Pset_fapl_core(fapl.get(), std::size_t{1} << 24, 0), path, "H5Pset_fapl_core");
+    return file(file_id(check_id(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()),
+                                 path, "H5Fcreate (in memory)")),
+                path);
+  }
+  /// The bytes of the whole file (flushed first): for a file made by create_in_memory.
+  std::vector<char> image() {
+    check(H5Fflush(handle_.get(), H5F_SCOPE_GLOBAL), path_, "H5Fflush");
+    const ssize_t n = H5Fget_file_image(handle_.get(), nullptr, 0);
+    check(n < 0 ? -1 : 0, path_, "H5Fget_file_image");
+    std::vector<char> bytes(static_cast<std::size_t>(n));
+    check(H5Fget_file_image(handle_.get(), bytes.data(), bytes.size()) < 0 ? -1 : 0, path_,
+          "H5Fget_file_image");
+    return bytes;
+  }
   file(file&&) noexcept = default;
   file& operator=(file&&) noexcept = default;
 

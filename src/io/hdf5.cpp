@@ -229,7 +229,7 @@ void write_projections(const std::string& path, const projection_stack& p, const
                               path, g.view_count(), g.rows, g.cols, p.views, p.rows, p.cols));
   const std::string geometry_json = geometry_to_json(g);
   write_atomically(path, [&](const std::string& tmp) {
-    h5::file f = h5::file::create(tmp);
+    h5::file f = h5::file::create_in_memory(tmp);
     {
       h5::create_options opt;
       opt.chunk = {1, static_cast<hsize_t>(p.rows), static_cast<hsize_t>(p.cols)};  // one view
@@ -245,7 +245,10 @@ void write_projections(const std::string& path, const projection_stack& p, const
       f.write_string_dataset(k_geometry, geometry_json).close();
       f.write_string_attribute("creator", "ctforge " CTFORGE_VERSION);
     }
+    // Built in memory, written with checked writes (a full disk is an error naming the file).
+    const std::vector<char> bytes = f.image();
     f.close();
+    write_file_bytes(tmp, bytes.data(), bytes.size(), path);
   });
 }
 
@@ -279,7 +282,7 @@ void write_volume(const std::string& path, const volume& v) {
                   fmt::format("{}: volume of {}x{}x{} voxels holds {} values", path, v.geom.nx,
                               v.geom.ny, v.geom.nz, v.data.size()));
   write_atomically(path, [&](const std::string& tmp) {
-    h5::file f = h5::file::create(tmp);
+    h5::file f = h5::file::create_in_memory(tmp);
     {
       const auto& g = v.geom;
       h5::create_options opt;
@@ -295,7 +298,10 @@ void write_volume(const std::string& path, const volume& v) {
       ds.close();
       f.write_string_attribute("creator", "ctforge " CTFORGE_VERSION);
     }
+    // Built in memory, written with checked writes (a full disk is an error naming the file).
+    const std::vector<char> bytes = f.image();
     f.close();
+    write_file_bytes(tmp, bytes.data(), bytes.size(), path);
   });
 }
 

@@ -12,6 +12,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cmath>
 #include <cstring>
@@ -225,20 +226,6 @@ volume volume_from_itk(const itk::Image<float, 3>* img, const std::string& path)
 }
 }  // namespace detail
 
-namespace {
-
-/// `path` with ".part" inserted before the (possibly double) extension, so that the ImageIO
-/// still recognises the format: "a/b.nii.gz" -> "a/b.part.nii.gz".
-std::string temporary_name(const std::string& path) {
-  const std::string l = lower(path);
-  const std::size_t cut = l.ends_with(".nii.gz")
-                              ? path.size() - 7
-                              : path.size() - fs::path(path).extension().string().size();
-  return path.substr(0, cut) + ".part" + path.substr(cut);
-}
-
-}  // namespace
-
 volume_format volume_format_of(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec) || path.ends_with('/')) return volume_format::dicom;
@@ -297,9 +284,13 @@ void write_itk_volume(const std::string& path, const volume& v, bool compress) {
                                              false);
 
   const std::string l = lower(path);
+  // Detached headers (.mhd, .nhdr) name their data file: header and data are written into a
+  // temporary directory under the final names and moved beside `path` (data first, header
+  // last); single files are written under a temporary name with the final extension.
   const bool detached = l.ends_with(".mhd") || l.ends_with(".nhdr");
-  // Detached headers name their data file, so they are written in place; others atomically.
-  const std::string target = detached ? path : temporary_name(path);
+  temporary_output out(path, detached);
+  const std::string target =
+      detached ? (fs::path(out.path()) / fs::path(path).filename()).string() : out.path();
   try {
     auto writer = itk::ImageFileWriter<image3>::New();
     writer->SetImageIO(io);
@@ -308,18 +299,28 @@ void write_itk_volume(const std::string& path, const volume& v, bool compress) {
     writer->SetUseCompression(compress || l.ends_with(".gz"));
     writer->Update();
   } catch (const itk::ExceptionObject& e) {
-    std::error_code ec;
-    if (!detached) fs::remove(target, ec);
     CTFORGE_FAIL(fmt::format("{}: cannot write the image: {}", path, e.GetDescription()));
   }
-  if (!detached) {
-    std::error_code ec;
-    fs::rename(target, path, ec);
-    if (ec) {
-      fs::remove(target, ec);
-      CTFORGE_FAIL(fmt::format("{}: cannot rename {} into place: {}", path, target, ec.message()));
-    }
+  // ITK's writers do not report every short write (a full disk leaves a truncated file and no
+  // error): the written file must read back bit for bit.
+  volume back;
+  try {
+    back = read_itk_volume(target);
+  } catch (const error& e) {
+    CTFORGE_FAIL(
+        fmt::format("{}: the written file does not read back (disk full?): {}", path, e.what()));
   }
+  CTFORGE_CHECK(
+      back.data.size() == v.data.size() &&
+          std::equal(back.data.begin(), back.data.end(), v.data.begin(),
+                     [](float a, float b) {
+                       return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+                     }),
+      fmt::format("{}: the written file does not read back as written (disk full?)", path));
+  if (detached)
+    out.commit_files({fs::path(path).filename().string()});
+  else
+    out.commit();
 }
 
 std::string describe_itk_volume(const std::string& path) {

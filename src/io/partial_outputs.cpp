@@ -1,40 +1,126 @@
-// Removal of half-written outputs when the process is interrupted (see atomic_write.hpp).
-// The signal handler only reads a fixed table and calls unlink(2), which is async-signal-safe.
+// The output layer (see ctforge/detail/atomic_write.hpp): temporary names, commit by rename,
+// and removal of half-written outputs when the process is interrupted. The signal handler only
+// reads a fixed table and calls open/getdents64/unlinkat/unlink/rmdir, which are
+// async-signal-safe system calls.
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 
 #include "ctforge/io.hpp"
 
 namespace ctforge::io {
 namespace {
 
+namespace fs = std::filesystem;
+
 constexpr int k_slots = 64;
 constexpr std::size_t k_path_bytes = 4096;
 
-enum : int { k_free = 0, k_filling = 1, k_active = 2 };
+enum : int { k_free = 0, k_filling = 1, k_file = 2, k_directory = 3 };
 char g_paths[k_slots][k_path_bytes];
 std::atomic<int> g_state[k_slots];
+std::atomic<unsigned> g_counter{0};
+
+struct dirent64_raw {
+  ino64_t d_ino;
+  off64_t d_off;
+  unsigned short d_reclen;
+  unsigned char d_type;
+  char d_name[1];
+};
+
+// Removes the files directly inside `dir`, then `dir` (async-signal-safe).
+void remove_flat_directory(const char* dir) {
+  for (int pass = 0; pass < 8; ++pass) {
+    const int fd = ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) break;
+    alignas(8) char buf[8192];
+    bool any = false;
+    for (;;) {
+      const long n = ::syscall(SYS_getdents64, fd, buf, sizeof buf);
+      if (n <= 0) break;
+      for (long off = 0; off < n;) {
+        const auto* d = reinterpret_cast<const dirent64_raw*>(buf + off);
+        const char* name = d->d_name;
+        if (!(name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0)))) {
+          ::unlinkat(fd, name, 0);
+          any = true;
+        }
+        off += d->d_reclen;
+      }
+    }
+    ::close(fd);
+    if (!any) break;
+  }
+  ::rmdir(dir);
+}
 
 extern "C" void remove_partial_outputs(int sig) {
-  for (int i = 0; i < k_slots; ++i)
-    if (g_state[i].load(std::memory_order_acquire) == k_active) ::unlink(g_paths[i]);
+  for (int i = 0; i < k_slots; ++i) {
+    const int st = g_state[i].load(std::memory_order_acquire);
+    if (st == k_file) ::unlink(g_paths[i]);
+    if (st == k_directory) remove_flat_directory(g_paths[i]);
+  }
   // SA_RESETHAND restored the default action; the signal is blocked while this handler runs,
   // so the re-raised signal terminates the process as soon as the handler returns.
   ::raise(sig);
 }
 
+// The (possibly double) extension of a file name: ".nii.gz", ".mha", "" for none.
+std::string extension_of(const std::string& name) {
+  std::string lower = name;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* dbl : {".nii.gz", ".raw.gz", ".tar.gz"})
+    if (lower.size() > std::strlen(dbl) && lower.ends_with(dbl))
+      return name.substr(name.size() - std::strlen(dbl));
+  return fs::path(name).extension().string();
+}
+
+std::string unique_sibling(const std::string& final_path, const char* tag, bool keep_extension) {
+  const fs::path p(final_path);
+  std::string name = p.filename().string();
+  if (name.empty()) name = p.parent_path().filename().string();  // "dir/" -> "dir"
+  const std::string ext = keep_extension ? extension_of(name) : std::string();
+  const std::string stem = name.substr(0, name.size() - ext.size());
+  const std::string leaf = fmt::format(".{}.{}-{}.{}{}", stem, ::getpid(),
+                                       g_counter.fetch_add(1, std::memory_order_relaxed), tag, ext);
+  const fs::path parent = p.filename().empty() ? p.parent_path().parent_path() : p.parent_path();
+  return (parent / leaf).string();
+}
+
+std::string parent_of(const std::string& path) {
+  const fs::path p = fs::path(path).parent_path();
+  return p.empty() ? std::string(".") : p.string();
+}
+
+[[noreturn]] void fail_errno(const std::string& what, const std::string& action, int err) {
+  CTFORGE_FAIL(fmt::format("{}: {}: {}", what, action, std::strerror(err)));
+}
+
+void rename_or_fail(const std::string& from, const std::string& to, const std::string& what) {
+  if (::rename(from.c_str(), to.c_str()) != 0)
+    fail_errno(what, fmt::format("cannot rename {} into place", from), errno);
+}
+
 }  // namespace
 
-int register_partial_output(const std::string& path) {
+int register_partial_output(const std::string& path, bool directory) {
   if (path.empty() || path.size() >= k_path_bytes) return -1;
   for (int i = 0; i < k_slots; ++i) {
     int expected = k_free;
     if (g_state[i].compare_exchange_strong(expected, k_filling, std::memory_order_acq_rel)) {
       std::memcpy(g_paths[i], path.c_str(), path.size() + 1);
-      g_state[i].store(k_active, std::memory_order_release);
+      g_state[i].store(directory ? k_directory : k_file, std::memory_order_release);
       return i;
     }
   }
@@ -50,7 +136,117 @@ void install_interrupt_cleanup() {
   sa.sa_handler = remove_partial_outputs;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESETHAND;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  // SIGABRT too: a library that aborts on an error it cannot report (GDCM on a short write)
+  // still leaves no temporary behind.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGABRT}) sigaction(sig, &sa, nullptr);
+}
+
+void write_file_bytes(const std::string& path, const void* data, std::size_t n,
+                      const std::string& what) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail_errno(what, fmt::format("cannot create {}", path), errno);
+  const auto* p = static_cast<const char*>(data);
+  std::size_t done = 0;
+  while (done < n) {
+    const ssize_t w = ::write(fd, p + done, std::min<std::size_t>(n - done, std::size_t{1} << 30));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const int err = w < 0 ? errno : ENOSPC;
+      ::close(fd);
+      fail_errno(what, fmt::format("write failed after {} of {} bytes", done, n), err);
+    }
+    done += static_cast<std::size_t>(w);
+  }
+  if (::close(fd) != 0) fail_errno(what, "closing failed", errno);
+}
+
+void sync_path(const std::string& path, const std::string& what) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail_errno(what, fmt::format("cannot open {} to flush it", path), errno);
+  const int st = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  // Some file systems do not support fsync on directories (EINVAL): nothing to flush there.
+  if (st != 0 && err != EINVAL && err != EROFS)
+    fail_errno(what, fmt::format("cannot flush {} to the device", path), err);
+}
+
+temporary_output::temporary_output(std::string final_path, bool directory)
+    : final_(std::move(final_path)), directory_(directory) {
+  tmp_ = unique_sibling(final_, "part", !directory);
+  if (directory_) {
+    std::error_code ec;
+    fs::create_directory(tmp_, ec);
+    if (ec)
+      CTFORGE_FAIL(fmt::format("{}: cannot create the temporary directory {}: {}", final_, tmp_,
+                               ec.message()));
+  }
+  slot_ = register_partial_output(tmp_, directory_);
+}
+
+temporary_output::~temporary_output() {
+  if (!done_) {
+    std::error_code ec;
+    if (directory_)
+      fs::remove_all(tmp_, ec);
+    else
+      fs::remove(tmp_, ec);
+  }
+  unregister_partial_output(slot_);
+}
+
+void temporary_output::commit() {
+  CTFORGE_EXPECTS(!directory_, "temporary_output::commit: a directory output");
+  sync_path(tmp_, final_);
+  rename_or_fail(tmp_, final_, final_);
+  done_ = true;
+  sync_path(parent_of(final_), final_);
+}
+
+void temporary_output::commit_directory() {
+  CTFORGE_EXPECTS(directory_, "temporary_output::commit_directory: a file output");
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(tmp_, ec))
+    if (e.is_regular_file()) sync_path(e.path().string(), final_);
+  sync_path(tmp_, final_);
+  std::string target = final_;
+  while (target.size() > 1 && target.ends_with('/')) target.pop_back();
+  std::string old;
+  if (fs::exists(target, ec)) {
+    CTFORGE_CHECK(fs::is_directory(target, ec),
+                  fmt::format("{}: exists and is not a directory; not replaced", target));
+    old = unique_sibling(target, "old", false);
+    rename_or_fail(target, old, target);
+  }
+  if (::rename(tmp_.c_str(), target.c_str()) != 0) {
+    const int err = errno;
+    if (!old.empty()) (void)::rename(old.c_str(), target.c_str());  // put the old one back
+    fail_errno(target, fmt::format("cannot rename {} into place", tmp_), err);
+  }
+  done_ = true;
+  if (!old.empty()) fs::remove_all(old, ec);
+  sync_path(parent_of(target), target);
+}
+
+void temporary_output::commit_files(const std::vector<std::string>& order) {
+  CTFORGE_EXPECTS(directory_, "temporary_output::commit_files: a file output");
+  const std::string dest = parent_of(final_);
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(tmp_, ec))
+    if (e.is_regular_file()) names.push_back(e.path().filename().string());
+  // Files not named in `order` first (data files the library chose), then `order`.
+  std::vector<std::string> sequence;
+  for (const auto& n : names)
+    if (std::find(order.begin(), order.end(), n) == order.end()) sequence.push_back(n);
+  for (const auto& n : order)
+    if (std::find(names.begin(), names.end(), n) != names.end()) sequence.push_back(n);
+  for (const auto& n : sequence) sync_path((fs::path(tmp_) / n).string(), final_);
+  for (const auto& n : sequence)
+    rename_or_fail((fs::path(tmp_) / n).string(), (fs::path(dest) / n).string(), final_);
+  done_ = true;
+  fs::remove_all(tmp_, ec);
+  sync_path(dest, final_);
 }
 
 }  // namespace ctforge::io

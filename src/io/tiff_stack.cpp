@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <regex>
 
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
@@ -291,32 +292,44 @@ void write_tiff_stack(const std::string& dir, const projection_stack& p,
                       const std::string& prefix) {
   CTFORGE_EXPECTS(p.views >= 1 && p.rows >= 1 && p.cols >= 1,
                   "write_tiff_stack: empty projection stack");
+  // Every view is written into a temporary directory first and the files move into `dir` only
+  // when all are complete, so an interrupted or failed run never leaves part of a stack under
+  // the final names.
   std::error_code ec;
   fs::create_directories(dir, ec);
   CTFORGE_CHECK(!ec && fs::is_directory(dir),
                 fmt::format("{}: cannot create directory: {}", dir, ec.message()));
+  temporary_output out((fs::path(dir) / prefix).string(), /*directory=*/true);
+  std::vector<std::string> order;
   for (std::int64_t v = 0; v < p.views; ++v) {
-    const std::string path = (fs::path(dir) / fmt::format("{}_{:05d}.tif", prefix, v)).string();
-    write_atomically(path, [&](const std::string& tmp) {
-      tiff_file t(tmp, "w");
-      TIFF* tif = t.get();
-      TIFFSetField(tif, TIFFTAG_IMAGEWIDTH, static_cast<std::uint32_t>(p.cols));
-      TIFFSetField(tif, TIFFTAG_IMAGELENGTH, static_cast<std::uint32_t>(p.rows));
-      TIFFSetField(tif, TIFFTAG_BITSPERSAMPLE, 32);
-      TIFFSetField(tif, TIFFTAG_SAMPLEFORMAT, SAMPLEFORMAT_IEEEFP);
-      TIFFSetField(tif, TIFFTAG_SAMPLESPERPIXEL, 1);
-      TIFFSetField(tif, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_MINISBLACK);
-      TIFFSetField(tif, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
-      TIFFSetField(tif, TIFFTAG_COMPRESSION, COMPRESSION_NONE);
-      TIFFSetField(tif, TIFFTAG_ROWSPERSTRIP, TIFFDefaultStripSize(tif, 0));
-      std::vector<float> line(static_cast<std::size_t>(p.cols));
-      for (std::int64_t r = 0; r < p.rows; ++r) {
-        std::copy_n(p.view(v) + r * p.cols, p.cols, line.begin());
-        if (TIFFWriteScanline(tif, line.data(), static_cast<std::uint32_t>(r), 0) < 0)
-          t.fail(fmt::format("cannot write row {}", r));
-      }
-      t.close();
-    });
+    const std::string name = fmt::format("{}_{:05d}.tif", prefix, v);
+    order.push_back(name);
+    tiff_file t((fs::path(out.path()) / name).string(), "w");
+    TIFF* tif = t.get();
+    TIFFSetField(tif, TIFFTAG_IMAGEWIDTH, static_cast<std::uint32_t>(p.cols));
+    TIFFSetField(tif, TIFFTAG_IMAGELENGTH, static_cast<std::uint32_t>(p.rows));
+    TIFFSetField(tif, TIFFTAG_BITSPERSAMPLE, 32);
+    TIFFSetField(tif, TIFFTAG_SAMPLEFORMAT, SAMPLEFORMAT_IEEEFP);
+    TIFFSetField(tif, TIFFTAG_SAMPLESPERPIXEL, 1);
+    TIFFSetField(tif, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_MINISBLACK);
+    TIFFSetField(tif, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
+    TIFFSetField(tif, TIFFTAG_COMPRESSION, COMPRESSION_NONE);
+    TIFFSetField(tif, TIFFTAG_ROWSPERSTRIP, TIFFDefaultStripSize(tif, 0));
+    std::vector<float> line(static_cast<std::size_t>(p.cols));
+    for (std::int64_t r = 0; r < p.rows; ++r) {
+      std::copy_n(p.view(v) + r * p.cols, p.cols, line.begin());
+      if (TIFFWriteScanline(tif, line.data(), static_cast<std::uint32_t>(r), 0) < 0)
+        t.fail(fmt::format("cannot write row {}", r));
+    }
+    t.close();
+  }
+  out.commit_files(order);
+  // Views of an earlier, longer stack under the same prefix would read as part of this one.
+  const std::regex stale(prefix + "_[0-9]{5}\\.tif");
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (std::regex_match(name, stale) && std::find(order.begin(), order.end(), name) == order.end())
+      fs::remove(e.path(), ec);
   }
 }
 

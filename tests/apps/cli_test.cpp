@@ -51,12 +51,8 @@ class Cli : public ::testing::Test {
     std::ofstream(dir_ / name) << text;
   }
   bool exists(const std::string& name) const { return fs::exists(dir_ / name); }
-  /// True when the directory holds no "*.part" left over from an atomic write.
-  bool no_part_files() const {
-    for (const auto& e : fs::directory_iterator(dir_))
-      if (e.path().extension() == ".part") return false;
-    return true;
-  }
+  /// True when the directory holds no temporary left over from an atomic write.
+  bool no_part_files() const { return ctforge::testing::leftover_temporaries(dir_).empty(); }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   /// Simulates the tiny cone scan (with truth) once per test that needs it.

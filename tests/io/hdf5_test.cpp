@@ -312,9 +312,11 @@ TEST_F(Hdf5Files, NonFiniteValuesNamedWithIndex) {
 
 TEST_F(Hdf5Files, FailedWritesLeaveNothing) {
   volume v(volume_geometry::centered(3, 3, 3, {1, 1, 1}));
-  // Directory does not exist: HDF5 cannot create the .part file.
+  // Directory does not exist: the temporary file cannot be created; the message names the
+  // output and the cause.
   const std::string nowhere = path("no/such/dir/vol.h5");
-  expect_error([&] { io::write_volume(nowhere, v); }, {nowhere + ".part", "H5Fcreate"});
+  expect_error([&] { io::write_volume(nowhere, v); },
+               {nowhere, "cannot create", "No such file or directory"});
   // Invalid volume (size/data mismatch): refused before anything is written.
   volume bad = v;
   bad.data.pop_back();

@@ -1,0 +1,228 @@
+// The output layer (ctforge/detail/atomic_write.hpp, src/io/partial_outputs.cpp) under failure,
+// run as a user would: a write that fails part-way (a full disk, injected here as a file-size
+// limit: ulimit -f with SIGXFSZ ignored, so writes past it fail with EFBIG) exits 1 naming the
+// output, leaves an earlier output of that name byte for byte as it was and no temporary
+// behind, for every output format; an output path equal to an input is a usage error; unique
+// temporaries let concurrent writers of one name finish without disturbing each other.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ctforge/io.hpp"
+#include "test_support.hpp"
+
+namespace ctforge {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every file below `root` (relative name -> bytes): what a failed run must leave unchanged.
+std::map<std::string, std::string> snapshot(const fs::path& root) {
+  std::map<std::string, std::string> m;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    if (!e.is_regular_file()) continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    m[fs::relative(e.path(), root).string()] =
+        std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return m;
+}
+
+class OutputFailures : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(testing::scratch_dir("output_failures", "shared"));
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    fs::remove_all(*dir_, ec);
+    delete dir_;
+  }
+  // A noisy scan and its reconstruction, once per suite: outputs that compress poorly.
+  void SetUp() override {
+    if (!fs::exists(*dir_ / "vol.h5")) {
+      std::ofstream(*dir_ / "g.json")
+          << R"({"type":"cone","source_to_isocenter_mm":500,"source_to_detector_mm":1000,
+                 "detector":{"cols":96,"rows":24,"pixel_mm":[2,2]},
+                 "angles_deg":{"start":0,"step":4,"count":90}})";
+      auto r = testing::run_cli(*dir_,
+                                "simulate --phantom shepp-logan --phantom-size 60 --noise-i0 1000 "
+                                "--geometry g.json -o p.h5 --quiet");
+      ASSERT_EQ(r.status, 0) << r.output;
+      r = testing::run_cli(*dir_, "recon p.h5 -o vol.h5 --size 96 --backend cpu --quiet");
+      ASSERT_EQ(r.status, 0) << r.output;
+    }
+  }
+  testing::cli_result run(const std::string& args, int limit = 0) const {
+    return testing::run_cli(*dir_, args, limit);
+  }
+  static fs::path* dir_;
+};
+fs::path* OutputFailures::dir_ = nullptr;
+
+struct output_case {
+  const char* name;
+  const char* output;  // file or directory in the output folder
+  const char* args;    // the command, writing to out/<output>
+  int limit_kib = 24;  // smaller than the output (a TIFF view: 9 KiB)
+};
+
+// The full-disk case of one output format: an earlier good output exists; the run with the
+// limit fails with exit 1 naming the output; everything under out/ is byte for byte as before;
+// no temporaries remain.
+void expect_failed_write_keeps_old(
+    const output_case& c, const fs::path& dir,
+    const std::function<testing::cli_result(const std::string&, int)>& run) {
+  const fs::path out = dir / "out";
+  std::error_code ec;
+  fs::remove_all(out, ec);
+  fs::create_directories(out);
+  const std::string cmd = std::string(c.args);
+  auto r = run(cmd, 0);
+  ASSERT_EQ(r.status, 0) << c.name << ": " << r.output;
+  const auto before = snapshot(out);
+  ASSERT_FALSE(before.empty()) << c.name;
+  r = run(cmd, c.limit_kib);
+  EXPECT_EQ(r.status, 1) << c.name << ": " << r.output;
+  EXPECT_NE(r.output.find(c.output), std::string::npos) << c.name << ": " << r.output;
+  EXPECT_EQ(snapshot(out), before) << c.name << ": the earlier output changed";
+  EXPECT_TRUE(testing::leftover_temporaries(out).empty()) << c.name;
+}
+
+TEST_F(OutputFailures, FullDiskKeepsTheEarlierOutputInEveryFormat) {
+  const std::vector<output_case> cases = {
+      {"hdf5 volume", "vol.h5", "convert vol.h5 out/vol.h5 --quiet"},
+      {"metaimage", "vol.mha", "convert vol.h5 out/vol.mha --quiet"},
+      {"metaimage + raw", "vol.mhd", "convert vol.h5 out/vol.mhd --quiet"},
+      {"nrrd", "vol.nrrd", "convert vol.h5 out/vol.nrrd --quiet"},
+      {"nrrd + raw", "vol.nhdr", "convert vol.h5 out/vol.nhdr --quiet"},
+      {"nifti", "vol.nii", "convert vol.h5 out/vol.nii --quiet"},
+      {"nifti gz", "vol.nii.gz", "convert vol.h5 out/vol.nii.gz --quiet"},
+      {"dicom series", "series", "convert vol.h5 out/series --quiet"},
+      {"hdf5 projections", "proj.h5", "convert p.h5 out/proj.h5 --quiet"},
+      {"tiff stack", "tifs", "convert p.h5 out/tifs --quiet", 4},
+      {"recon hdf5", "rec.h5", "recon p.h5 -o out/rec.h5 --size 96 --backend cpu --quiet"},
+      {"simulate", "sim.h5",
+       "simulate --phantom shepp-logan --noise-i0 1000 --geometry g.json -o out/sim.h5 --quiet"},
+  };
+  for (const auto& c : cases)
+    expect_failed_write_keeps_old(c, *dir_, [&](const std::string& a, int l) { return run(a, l); });
+}
+
+// PNG previews and geometry files are small: a smaller limit.
+TEST_F(OutputFailures, FullDiskSmallOutputs) {
+  const fs::path out = *dir_ / "out_small";
+  std::error_code ec;
+  fs::remove_all(out, ec);
+  fs::create_directories(out);
+  auto r =
+      run("recon p.h5 -o out_small/rec.h5 --size 96 --preview out_small/prev.png --backend "
+          "cpu --quiet");
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run("convert g.json out_small/g.xml --quiet");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto before = snapshot(out);
+  // A limit of 1 KiB: the preview (and the volume before it) cannot be written.
+  r =
+      run("recon p.h5 -o out_small/rec.h5 --size 96 --preview out_small/prev.png --backend cpu "
+          "--quiet",
+          1);
+  EXPECT_EQ(r.status, 1) << r.output;
+  r = run("convert g.json out_small/g.xml --quiet", 1);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("g.xml"), std::string::npos) << r.output;
+  EXPECT_EQ(snapshot(out), before);
+  EXPECT_TRUE(testing::leftover_temporaries(out).empty());
+}
+
+TEST(OutputLayer, TemporariesAreUniqueKeepTheExtensionAndVanishUncommitted) {
+  const fs::path dir = testing::scratch_dir("output_layer", "unique");
+  const std::string final_path = (dir / "vol.nii.gz").string();
+  std::string a_path, b_path;
+  {
+    io::temporary_output a(final_path), b(final_path);
+    a_path = a.path();
+    b_path = b.path();
+    EXPECT_NE(a_path, b_path);
+    EXPECT_TRUE(a_path.ends_with(".nii.gz")) << a_path;
+    EXPECT_EQ(fs::path(a_path).parent_path(), dir);
+    std::ofstream(a_path) << "a";
+    std::ofstream(b_path) << "b";
+    a.commit();
+  }
+  EXPECT_FALSE(fs::exists(b_path)) << "an uncommitted temporary was left";
+  EXPECT_FALSE(fs::exists(a_path));
+  std::ifstream in(final_path);
+  std::string s;
+  in >> s;
+  EXPECT_EQ(s, "a");
+  fs::remove_all(dir);
+}
+
+// Two writers of one name at once: each writes its own temporary, the name ends up holding one
+// complete output (never a mix), and nothing else is left.
+TEST(OutputLayer, ConcurrentWritersOfOneName) {
+  const fs::path dir = testing::scratch_dir("output_layer", "concurrent");
+  const std::string target = (dir / "out.txt").string();
+  const std::string big_a(1 << 20, 'a'), big_b(1 << 20, 'b');
+  for (int round = 0; round < 20; ++round) {
+    std::thread ta([&] {
+      io::write_atomically(target, [&](const std::string& tmp) {
+        io::write_file_bytes(tmp, big_a.data(), big_a.size(), target);
+      });
+    });
+    std::thread tb([&] {
+      io::write_atomically(target, [&](const std::string& tmp) {
+        io::write_file_bytes(tmp, big_b.data(), big_b.size(), target);
+      });
+    });
+    ta.join();
+    tb.join();
+    std::ifstream in(target, std::ios::binary);
+    const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_TRUE(got == big_a || got == big_b) << "round " << round << ": mixed or short output";
+    ASSERT_TRUE(testing::leftover_temporaries(dir).empty());
+  }
+  fs::remove_all(dir);
+}
+
+// A temporary directory (DICOM series, TIFF stack, header + data) registered for cleanup is
+// removed with its files when a signal ends the process.
+TEST(OutputLayer, SignalRemovesATemporaryDirectoryWithItsFiles) {
+  const fs::path dir = testing::scratch_dir("output_layer", "signal_dir");
+  std::string tmp_dir;
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    io::install_interrupt_cleanup();
+    auto* out = new io::temporary_output((dir / "series").string(), true);
+    for (int i = 0; i < 5; ++i)
+      std::ofstream(fs::path(out->path()) / ("slice_" + std::to_string(i) + ".dcm")) << i;
+    std::ofstream(dir / "started") << out->path();
+    ::kill(::getpid(), SIGTERM);
+    ::pause();
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
+  std::ifstream(dir / "started") >> tmp_dir;
+  ASSERT_FALSE(tmp_dir.empty());
+  EXPECT_FALSE(fs::exists(tmp_dir)) << "temporary directory left behind";
+  EXPECT_EQ(testing::leftover_temporaries(dir), std::vector<std::string>{});
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ctforge
