@@ -39,6 +39,19 @@ std::vector<std::int64_t> parse_ints(const std::string& option, const std::strin
 /// Throws usage_error "<option>: must be ... (got x)" unless the check holds.
 void require_positive(const std::string& option, double value);
 void require_non_negative(const std::string& option, double value);
+/// --threads: 0 (all cores) up to 4 x the cores this machine has; more is a usage error (an
+/// OpenMP runtime asked for 100000 threads crashes).
+void require_thread_count(int threads);
+
+/// A named path on the command line ("-o" / "--output", "input", "--geometry", ...).
+struct named_path {
+  std::string option, path;
+};
+/// Usage error when an output is the same file as an input or as another output, or an input
+/// lies inside an output directory (a DICOM series, a TIFF stack): the run would destroy it.
+/// Empty paths are skipped.
+void require_distinct_paths(const std::vector<named_path>& outputs,
+                            const std::vector<named_path>& inputs);
 /// Parses a byte count: an integer optionally followed by K, M or G (powers of 1024), e.g.
 /// "512M". Throws usage_error "<option>: ..." unless it is a positive size.
 std::int64_t parse_byte_size(const std::string& option, const std::string& text);

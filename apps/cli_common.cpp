@@ -7,8 +7,11 @@
 #include <filesystem>
 #include <string>
 #include <system_error>
+#include <thread>
+#include <vector>
 
 #include "cli.hpp"
+#include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
 
 namespace ctforge::cli {
@@ -83,6 +86,56 @@ void require_positive(const std::string& option, double value) {
 void require_non_negative(const std::string& option, double value) {
   CTFORGE_EXPECTS(std::isfinite(value) && value >= 0,
                   fmt::format("{}: must be >= 0 (got {})", option, value));
+}
+
+void require_thread_count(int threads) {
+  detail::require_thread_count(threads, "--threads");
+}
+
+namespace {
+// Absolute, normalised form of a path for comparisons (the file need not exist).
+std::filesystem::path normal_form(const std::string& p) {
+  std::error_code ec;
+  auto c = std::filesystem::weakly_canonical(std::filesystem::absolute(p, ec), ec);
+  if (ec) c = std::filesystem::absolute(p).lexically_normal();
+  std::string s = c.string();
+  while (s.size() > 1 && s.ends_with('/')) s.pop_back();
+  return s;
+}
+bool inside(const std::filesystem::path& child, const std::filesystem::path& dir) {
+  auto d = dir.begin(), c = child.begin();
+  for (; d != dir.end(); ++d, ++c)
+    if (c == child.end() || *c != *d) return false;
+  return c != child.end();
+}
+}  // namespace
+
+void require_distinct_paths(const std::vector<named_path>& outputs,
+                            const std::vector<named_path>& inputs) {
+  std::vector<std::pair<const named_path*, std::filesystem::path>> outs;
+  for (const auto& o : outputs)
+    if (!o.path.empty()) outs.emplace_back(&o, normal_form(o.path));
+  for (const auto& i : inputs) {
+    if (i.path.empty()) continue;
+    const auto in = normal_form(i.path);
+    for (const auto& [o, out] : outs) {
+      CTFORGE_EXPECTS(in != out,
+                      fmt::format("{} {}: is also the {} ({}); writing it would destroy the "
+                                  "input",
+                                  o->option, o->path, i.option, i.path));
+      std::error_code ec;
+      CTFORGE_EXPECTS(!(std::filesystem::is_directory(out, ec) && inside(in, out)),
+                      fmt::format("{} {}: the {} {} lies inside this output directory, which "
+                                  "the run replaces",
+                                  o->option, o->path, i.option, i.path));
+    }
+  }
+  for (std::size_t a = 0; a < outs.size(); ++a)
+    for (std::size_t b = a + 1; b < outs.size(); ++b)
+      CTFORGE_EXPECTS(
+          outs[a].second != outs[b].second,
+          fmt::format("{} and {}: both name {}; give each output its own file",
+                      outs[a].first->option, outs[b].first->option, outs[a].first->path));
 }
 
 std::int64_t parse_byte_size(const std::string& option, const std::string& text) {

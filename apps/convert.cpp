@@ -150,6 +150,9 @@ void convert_volume(const convert_options& o) {
 }
 
 void run(const convert_options& o) {
+  require_distinct_paths(
+      {{"output", o.output}},
+      {{"input", o.input}, {"--geometry", o.geometry}, {"--flat", o.flat}, {"--dark", o.dark}});
   require_positive("--mu-water", o.mu_water);
   require_positive("--pixel-size", o.pixel_size);
   CTFORGE_EXPECTS(o.bin >= 1, fmt::format("--bin: must be >= 1 (got {})", o.bin));

@@ -48,7 +48,10 @@ void run(const recon_cli_options& o) {
       std::isfinite(o.cutoff) && o.cutoff > 0 && o.cutoff <= 1,
       fmt::format("--cutoff: must be in (0, 1] (a fraction of Nyquist; got {})", o.cutoff));
   ro.cutoff = o.cutoff;
-  require_non_negative("--threads", o.threads);
+  require_thread_count(o.threads);
+  require_distinct_paths(
+      {{"--output", o.output}, {"--preview", o.preview}},
+      {{"input", o.input}, {"--geometry", o.geometry}, {"--flat", o.flat}, {"--dark", o.dark}});
   ro.threads = o.threads;
   const backend_choice bc = parse_backend_options(o.gpu);
   ro.device = bc.device;

@@ -79,7 +79,10 @@ void run(const simulate_options& o) {
   const stopwatch total;
   // Validate everything cheap before the long steps.
   require_positive("--phantom-size", o.phantom_size);
-  require_non_negative("--threads", o.threads);
+  require_thread_count(o.threads);
+  require_distinct_paths({{"--output", o.output}, {"--truth", o.truth}},
+                         {{"--phantom", o.phantom == "shepp-logan" ? std::string() : o.phantom},
+                          {"--geometry", o.geometry}});
   CTFORGE_EXPECTS(o.supersample >= 1 && o.supersample <= 64,
                   fmt::format("--supersample: must be in 1..64 (got {})", o.supersample));
   const bool noisy = o.noise_i0_opt->count() > 0;

@@ -1,9 +1,13 @@
 #include "core/parallel_copy.hpp"
 
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
+
+#include "ctforge/error.hpp"
 
 namespace ctforge::detail {
 namespace {
@@ -42,6 +46,17 @@ void parallel_add(float* dst, const float* src, std::int64_t n, int threads) {
     const std::int64_t end = std::min(n, (c + 1) * chunk);
     for (std::int64_t i = c * chunk; i < end; ++i) dst[i] += src[i];
   }
+}
+
+}  // namespace ctforge::detail
+
+namespace ctforge::detail {
+
+void require_thread_count(int threads, const char* field) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  CTFORGE_EXPECTS(threads >= 0 && threads <= 4 * cores,
+                  fmt::format("{}: must be 0 (all cores) .. {} (4 x the {} cores here); got {}",
+                              field, 4 * cores, cores, threads));
 }
 
 }  // namespace ctforge::detail

@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 
+#include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/recon.hpp"
@@ -413,7 +414,7 @@ algorithm default_algorithm(const geometry& g) {
 volume reconstruct(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
                    const recon_options& opt) {
   vg.validate();
-  CTFORGE_EXPECTS(opt.threads >= 0, fmt::format("--threads must be >= 0 (got {})", opt.threads));
+  detail::require_thread_count(opt.threads);
   if (opt.algo == algorithm::sirt) {
     detail::validate_sirt(proj, g, opt);
     CTFORGE_EXPECTS(!opt.reference, "--reference: there is no reference path for SIRT");

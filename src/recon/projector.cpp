@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/finite_scan.hpp"
+#include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
 #include "kernels/backproject.cuh"
 #include "kernels/forward_project.cuh"
@@ -213,7 +214,7 @@ namespace {
 
 /// Validates `opt` and says whether it selects the CUDA backend (filling *copt when it does).
 bool use_cuda(const projector_options& opt, detail::cuda_options* copt) {
-  CTFORGE_EXPECTS(opt.threads >= 0, fmt::format("--threads must be >= 0 (got {})", opt.threads));
+  detail::require_thread_count(opt.threads);
   if (resolve_backend(opt.where, nullptr, opt.device) != backend::cuda) return false;
   copt->device = opt.device;
   copt->memory_limit_bytes = opt.gpu_memory_limit_bytes;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <regex>
 #include <string>
@@ -477,4 +478,51 @@ TEST_F(Cli, SimulateBackendOptions) {
   EXPECT_NE(b.output.find("--backend"), std::string::npos) << b.output;
   EXPECT_FALSE(exists("p.h5"));
   EXPECT_FALSE(exists("v.h5"));
+}
+
+namespace {
+
+std::string file_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+// An output that is an input, or another output, or a directory holding an input, is a usage
+// error (exit 2) naming both options; the input is left byte for byte as it was. --threads is
+// bounded instead of crashing the OpenMP runtime.
+TEST_F(Cli, OutputsNeverOverwriteInputs) {
+  simulate();
+  const std::string proj = file_text(dir_ / "proj.h5"), geom = file_text(dir_ / "cone.json");
+  struct bad {
+    std::string args, needle;
+  };
+  fs::create_directories(dir_ / "stack");
+  const std::vector<bad> cases = {
+      {"recon proj.h5 -o proj.h5", "is also the input"},
+      {"recon proj.h5 -o ./proj.h5", "is also the input"},
+      {"recon proj.h5 -o vol.h5 --preview vol.h5", "--output and --preview"},
+      {"recon proj.h5 -o cone.json --geometry cone.json", "is also the --geometry"},
+      {"simulate --phantom shepp-logan --geometry cone.json -o cone.json", "--geometry"},
+      {"simulate --phantom shepp-logan --geometry cone.json -o a.h5 --truth a.h5",
+       "--output and --truth"},
+      {"simulate --phantom proj.h5 --geometry cone.json -o proj.h5", "--phantom"},
+      {"convert proj.h5 proj.h5", "is also the input"},
+      {"convert cone.json cone.json", "is also the input"},
+      {"recon 'stack/*.tif' -o stack --geometry cone.json", "lies inside this output directory"},
+      {"recon proj.h5 -o vol.h5 --threads 100000", "--threads"},
+      {"recon proj.h5 -o vol.h5 --threads -1", "--threads"},
+  };
+  for (const auto& c : cases) {
+    const result r = run(c.args);
+    EXPECT_EQ(r.status, 2) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.needle), std::string::npos) << c.args << "\n" << r.output;
+  }
+  EXPECT_EQ(file_text(dir_ / "proj.h5"), proj);
+  EXPECT_EQ(file_text(dir_ / "cone.json"), geom);
+  EXPECT_FALSE(exists("vol.h5"));
+  // Distinct names still work.
+  const result ok = run("recon proj.h5 -o vol.h5 --preview vol.png --threads 2 --quiet");
+  EXPECT_EQ(ok.status, 0) << ok.output;
 }
