@@ -284,6 +284,13 @@ volume_geometry make_grid(const grid_options& o, const geometry& g) {
     spacing = {fov_u / static_cast<double>(n[0]), fov_u / static_cast<double>(n[1]),
                fov_v / static_cast<double>(n[2])};
   }
+  for (int a = 0; a < 3; ++a)
+    CTFORGE_EXPECTS(n[a] < (std::int64_t{1} << 31),
+                    fmt::format("--size / --size-xyz: {} voxels along an axis is too many", n[a]));
+  detail::require_memory(static_cast<std::uint64_t>(n[0]) * static_cast<std::uint64_t>(n[1]) *
+                             static_cast<std::uint64_t>(n[2]),
+                         sizeof(float), fmt::format("a {} x {} x {} voxel grid", n[0], n[1], n[2]),
+                         "choose a smaller --size / --size-xyz");
   volume_geometry vg = volume_geometry::centered(n[0], n[1], n[2], spacing);
   if (!o.origin.empty()) {
     const auto v = parse_doubles("--origin", o.origin, {3});

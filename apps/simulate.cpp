@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "cli.hpp"
+#include "core/parallel_copy.hpp"
+#include "core/text_file.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
 #include "ctforge/io.hpp"
@@ -66,13 +68,10 @@ phantom load_phantom(const simulate_options& o) {
   CTFORGE_EXPECTS(
       o.phantom_size_opt->count() == 0,
       "--phantom-size: applies to --phantom shepp-logan only (a phantom file is in mm)");
-  std::ifstream in(o.phantom);
-  CTFORGE_CHECK(in.good(), fmt::format("{}: cannot open phantom file (--phantom takes "
-                                       "shepp-logan or a phantom JSON file)",
-                                       o.phantom));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return phantom_from_json(ss.str(), o.phantom);
+  return phantom_from_json(
+      detail::read_description_file(
+          o.phantom, "phantom file (--phantom takes shepp-logan, a phantom JSON or a volume)"),
+      o.phantom);
 }
 
 void run(const simulate_options& o) {
@@ -114,6 +113,12 @@ void run(const simulate_options& o) {
       voxel ? std::optional<volume>(load_voxel_phantom(o)) : std::nullopt;
   const phantom ph = voxel ? phantom{} : load_phantom(o);
   const geometry g = load_geometry(o.geometry);
+  detail::require_memory(
+      static_cast<std::uint64_t>(g.view_count()) * static_cast<std::uint64_t>(g.rows) *
+          static_cast<std::uint64_t>(g.cols),
+      sizeof(float),
+      fmt::format("{}: {} views of {} x {} pixels", o.geometry, g.view_count(), g.cols, g.rows),
+      "describe fewer views or pixels in the geometry");
   volume_geometry vg;
   if (!o.truth.empty()) {
     CTFORGE_EXPECTS(

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/json_reader.hpp"
+#include "core/text_file.hpp"
 #include "ctforge/error.hpp"
 
 namespace ctforge {
@@ -30,6 +31,10 @@ std::vector<double> per_view(std::vector<double> values, std::size_t n, const ch
 }
 
 using reader = detail::json_reader;
+
+// Far more views than any scanner takes (a 10-hour scan at 250 views/s): a count above it is a
+// typo, and its angle list alone would take 80 MB per million.
+constexpr std::int64_t k_max_views = 10'000'000;
 using detail::vec_json;
 
 std::vector<double> parse_angles(const reader& r, const json& j) {
@@ -38,10 +43,14 @@ std::vector<double> parse_angles(const reader& r, const json& j) {
   if (j.is_array()) {
     deg = r.numbers(j, field);
   } else if (j.is_object()) {
+    r.known_keys(j, field, {"start", "step", "count"});
     double start = j.contains("start") ? r.number(j["start"], field + ".start") : 0.0;
     double step = r.number(r.member(j, field, "step"), field + ".step");
     std::int64_t count = r.integer(r.member(j, field, "count"), field + ".count");
     if (count < 1) r.fail(field + ".count", "must be >= 1");
+    if (count > k_max_views)
+      r.fail(field + ".count",
+             fmt::format("{} views: at most {} are supported", count, k_max_views));
     for (std::int64_t i = 0; i < count; ++i) deg.push_back(start + step * static_cast<double>(i));
   } else {
     r.fail(field, "expected a list of angles or {\"start\", \"step\", \"count\"}");
@@ -221,10 +230,14 @@ geometry geometry_from_json(std::string_view text, std::string_view origin) {
   reader r{std::string(origin)};
   const json j = r.parse(text);
   if (!j.is_object()) r.fail("", "expected a JSON object");
+  r.known_keys(j, "",
+               {"type", "detector", "source_to_isocenter_mm", "source_to_detector_mm", "angles_deg",
+                "views"});
   const json& type_j = r.member(j, "", "type");
   if (!type_j.is_string()) r.fail("type", "expected a string");
   const std::string type = type_j.get<std::string>();
   const json& det = r.member(j, "", "detector");
+  r.known_keys(det, "detector", {"cols", "rows", "pixel_mm", "offset_mm"});
   const std::int64_t cols = r.integer(r.member(det, "detector", "cols"), "detector.cols");
   const std::int64_t rows = r.integer(r.member(det, "detector", "rows"), "detector.rows");
   if (cols < 1) r.fail("detector.cols", fmt::format("must be >= 1 (got {})", cols));
@@ -257,9 +270,12 @@ geometry geometry_from_json(std::string_view text, std::string_view origin) {
     const bool cone = type == "cone_vec";
     const json& vj = r.member(j, "", "views");
     if (!vj.is_array() || vj.empty()) r.fail("views", "expected a non-empty list of views");
+    if (static_cast<std::int64_t>(vj.size()) > k_max_views)
+      r.fail("views", fmt::format("{} views: at most {} are supported", vj.size(), k_max_views));
     std::vector<view_vectors> views;
     for (std::size_t i = 0; i < vj.size(); ++i) {
       const std::string p = fmt::format("views[{}]", i);
+      r.known_keys(vj[i], p, {cone ? "source" : "ray", "detector_center", "u", "v"});
       view_vectors w;
       const char* src = cone ? "source" : "ray";
       w.source = r.triple(r.member(vj[i], p, src), p + "." + src);
@@ -282,11 +298,7 @@ geometry geometry_from_json(std::string_view text, std::string_view origin) {
 }
 
 geometry load_geometry(const std::string& path) {
-  std::ifstream in(path);
-  CTFORGE_CHECK(in.good(), fmt::format("{}: cannot open geometry file", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return geometry_from_json(ss.str(), path);
+  return geometry_from_json(detail::read_description_file(path, "geometry file"), path);
 }
 
 std::string geometry_to_json(const geometry& g) {

@@ -4,8 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -31,6 +33,50 @@ struct json_reader {
   }
   [[noreturn]] void fail(const std::string& field, const std::string& what) const {
     throw usage_error(fmt::format("{}: field '{}': {}", origin, field, what));
+  }
+  /// Every key of object `obj` (at `path`) must be one of `keys`: an unknown one (a typo such
+  /// as "colz") is a usage_error naming it, with the closest known key as a suggestion. Keys
+  /// starting with '_' and "comment" / "description" are free-form notes and allowed.
+  void known_keys(const json& obj, const std::string& path,
+                  std::initializer_list<std::string_view> keys) const {
+    if (!obj.is_object()) return;
+    for (const auto& [key, value] : obj.items()) {
+      (void)value;
+      if (key.starts_with('_') || key == "comment" || key == "description") continue;
+      bool known = false;
+      for (std::string_view k : keys) known = known || k == key;
+      if (known) continue;
+      std::string_view best;
+      std::size_t best_d = std::string::npos;
+      for (std::string_view k : keys) {
+        const std::size_t d = edit_distance(key, k);
+        if (d < best_d) {
+          best_d = d;
+          best = k;
+        }
+      }
+      const std::string field = path.empty() ? key : path + "." + key;
+      std::string known_list;
+      for (std::string_view k : keys)
+        known_list += (known_list.empty() ? "'" : ", '") + std::string(k) + "'";
+      if (best_d <= std::max<std::size_t>(2, key.size() / 3))
+        fail(field, fmt::format("unknown key; did you mean '{}'?", best));
+      fail(field, fmt::format("unknown key (known here: {})", known_list));
+    }
+  }
+  static std::size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+      std::size_t diag = row[0];
+      row[0] = i;
+      for (std::size_t j = 1; j <= b.size(); ++j) {
+        const std::size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        diag = up;
+      }
+    }
+    return row[b.size()];
   }
   const json& member(const json& obj, const std::string& path, const char* key) const {
     if (!obj.is_object()) fail(path, "expected an object");

@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <thread>
 
@@ -46,6 +48,27 @@ void parallel_add(float* dst, const float* src, std::int64_t n, int threads) {
     const std::int64_t end = std::min(n, (c + 1) * chunk);
     for (std::int64_t i = c * chunk; i < end; ++i) dst[i] += src[i];
   }
+}
+
+std::uint64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0
+             ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
+             : std::uint64_t{1} << 40;
+}
+
+void require_memory(std::uint64_t count, std::uint64_t element_bytes, const std::string& what,
+                    const std::string& fix) {
+  const std::uint64_t mem = physical_memory_bytes();
+  const bool overflow = element_bytes != 0 && count > UINT64_MAX / element_bytes;
+  const std::uint64_t bytes = overflow ? UINT64_MAX : count * element_bytes;
+  CTFORGE_EXPECTS(
+      !overflow && bytes <= mem,
+      fmt::format("{} needs {} bytes ({:.1f} GiB), more than the {:.1f} GiB of memory "
+                  "here; {}",
+                  what, overflow ? std::string("more than 2^64") : std::to_string(bytes),
+                  static_cast<double>(bytes) / (1 << 30), static_cast<double>(mem) / (1 << 30),
+                  fix));
 }
 
 }  // namespace ctforge::detail

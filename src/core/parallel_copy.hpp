@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace ctforge::detail {
 
@@ -19,5 +20,13 @@ void parallel_add(float* dst, const float* src, std::int64_t n, int threads = 0)
 /// Usage error unless 0 <= threads <= 4 x the cores of this machine (0: all cores), naming
 /// `field` ("--threads"): an OpenMP runtime asked for 100000 threads crashes.
 void require_thread_count(int threads, const char* field = "--threads");
+
+/// Physical memory of this machine (bytes).
+std::uint64_t physical_memory_bytes();
+/// Usage error unless `count` elements of `element_bytes` each fit in this machine's memory:
+/// "<what> needs N bytes (X GiB), more than the Y GiB of memory here; <fix>". Called before
+/// allocating buffers whose size comes from the user (a grid size, a declared view count).
+void require_memory(std::uint64_t count, std::uint64_t element_bytes, const std::string& what,
+                    const std::string& fix);
 
 }  // namespace ctforge::detail

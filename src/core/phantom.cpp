@@ -133,6 +133,7 @@ phantom phantom_from_json(std::string_view text, std::string_view origin) {
   reader r{std::string(origin)};
   const json j = r.parse(text);
   if (!j.is_object()) r.fail("", "expected a JSON object");
+  r.known_keys(j, "", {"ellipsoids"});
   auto it = j.find("ellipsoids");
   if (it == j.end()) r.fail("ellipsoids", "missing");
   if (!it->is_array() || it->empty())
@@ -142,6 +143,7 @@ phantom phantom_from_json(std::string_view text, std::string_view origin) {
     const json& e = (*it)[i];
     const std::string base = fmt::format("ellipsoids[{}]", i);
     if (!e.is_object()) r.fail(base, "expected an object");
+    r.known_keys(e, base, {"center", "semi_axes", "density", "rotation_deg"});
     auto need = [&](const char* key) -> const json& {
       auto f = e.find(key);
       if (f == e.end()) r.fail(base + "." + key, "missing");

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
 #include "io/h5.hpp"
@@ -20,6 +21,12 @@ namespace h5 = ctforge::detail::h5;
 /// Reads frames [v0, v0+nv) x rows x cols of a rank-3 dataset whose detector matches the data.
 projection_stack read_frames(const h5::dataset& d, std::int64_t v0, std::int64_t nv,
                              std::int64_t r0, std::int64_t nr, std::int64_t c0, std::int64_t nc) {
+  detail::require_memory(
+      static_cast<std::uint64_t>(nv) * static_cast<std::uint64_t>(nr) *
+          static_cast<std::uint64_t>(nc),
+      sizeof(float),
+      fmt::format("{}: reading {} frames of {} x {} pixels", d.context(), nv, nc, nr),
+      "read a part with --views / --rows / --cols");
   projection_stack s(nv, nr, nc);
   d.read_slab<float>({hsize_t(v0), hsize_t(r0), hsize_t(c0)},
                      {hsize_t(nv), hsize_t(nr), hsize_t(nc)}, std::span<float>(s.data));

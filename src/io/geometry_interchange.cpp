@@ -19,6 +19,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/text_file.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
 
@@ -66,12 +67,7 @@ bool iequals(std::string_view a, std::string_view b) {
 }
 
 std::string read_text_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  CTFORGE_CHECK(in.good(), fmt::format("{}: cannot open {}", path, what));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  CTFORGE_CHECK(!in.bad(), fmt::format("{}: read error", path));
-  return ss.str();
+  return detail::read_description_file(path, what);
 }
 
 void write_text_file(const std::string& path, const std::string& text) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/finite_scan.hpp"
+#include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/io.hpp"
 #include "io/h5.hpp"
@@ -270,6 +271,11 @@ volume read_volume(const std::string& path) {
   } else {
     g.origin_mm = volume_geometry::centered(g.nx, g.ny, g.nz, g.spacing_mm).origin_mm;
   }
+  detail::require_memory(
+      static_cast<std::uint64_t>(g.nx) * static_cast<std::uint64_t>(g.ny) *
+          static_cast<std::uint64_t>(g.nz),
+      sizeof(float), fmt::format("{}: a {} volume", ds.context(), detail::h5::shape_string(shape)),
+      "the file declares more voxels than this machine can hold");
   volume v(g);
   ds.read<float>(std::span<float>(v.data));
   check_finite(v.data, shape, path, k_volume);

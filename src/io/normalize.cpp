@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <numeric>
 
+#include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
 #include "io/h5.hpp"
@@ -55,6 +56,11 @@ raw_scan read_native_selection(const std::string& path, const detector_selection
   const auto [v0, nv] = resolve_range(sel.views, s.full_views, "views", path);
   const auto [r0, nr] = resolve_range(sel.rows, s.full_rows, "rows", path);
   const auto [c0, nc] = resolve_range(sel.cols, s.full_cols, "cols", path);
+  detail::require_memory(static_cast<std::uint64_t>(nv) * static_cast<std::uint64_t>(nr) *
+                             static_cast<std::uint64_t>(nc),
+                         sizeof(float),
+                         fmt::format("{}: reading {} views of {} x {} pixels", path, nv, nc, nr),
+                         "read a part with --views / --rows / --cols, or bin with --bin");
   s.frames = projection_stack(nv, nr, nc);
   d.read_slab<float>({hsize_t(v0), hsize_t(r0), hsize_t(c0)},
                      {hsize_t(nv), hsize_t(nr), hsize_t(nc)}, std::span<float>(s.frames.data));

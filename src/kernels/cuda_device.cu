@@ -30,6 +30,15 @@ probe_result probe(int device) {
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
     cudaGetLastError();
+    int driver = -1;
+    // Without an NVIDIA driver the runtime reports cudaErrorInsufficientDriver ("CUDA driver
+    // version is insufficient"), which reads like an upgrade hint: say what it means.
+    if (e == cudaErrorNoDevice || (e == cudaErrorInsufficientDriver &&
+                                   cudaDriverGetVersion(&driver) == cudaSuccess && driver == 0)) {
+      r.why = e == cudaErrorNoDevice ? "no CUDA device found"
+                                     : "no CUDA device found (no NVIDIA driver is installed)";
+      return r;
+    }
     r.why = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
     return r;
   }

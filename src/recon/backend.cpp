@@ -54,7 +54,10 @@ backend resolve_backend(backend where, std::string* notice, int device) {
 #if defined(CTFORGE_WITH_CUDA)
       std::string why;
       if (detail::cuda_device_available(&why, device)) return backend::cuda;
-      if (notice) *notice = fmt::format("no usable CUDA device ({}); using the CPU backend", why);
+      if (notice)
+        *notice = why.starts_with("no CUDA device found")
+                      ? fmt::format("{}; using the CPU", why)
+                      : fmt::format("no usable CUDA device ({}); using the CPU", why);
 #else
       (void)device;
       if (notice) *notice = "this build has no CUDA backend; using the CPU backend";

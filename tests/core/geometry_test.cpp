@@ -299,3 +299,47 @@ TEST(ProjectionMatrix, VectorGeometriesWithTiltedDetectors) {
 
 }  // namespace
 }  // namespace ctforge
+
+// Unknown keys are errors naming the key, with the nearest known one as a suggestion (a typo
+// such as "colz" was silently ignored); notes under "_..." / "comment" are allowed; absurd view
+// counts and non-regular files are refused before anything large is allocated or read.
+TEST(GeometryJson, UnknownKeysSizesAndFiles) {
+  using namespace ctforge;
+  const std::string base = R"({"type":"cone","source_to_isocenter_mm":500,
+      "source_to_detector_mm":1000,"detector":{"cols":4,"rows":2,"pixel_mm":[1,1]},
+      "angles_deg":{"start":0,"step":1,"count":3})";
+  EXPECT_NO_THROW(geometry_from_json(base + "}"));
+  EXPECT_NO_THROW(geometry_from_json(base + R"(,"comment":"scanner B","_id":7})"));
+  struct bad {
+    std::string text, needle;
+  };
+  const std::vector<bad> cases = {
+      {R"({"type":"cone","source_to_isocenter_mm":500,"source_to_detector_mm":1000,
+          "detector":{"cols":4,"colz":2,"rows":2,"pixel_mm":[1,1]},"angles_deg":[0]})",
+       "'detector.colz': unknown key; did you mean 'cols'?"},
+      {base + R"(,"source_to_isocentre_mm":500})", "did you mean 'source_to_isocenter_mm'?"},
+      {R"({"type":"cone","source_to_isocenter_mm":500,"source_to_detector_mm":1000,
+          "detector":{"cols":4,"rows":2,"pixel_mm":[1,1]},"angles_deg":{"start":0,"stp":1,"count":3}})",
+       "'angles_deg.stp'"},
+      {R"({"type":"cone_vec","detector":{"cols":4,"rows":2},"views":[{"source":[0,-5,0],
+          "detector_center":[0,5,0],"u":[1,0,0],"v":[0,0,1],"w":[0,0,0]}]})",
+       "'views[0].w'"},
+      {R"({"type":"cone","source_to_isocenter_mm":500,"source_to_detector_mm":1000,
+          "detector":{"cols":4,"rows":2,"pixel_mm":[1,1]},"angles_deg":{"step":1,"count":1000000000}})",
+       "at most 10000000"},
+  };
+  for (const auto& c : cases) {
+    try {
+      (void)geometry_from_json(c.text, "g.json");
+      ADD_FAILURE() << "accepted: " << c.text;
+    } catch (const usage_error& e) {
+      EXPECT_NE(std::string(e.what()).find(c.needle), std::string::npos) << e.what();
+    }
+  }
+  try {
+    (void)load_geometry("/dev/zero");
+    ADD_FAILURE() << "/dev/zero accepted";
+  } catch (const error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+  }
+}
