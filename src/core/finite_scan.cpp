@@ -1,10 +1,13 @@
 #include "core/finite_scan.hpp"
 
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+
+#include "ctforge/error.hpp"
 
 namespace ctforge::detail {
 
@@ -29,6 +32,20 @@ std::int64_t first_non_finite(const float* data, std::int64_t n, int threads) {
   for (std::int64_t i = 0; i < n; ++i)
     if (!std::isfinite(data[i])) return i;
   return -1;
+}
+
+}  // namespace ctforge::detail
+
+namespace ctforge::detail {
+
+void refuse_non_finite(const float* data, std::int64_t d0, std::int64_t d1, std::int64_t d2,
+                       const std::string& path, const char* axes) {
+  const std::int64_t i = first_non_finite(data, d0 * d1 * d2);
+  if (i < 0) return;
+  CTFORGE_FAIL(
+      fmt::format("{}: refusing to write a non-finite value ({}) at [{}][{}][{}] ({}); "
+                  "the result overflowed or its input holds NaN / Inf",
+                  path, data[i], i / (d1 * d2), (i / d2) % d1, i % d2, axes));
 }
 
 }  // namespace ctforge::detail

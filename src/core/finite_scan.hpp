@@ -4,11 +4,19 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace ctforge::detail {
 
 /// Index of the first non-finite value of data[0, n), or -1 when all are finite. OpenMP over
 /// chunks of 1 Mi floats (threads = 0: all cores); memory bound (about 10 GB/s per thread here).
 std::int64_t first_non_finite(const float* data, std::int64_t n, int threads = 0);
+
+/// Writers call this before writing a result: throws ctforge::error "<path>: refusing to write
+/// a non-finite value (inf) at [a][b][c] (<axes>)" for the first NaN / Inf of the
+/// d0 x d1 x d2 array `data`, so that no output holds one (a phantom density of 1e38 overflows
+/// its line integrals to +Inf). `axes` names the indices ("view, row, col").
+void refuse_non_finite(const float* data, std::int64_t d0, std::int64_t d1, std::int64_t d2,
+                       const std::string& path, const char* axes);
 
 }  // namespace ctforge::detail

@@ -228,6 +228,7 @@ void write_projections(const std::string& path, const projection_stack& p, const
                   fmt::format("{}: geometry has {} views of {} rows x {} cols but the projections "
                               "are [{}][{}][{}] (views, rows, cols)",
                               path, g.view_count(), g.rows, g.cols, p.views, p.rows, p.cols));
+  detail::refuse_non_finite(p.data.data(), p.views, p.rows, p.cols, path, "view, row, col");
   const std::string geometry_json = geometry_to_json(g);
   write_atomically(path, [&](const std::string& tmp) {
     h5::file f = h5::file::create_in_memory(tmp);

@@ -20,6 +20,7 @@
 #include <fstream>
 #include <memory>
 
+#include "core/finite_scan.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
 #include "ctforge/io.hpp"
@@ -351,6 +352,9 @@ volume read_volume_any(const std::string& path, const volume_read_options& opt) 
 }
 
 void write_volume_any(const std::string& path, const volume& v, const volume_write_options& opt) {
+  if (static_cast<std::int64_t>(v.data.size()) == v.geom.voxel_count())
+    ctforge::detail::refuse_non_finite(v.data.data(), v.geom.nz, v.geom.ny, v.geom.nx, path,
+                                       "z, y, x");
   switch (volume_format_of(path)) {
     case volume_format::hdf5:
       write_volume(path, v);

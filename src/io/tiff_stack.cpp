@@ -17,6 +17,7 @@
 #include <memory>
 #include <regex>
 
+#include "core/finite_scan.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
 
@@ -292,6 +293,7 @@ void write_tiff_stack(const std::string& dir, const projection_stack& p,
                       const std::string& prefix) {
   CTFORGE_EXPECTS(p.views >= 1 && p.rows >= 1 && p.cols >= 1,
                   "write_tiff_stack: empty projection stack");
+  detail::refuse_non_finite(p.data.data(), p.views, p.rows, p.cols, dir, "view, row, col");
   // Every view is written into a temporary directory first and the files move into `dir` only
   // when all are complete, so an interrupted or failed run never leaves part of a stack under
   // the final names.

@@ -321,7 +321,23 @@ TEST(DicomWriteValues, RefusesToReplaceOtherFilesAndNonFiniteValues) {
   EXPECT_TRUE(ctforge::testing::leftover_temporaries(dir.parent_path()).empty());
   volume bad = v;
   bad.data[4] = std::nanf("");
-  EXPECT_THROW(io::write_volume_any((dir.parent_path() / "other").string(), bad), usage_error);
+  // Non-finite values are refused by every writer, naming the voxel; nothing is written.
+  for (const char* name : {"other", "other.h5", "other.mha", "other.nii.gz"}) {
+    const std::string out = (dir.parent_path() / name).string();
+    try {
+      io::write_volume_any(out, bad);
+      ADD_FAILURE() << name << ": NaN written";
+    } catch (const error& e) {
+      EXPECT_NE(std::string(e.what()).find("[0][1][1]"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(out)) << name;
+  }
+  projection_stack p(2, 2, 2);
+  p.data[5] = INFINITY;
+  EXPECT_THROW(io::write_projections((dir.parent_path() / "p.h5").string(), p,
+                                     make_parallel_geometry(2, 2, 1, 1, {0.0, 1.0})),
+               error);
+  EXPECT_FALSE(fs::exists(dir.parent_path() / "p.h5"));
 }
 
 // ---- errors
