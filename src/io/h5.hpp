@@ -259,6 +259,10 @@ std::string read_string(hid_t stored_type, hid_t space, std::string_view context
   }
   const std::size_t size = H5Tget_size(stored_type);
   check(H5Tset_size(mem.get(), size), context, "H5Tset_size");
+  // NULLPAD in memory: every stored byte arrives. The default (NULLTERM) keeps the last byte
+  // for a terminator, which cut the last character of a string that fills its size, as h5py
+  // writes numpy bytes (np.bytes_): a /geometry JSON then lost its closing brace.
+  check(H5Tset_strpad(mem.get(), H5T_STR_NULLPAD), context, "H5Tset_strpad");
   std::string s(size, '\0');
   check(read(mem.get(), static_cast<void*>(s.data())), context, "reading a fixed-length string");
   // Fixed-length strings are padded with NULs or spaces depending on H5Tget_strpad.

@@ -18,6 +18,7 @@
 #include "ctforge/geometry.hpp"
 #include "ctforge/io.hpp"
 #include "io/h5.hpp"
+#include "test_support.hpp"
 
 namespace fs = std::filesystem;
 namespace h5 = ctforge::detail::h5;
@@ -485,3 +486,44 @@ TEST_F(Hdf5Files, PreviewAutoWindowFromPercentiles) {
   expect_error([&] { io::write_preview_png(path("x.png"), v, 2.0f, 1.0f); }, {path("x.png")}, true);
   EXPECT_FALSE(fs::exists(path("x.png")));
 }
+
+namespace ctforge {
+namespace {
+
+// A /geometry written as a fixed-length string that its JSON fills exactly, NUL-padded (what
+// h5py writes for numpy bytes, np.bytes_), reads back whole: the memory type used to reserve
+// the last byte for a terminator and cut the closing brace, so the file was refused.
+TEST(Hdf5Strings, FixedLengthGeometryReadsWhole) {
+  const auto dir = ctforge::testing::scratch_dir("hdf5_strings", "fixed");
+  const std::string path = (dir / "fixed.h5").string();
+  const geometry g = make_parallel_geometry(3, 2, 1, 1, {0.0, 0.5});
+  const std::string json = geometry_to_json(g);
+  for (H5T_str_t pad : {H5T_STR_NULLPAD, H5T_STR_NULLTERM, H5T_STR_SPACEPAD}) {
+    {
+      h5::file f = h5::file::create(path);
+      std::vector<float> d(2 * 2 * 3, 0.5f);
+      f.write_dataset<float>("/projections", {2, 2, 3}, std::span<const float>(d)).close();
+      // NULLTERM needs room for the terminator; the others fill the size exactly.
+      const std::size_t size = json.size() + (pad == H5T_STR_NULLTERM ? 1 : 0);
+      h5::datatype_id t(H5Tcopy(H5T_C_S1));
+      H5Tset_size(t.get(), size);
+      H5Tset_strpad(t.get(), pad);
+      h5::dataspace_id s(H5Screate(H5S_SCALAR));
+      h5::dataset_id ds(
+          H5Dcreate2(f.id(), "/geometry", t.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+      std::string buf = json;
+      buf.resize(size, '\0');
+      ASSERT_GE(H5Dwrite(ds.get(), t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), 0);
+      ds.close("geometry");
+      f.close();
+    }
+    const io::projection_file pf = io::read_projections(path);
+    ASSERT_TRUE(pf.geom.has_value()) << "pad " << pad;
+    EXPECT_EQ(pf.geometry_json, json) << "pad " << pad;
+    EXPECT_EQ(pf.geom->view_count(), 2);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ctforge
