@@ -255,7 +255,13 @@ double estimate_center_of_rotation(const projection_stack& proj, const geometry&
 }
 
 geometry with_center_of_rotation(const geometry& g, double col) {
-  CTFORGE_EXPECTS(std::isfinite(col), "center of rotation: column must be finite");
+  CTFORGE_EXPECTS(std::isfinite(col), "--center-of-rotation: the column must be finite");
+  // The axis must project onto the detector (pixel centres 0 .. cols - 1, half a pixel of
+  // slack): elsewhere no ray crosses it and the reconstruction would be empty.
+  CTFORGE_EXPECTS(col >= -0.5 && col <= static_cast<double>(g.cols) - 0.5,
+                  fmt::format("--center-of-rotation: column {} is off the detector (columns 0 .. "
+                              "{}); the rotation axis must project onto it",
+                              col, g.cols - 1));
   const double mid = 0.5 * static_cast<double>(g.cols - 1);
   if (g.orbit) {
     const auto& o = *g.orbit;

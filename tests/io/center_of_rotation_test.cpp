@@ -101,6 +101,19 @@ TEST(CenterOfRotation, HelperPutsTheAxisOnTheColumn) {
   // The documented circular formula.
   const geometry moved = with_center_of_rotation(par, 20);
   EXPECT_NEAR(moved.orbit->offset_u_mm[0], (24.5 - 20) * 0.25, 1e-12);
+  // An axis off the detector (a typo such as 1e9) gave an all-zero volume: refused, naming the
+  // option and the detector's columns; the edges (half a pixel outside) are accepted.
+  EXPECT_NO_THROW((void)with_center_of_rotation(par, -0.5));
+  EXPECT_NO_THROW((void)with_center_of_rotation(par, 49.5));
+  for (double bad : {1e9, -3.0, 50.5}) {
+    try {
+      (void)with_center_of_rotation(par, bad);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const usage_error& e) {
+      EXPECT_NE(std::string(e.what()).find("off the detector"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("0 .. 49"), std::string::npos) << e.what();
+    }
+  }
 }
 
 // ---- the real tooth scan
