@@ -374,6 +374,9 @@ series read_series(const std::string& path) {
   reader->SetImageIO(io);
   reader->SetFileNames(s.files);
   reader->MetaDataDictionaryArrayUpdateOn();
+  // ITK prints its own warning for uneven slices to stderr; the checks below report them with
+  // the files' names instead.
+  itk::Object::GlobalWarningDisplayOff();
   try {
     reader->Update();
   } catch (const itk::ExceptionObject& e) {
@@ -389,6 +392,25 @@ series read_series(const std::string& path) {
     s.dicts.push_back(io->GetMetaDataDictionary());
   }
   s.vol = detail::volume_from_itk(reader->GetOutput(), path);
+
+  // Pixel Spacing: present, positive and the same on every slice (ITK takes 1 mm for a zero
+  // and the first slice's for all).
+  for (std::size_t i = 0; i < s.dicts.size(); ++i) {
+    const std::string file = i < s.files.size() ? s.files[i] : path;
+    const std::string raw = tag(s.dicts[i], "0028|0030");
+    if (raw.empty()) continue;  // absent: ITK's default (1 mm) applies, as for secondary captures
+    const auto ps = numbers(raw);
+    CTFORGE_CHECK(
+        ps.size() == 2 && ps[0] > 0 && ps[1] > 0 && std::isfinite(ps[0]) && std::isfinite(ps[1]),
+        fmt::format("{}: slice {} ({}) has Pixel Spacing (0028,0030) '{}': two "
+                    "positive numbers are needed",
+                    path, i, file, raw));
+    if (i > 0)
+      CTFORGE_CHECK(numbers(tag(s.dicts[0], "0028|0030")) == ps,
+                    fmt::format("{}: mixed DICOM series: slice {} ({}) has Pixel Spacing {}, "
+                                "slice 0 ({}) {}",
+                                path, i, file, raw, s.files.front(), tag(s.dicts[0], "0028|0030")));
+  }
 
   // Slice positions along the normal: distinct and evenly spaced.
   const auto& first = s.dicts.front();
@@ -409,15 +431,28 @@ series read_series(const std::string& path) {
                                                path, i, s.files[i]));
       pos.push_back(dot(n, vec3{p[0], p[1], p[2]}));
     }
-    const double mean = (pos.back() - pos.front()) / static_cast<double>(pos.size() - 1);
+    // The series' step is the median of the steps between neighbours, so that one duplicate
+    // or missing slice is reported where it is rather than as a wrong mean everywhere.
+    std::vector<double> steps;
+    for (std::size_t i = 1; i < pos.size(); ++i) steps.push_back(pos[i] - pos[i - 1]);
+    std::vector<double> sorted = steps;
+    std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+    const double typical = sorted[sorted.size() / 2];
     for (std::size_t i = 1; i < pos.size(); ++i) {
-      const double step = pos[i] - pos[i - 1];
+      const double step = steps[i - 1];
+      CTFORGE_CHECK(std::abs(step) > 1e-3,
+                    fmt::format("{}: slices {} and {} ({} and {}) are at the same position "
+                                "(duplicate slice?)",
+                                path, i - 1, i, s.files[i - 1], s.files[i]));
       CTFORGE_CHECK(
-          std::abs(mean) > 1e-6 && std::abs(step - mean) <= 1e-2 * std::abs(mean) + 1e-3,
-          fmt::format("{}: slices {} and {} ({} and {}) are {:g} mm apart, the series averages "
-                      "{:g} mm (duplicate or missing slices?)",
-                      path, i - 1, i, s.files[i - 1], s.files[i], step, mean));
+          std::abs(typical) > 1e-6 && std::abs(step - typical) <= 1e-2 * std::abs(typical) + 1e-3,
+          fmt::format("{}: slices {} and {} ({} and {}) are {:g} mm apart, the series steps {:g} "
+                      "mm ({})",
+                      path, i - 1, i, s.files[i - 1], s.files[i], std::abs(step), std::abs(typical),
+                      std::abs(step) > std::abs(typical) ? "missing slices between them?"
+                                                         : "an extra slice between them?"));
     }
+    const double mean = (pos.back() - pos.front()) / static_cast<double>(pos.size() - 1);
     // ITK derives the spacing from the positions too; keep the measured mean (mm, positive).
     s.vol.geom.spacing_mm[2] = std::abs(mean);
   } else {

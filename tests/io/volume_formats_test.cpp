@@ -356,7 +356,48 @@ TEST(VolumeErrors, MissingSliceRejected) {
   for (const auto& e : fs::directory_iterator(data_dir + "/dicom/thorax"))
     if (e.path().filename() != "00-slice080.dcm")
       fs::copy_file(e.path(), dir / e.path().filename());
-  expect_error_naming([&] { io::read_volume_any(dir.string()); }, dir.string(), "apart");
+  // The message names the two slices around the gap (079 and 081), not the first pair.
+  expect_error_naming([&] { io::read_volume_any(dir.string()); }, "00-slice081.dcm",
+                      "4 mm apart, the series steps 2 mm (missing slices between them?)");
+}
+
+TEST(VolumeErrors, DuplicateSliceNamedWhereItIs) {
+  const fs::path dir = temp_dir("duplicate");
+  for (const auto& e : fs::directory_iterator(data_dir + "/dicom/thorax"))
+    fs::copy_file(e.path(), dir / e.path().filename());
+  fs::copy_file(dir / "00-slice080.dcm", dir / "00-slice080-copy.dcm");
+  expect_error_naming([&] { io::read_volume_any(dir.string()); }, "00-slice080-copy.dcm",
+                      "at the same position (duplicate slice?)");
+}
+
+// Pixel Spacing 0 (ITK silently took 1 mm) and a slice whose spacing differs from the others
+// are errors naming the slice. The files are a series we write, with the spacing string
+// patched in place (same length, so the file stays valid).
+TEST(VolumeErrors, ZeroOrMixedPixelSpacingNamesTheSlice) {
+  const fs::path dir = temp_dir("pixel_spacing");
+  volume v(volume_geometry::centered(8, 8, 3, {2, 2, 2}));
+  for (std::size_t i = 0; i < v.data.size(); ++i) v.data[i] = 0.02f;
+  const auto patch = [](const fs::path& file, const std::string& to) {
+    std::vector<char> b = file_bytes(file.string());
+    const std::string tag("\x28\x00\x30\x00", 4);
+    auto it = std::search(b.begin(), b.end(), tag.begin(), tag.end());
+    ASSERT_NE(it, b.end()) << file;
+    const std::string from = "2\\2";
+    auto at = std::search(it, std::min(it + 24, b.end()), from.begin(), from.end());
+    ASSERT_NE(at, std::min(it + 24, b.end())) << "no '2\\2' after (0028,0030) in " << file;
+    std::copy(to.begin(), to.end(), at);
+    std::ofstream(file, std::ios::binary).write(b.data(), static_cast<std::streamsize>(b.size()));
+  };
+  for (const std::string& bad : {std::string("0\\0"), std::string("3\\3")}) {
+    const fs::path series = dir / (bad[0] == '0' ? "zero" : "mixed");
+    io::write_volume_any(series.string(), v);
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(series)) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    patch(files[1], bad);
+    expect_error_naming([&] { io::read_volume_any(series.string()); }, files[1].filename().string(),
+                        bad[0] == '0' ? "two positive numbers" : "mixed DICOM series");
+  }
 }
 
 TEST(VolumeErrors, TruncatedAndCorruptFiles) {
