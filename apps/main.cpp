@@ -56,6 +56,21 @@ int main(int argc, char** argv) {
   add("compare", ctforge::cli::add_compare(app));
   add("convert", ctforge::cli::add_convert(app));
 
+  // The first word must be a subcommand: name the one given (CLI11 only says "A subcommand is
+  // required" for an unknown word).
+  if (argc == 1 || (argc >= 2 && argv[1][0] != '-')) {
+    const std::string word = argc >= 2 ? argv[1] : "";
+    bool known = false;
+    std::string names;
+    for (const auto& [sub, run] : commands) {
+      known = known || sub->get_name() == word;
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (word.empty())
+      return fail(2, ("a subcommand is required (" + names + "); see ctforge --help").c_str());
+    if (!known)
+      return fail(2, ("unknown subcommand '" + word + "' (expected " + names + ")").c_str());
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

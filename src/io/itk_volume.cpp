@@ -153,17 +153,20 @@ itk::ImageIOBase::Pointer read_info(const std::string& path) {
     CTFORGE_CHECK(io->CanReadFile(path.c_str()),
                   fmt::format("{}: not a readable {} file", path, io->GetNameOfClass()));
     io->ReadImageInformation();
+    const unsigned dims = io->GetNumberOfDimensions();
+    CTFORGE_CHECK(dims >= 1 && dims <= 3,
+                  fmt::format("{}: {}-dimensional image (1 to 3 supported)", path, dims));
+    CTFORGE_CHECK(io->GetNumberOfComponents() == 1,
+                  fmt::format("{}: {} components per voxel (scalar images only)", path,
+                              io->GetNumberOfComponents()));
+    CTFORGE_CHECK(io->GetComponentType() != itk::IOComponentEnum::UNKNOWNCOMPONENTTYPE,
+                  fmt::format("{}: unknown voxel type in the header", path));
+    if (volume_format_of(path) == volume_format::metaimage) check_metaimage_complete(path, *io);
+    if (volume_format_of(path) == volume_format::nifti) check_nifti_complete(path, *io);
   } catch (const itk::ExceptionObject& e) {
+    // ITK's descriptions start with its source location; the file is what the user needs.
     CTFORGE_FAIL(fmt::format("{}: cannot read the image header: {}", path, e.GetDescription()));
   }
-  const unsigned dims = io->GetNumberOfDimensions();
-  CTFORGE_CHECK(dims >= 1 && dims <= 3,
-                fmt::format("{}: {}-dimensional image (1 to 3 supported)", path, dims));
-  CTFORGE_CHECK(io->GetNumberOfComponents() == 1,
-                fmt::format("{}: {} components per voxel (scalar images only)", path,
-                            io->GetNumberOfComponents()));
-  if (volume_format_of(path) == volume_format::metaimage) check_metaimage_complete(path, *io);
-  if (volume_format_of(path) == volume_format::nifti) check_nifti_complete(path, *io);
   return io;
 }
 

@@ -526,3 +526,23 @@ TEST_F(Cli, OutputsNeverOverwriteInputs) {
   const result ok = run("recon proj.h5 -o vol.h5 --preview vol.png --threads 2 --quiet");
   EXPECT_EQ(ok.status, 0) << ok.output;
 }
+
+// Messages name what was wrong: an unknown or missing subcommand, an ITK header error (no ITK
+// source location without the file).
+TEST_F(Cli, MessagesNameTheWordAndTheFile) {
+  result r = run("frobnicate");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("unknown subcommand 'frobnicate' (expected simulate, recon"),
+            std::string::npos)
+      << r.output;
+  r = run("");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("a subcommand is required (simulate"), std::string::npos) << r.output;
+  write("bad.mha",
+        "ObjectType = Image\nNDims = 3\nDimSize = 4 4 4\nElementType = MET_BANANA\n"
+        "ElementDataFile = LOCAL\n");
+  r = run("info bad.mha");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("ctforge: error: bad.mha:"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("itkImageIOBase.cxx"), std::string::npos) << r.output;
+}
