@@ -8,16 +8,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <iterator>
 #include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "ctforge/formats.hpp"
 #include "ctforge/io.hpp"
 #include "test_support.hpp"
 
@@ -221,6 +224,68 @@ TEST(OutputLayer, SignalRemovesATemporaryDirectoryWithItsFiles) {
   ASSERT_FALSE(tmp_dir.empty());
   EXPECT_FALSE(fs::exists(tmp_dir)) << "temporary directory left behind";
   EXPECT_EQ(testing::leftover_temporaries(dir), std::vector<std::string>{});
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ctforge
+
+namespace ctforge {
+namespace {
+
+// A signal while a large output is being written, for every volume format and each signal:
+// the process dies of the signal, no temporary remains, and the final name holds either the
+// earlier output byte for byte or a complete new one (when the signal came after the rename).
+TEST(OutputLayer, SignalDuringEveryFormatLeavesOldOrCompleteOutput) {
+  const fs::path dir = testing::scratch_dir("output_layer", "interrupt");
+  volume v(volume_geometry::centered(200, 200, 128, {1, 1, 1}));
+  std::uint32_t x = 12345;
+  for (float& f : v.data) {
+    x = x * 1664525u + 1013904223u;  // incompressible values: a slow, long write
+    f = static_cast<float>(x >> 8) * 1e-9f;
+  }
+  volume old(volume_geometry::centered(4, 4, 4, {1, 1, 1}));
+  int interrupted = 0, completed = 0;
+  const std::vector<std::string> names = {"v.h5", "v.mha", "v.mhd", "v.nrrd", "v.nii.gz", "series"};
+  const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+  for (std::size_t k = 0; k < names.size(); ++k) {
+    const int sig = sigs[k % 3];
+    const fs::path out = dir / names[k];
+    io::write_volume_any(out.string(), old);
+    const auto before = snapshot(dir);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      io::install_interrupt_cleanup();
+      std::thread([sig] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(80));
+        ::kill(::getpid(), sig);
+      }).detach();
+      io::write_volume_any(out.string(), v);
+      ::_exit(0);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    EXPECT_TRUE(testing::leftover_temporaries(dir).empty()) << names[k];
+    if (WIFSIGNALED(status)) {
+      EXPECT_EQ(WTERMSIG(status), sig) << names[k];
+      ++interrupted;
+    } else {
+      ++completed;
+    }
+    // Either the earlier output, untouched, or the complete new one.
+    const volume now = io::read_volume_any(out.string());
+    if (now.data.size() == old.data.size()) {
+      EXPECT_EQ(snapshot(dir), before) << names[k] << ": the earlier output changed";
+    } else {
+      EXPECT_EQ(now.geom.nx, 200) << names[k];
+      if (out.extension() != "" && names[k] != "series")
+        EXPECT_TRUE(now.data == v.data) << names[k] << ": a new output that is not complete";
+    }
+  }
+  std::cout << "[ metric   ] interrupted " << interrupted << ", completed before the signal "
+            << completed << " of " << names.size() << " writes\n";
+  EXPECT_GT(interrupted, 0) << "no write was interrupted: the test exercised nothing";
   fs::remove_all(dir);
 }
 
