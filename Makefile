@@ -7,7 +7,7 @@ CMAKE_ARGS ?=
 BUILD_DIR ?= $(if $(filter default,$(PRESET)),build,build-$(PRESET))
 JOBS ?= 2
 
-.PHONY: all deps build test test-gpu demo bench clean format
+.PHONY: all deps build test test-gpu demo bench clean format asan fuzz
 
 all: build
 
@@ -27,6 +27,20 @@ test-gpu: build
 
 demo: build
 	scripts/demo $(BUILD_DIR)/apps/ctforge
+
+# AddressSanitizer + UndefinedBehaviorSanitizer build (clang, CUDA off) running the whole CPU
+# test suite, and the libFuzzer targets built with it (FUZZ_SECONDS per target).
+FUZZ_SECONDS ?= 60
+asan: deps
+	@if [ ! -f build-asan/CMakeCache.txt ]; then cmake --preset asan; fi
+	cmake --build build-asan -j$(JOBS)
+	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir build-asan --output-on-failure -j$(JOBS) -LE gpu
+
+fuzz: deps
+	@if [ ! -f build-asan/CMakeCache.txt ]; then cmake --preset asan; fi
+	cmake --build build-asan -j$(JOBS)
+	scripts/fuzz $(FUZZ_SECONDS) build-asan
 
 bench: build
 	$(BUILD_DIR)/bench/bench_backproject

@@ -16,6 +16,9 @@
 // slope that is a power of two (1 unless |HU| exceeds 32767) and round HU to multiples of the
 // slope first, so the stored integers are exact and a reader gets our rounded values back.
 #include <fmt/format.h>
+// clang-format off
+#include "io/itk_compiler.hpp"  // first: before any ITK header
+// clang-format on
 #include <gdcmUIDGenerator.h>
 #include <itkGDCMImageIO.h>
 #include <itkImage.h>
@@ -80,7 +83,39 @@ struct dicom_scan {
   bool has_pixels = false;
   std::string series_uid, position, orientation;
   std::int64_t rows = 0, cols = 0;
+  /// Image Pixel module, -1 when absent: (0028,0002) samples per pixel, (0028,0100..0103)
+  /// bits allocated / stored, high bit, pixel representation.
+  int samples = -1, bits_allocated = -1, bits_stored = -1, high_bit = -1, representation = -1;
+  std::string photometric;  ///< (0028,0004); empty when absent
 };
+
+/// Why GDCM must not be given this image (it asserts, aborting the process, on some of these):
+/// empty when the pixel description is one we read (grey, 8/16/32-bit integers).
+std::string pixel_format_problem(const dicom_scan& s) {
+  if (s.samples != -1 && s.samples != 1)
+    return fmt::format("Samples per Pixel (0028,0002) is {}; only greyscale (1) is supported",
+                       s.samples);
+  if (!s.photometric.empty() && s.photometric != "MONOCHROME1" && s.photometric != "MONOCHROME2")
+    return fmt::format(
+        "Photometric Interpretation (0028,0004) is '{}'; only MONOCHROME1/2 "
+        "(greyscale) is supported",
+        s.photometric);
+  if (s.rows == 0 || s.cols == 0)
+    return fmt::format("Rows x Columns (0028,0010/0011) is {} x {}", s.rows, s.cols);
+  if (s.bits_allocated != -1 && s.bits_allocated != 8 && s.bits_allocated != 16 &&
+      s.bits_allocated != 32)
+    return fmt::format("Bits Allocated (0028,0100) is {}; 8, 16 or 32 are supported",
+                       s.bits_allocated);
+  const int alloc = s.bits_allocated == -1 ? 16 : s.bits_allocated;
+  if (s.bits_stored != -1 && (s.bits_stored < 1 || s.bits_stored > alloc))
+    return fmt::format("Bits Stored (0028,0101) is {} with {} bits allocated", s.bits_stored,
+                       alloc);
+  if (s.high_bit != -1 && s.high_bit >= alloc)
+    return fmt::format("High Bit (0028,0102) is {} with {} bits allocated", s.high_bit, alloc);
+  if (s.representation != -1 && s.representation != 0 && s.representation != 1)
+    return fmt::format("Pixel Representation (0028,0103) is {}", s.representation);
+  return {};
+}
 
 class dicom_walker {
  public:
@@ -262,9 +297,31 @@ class dicom_walker {
       out_.position = text();
     else if (group == 0x0020 && elem == 0x0037)
       out_.orientation = text();
+    else if (group == 0x0028 && elem == 0x0004)
+      out_.photometric = text();
     else if (group == 0x0028 && (elem == 0x0010 || elem == 0x0011) && len == 2)
       (elem == 0x0010 ? out_.rows : out_.cols) = u16(pos);
-    else if (group == 0x7FE0 && elem == 0x0010)
+    else if (group == 0x0028 && len == 2 &&
+             (elem == 0x0002 || (elem >= 0x0100 && elem <= 0x0103))) {
+      const int v = u16(pos);
+      switch (elem) {
+        case 0x0002:
+          out_.samples = v;
+          break;
+        case 0x0100:
+          out_.bits_allocated = v;
+          break;
+        case 0x0101:
+          out_.bits_stored = v;
+          break;
+        case 0x0102:
+          out_.high_bit = v;
+          break;
+        default:
+          out_.representation = v;
+          break;
+      }
+    } else if (group == 0x7FE0 && elem == 0x0010)
       out_.has_pixels = true;
   }
 
@@ -295,6 +352,8 @@ std::vector<std::string> series_files(const std::string& path) {
     CTFORGE_CHECK(s.problem.empty(),
                   fmt::format("{}: not a readable DICOM file: {}", path, s.problem));
     CTFORGE_CHECK(s.has_pixels, path + ": DICOM file without pixel data (not an image)");
+    const std::string bad = pixel_format_problem(s);
+    CTFORGE_CHECK(bad.empty(), fmt::format("{}: unsupported DICOM image: {}", path, bad));
     return {path};
   }
   struct slice {
@@ -316,6 +375,9 @@ std::vector<std::string> series_files(const std::string& path) {
       continue;
     }
     if (!s.has_pixels || s.series_uid.empty()) continue;  // DICOMDIR, reports, other non-images
+    const std::string bad = pixel_format_problem(s);
+    CTFORGE_CHECK(bad.empty(), fmt::format("{}: unsupported DICOM image in series directory {}: {}",
+                                           f, path, bad));
     by_series[s.series_uid].push_back({f, std::move(s)});
   }
   CTFORGE_CHECK(!by_series.empty(), path + ": no DICOM series found");

@@ -1,6 +1,9 @@
 // Internal: ITK image set-up shared by the ITK volume formats and the DICOM writer.
 #pragma once
 
+// clang-format off
+#include "io/itk_compiler.hpp"  // first: before any ITK header
+// clang-format on
 #include <itkImage.h>
 
 #include "ctforge/volume.hpp"

@@ -3,6 +3,9 @@
 // extension (no ITK factory registration needed). ITK exceptions become ctforge::error naming
 // the file. One of the two translation units that include ITK headers (with dicom.cpp).
 #include <fmt/format.h>
+// clang-format off
+#include "io/itk_compiler.hpp"  // first: before any ITK header
+// clang-format on
 #include <itkImage.h>
 #include <itkImageFileReader.h>
 #include <itkImageFileWriter.h>
