@@ -507,9 +507,10 @@ class CudaPipeline : public ctforge::testing::gpu_test {
 
 // Repeated reconstructions leave device memory where it was: every call frees what it
 // allocated (buffers, arrays, textures, graphs; cuFFT plans stay cached per shape, and the
-// warm-up round creates every shape used). Each call here allocates ~13 MiB in
-// buffers of 0.7 to 3 MiB, so a leak of any of them over 7 calls shows; 2 MiB of slack covers
-// the driver's allocation granularity.
+// warm-up round creates every shape used). Each call here allocates ~13 MiB in buffers of 0.7
+// to 3 MiB; 12 rounds after the warm-up make the smallest leak of one buffer per round 8.4 MiB,
+// twice the 4 MiB of slack that covers the driver's allocation granularity (2 MiB pages) and
+// bookkeeping.
 TEST_F(CudaPipeline, RepeatedCallsDoNotGrowDeviceMemory) {
   const problem p = make(96, 64);
   recon_options opt;
@@ -538,9 +539,9 @@ TEST_F(CudaPipeline, RepeatedCallsDoNotGrowDeviceMemory) {
   // Warm-up: module loading and library initialisation allocate once per process.
   all_paths();
   const std::int64_t before = detail::cuda_device_memory(0).free_bytes;
-  for (int i = 0; i < 3; ++i) all_paths();
+  for (int i = 0; i < 12; ++i) all_paths();
   const std::int64_t after = detail::cuda_device_memory(0).free_bytes;
-  EXPECT_GE(after, before - (2 << 20)) << "device memory grew by " << (before - after) << " bytes";
+  EXPECT_GE(after, before - (4 << 20)) << "device memory grew by " << (before - after) << " bytes";
 }
 
 // Page-locked staging is leased from a pool: after the first call of a shape, the same call
@@ -607,7 +608,9 @@ TEST_F(CudaPipeline, PageLockedInputIsUploadedDirectly) {
   const volume staged_slabs = detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, slabs);
   {
     pinned_host_range pin(p.proj.data.data(), p.proj.data.size() * sizeof(float));
-    ASSERT_TRUE(pin.active()) << pin.why_not();
+    // Containers and sandboxes may refuse page-locking (locked-memory limits): then there is
+    // nothing to test here, and pinned_host_range says why instead of throwing.
+    if (!pin.active()) GTEST_SKIP() << "page-locking refused here: " << pin.why_not();
     EXPECT_TRUE(pin.why_not().empty());
     const pinned_host_range twice(p.proj.data.data(), p.proj.data.size() * sizeof(float));
     EXPECT_FALSE(twice.active()) << "an already page-locked range is left to its owner";
