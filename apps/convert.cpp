@@ -62,6 +62,11 @@ io::index_range parse_range(const std::string& option, const std::string& text) 
 }
 
 void convert_geometry(const convert_options& o) {
+  CTFORGE_EXPECTS(ends_with(o.output, ".json") || ends_with(o.output, ".xml") ||
+                      ends_with(o.output, ".txt") || ends_with(o.output, ".vec"),
+                  fmt::format("output {}: a geometry is written as .json (ctforge), .xml (RTK) or "
+                              ".txt / .vec (ASTRA vectors)",
+                              o.output));
   geometry g;
   if (ends_with(o.input, ".json")) {
     g = load_geometry(o.input);
@@ -81,10 +86,9 @@ void convert_geometry(const convert_options& o) {
           o.input, o.beam == "parallel" ? beam_kind::parallel : beam_kind::cone, det[0], det[1]);
   }
   if (ends_with(o.output, ".json")) {
+    const std::string text = geometry_to_json(g) + "\n";
     io::write_atomically(o.output, [&](const std::string& tmp) {
-      std::ofstream out(tmp);
-      out << geometry_to_json(g) << "\n";
-      CTFORGE_CHECK(out.good(), tmp + ": write error");
+      io::write_file_bytes(tmp, text.data(), text.size(), o.output);
     });
   } else if (ends_with(o.output, ".xml")) {
     io::write_rtk_geometry(o.output, g);
@@ -115,12 +119,11 @@ void convert_projections(const convert_options& o) {
     io::write_projections(o.output, p, *in.geom);
   } else {
     io::write_tiff_stack(o.output, p);
-    io::write_atomically((fs::path(o.output) / "geometry.json").string(),
-                         [&](const std::string& tmp) {
-                           std::ofstream out(tmp);
-                           out << in.geometry_json << "\n";
-                           CTFORGE_CHECK(out.good(), tmp + ": write error");
-                         });
+    const std::string json_path = (fs::path(o.output) / "geometry.json").string();
+    const std::string text = in.geometry_json + "\n";
+    io::write_atomically(json_path, [&](const std::string& tmp) {
+      io::write_file_bytes(tmp, text.data(), text.size(), json_path);
+    });
   }
   note(o.quiet,
        fmt::format(

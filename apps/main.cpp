@@ -74,8 +74,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int status = app.exit(e);  // prints help / version (status 0) or the parse error
-    return status == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // A bad option or value: the same form as every other error, naming the option.
+    std::fflush(stdout);
+    fmt::print(stderr, "ctforge: error: {}\nRun with --help for more information.\n", e.what());
+    return 2;
   }
 
   try {

@@ -166,9 +166,9 @@ runner add_recon(CLI::App& app) {
       ->required()
       ->type_name("FILE");
   sub->add_option("--algorithm", o->algorithm,
-                  "fdk (circular cone / fan beam), fbp (circular parallel beam) or sirt "
-                  "(iterative, any geometry). Default: fdk or fbp by the beam of a circular "
-                  "scan, sirt for vector geometries")
+                  "fdk (cone / fan beam), fbp (parallel beam) or sirt (iterative, any "
+                  "geometry). Default: fdk or fbp when the orbit is circular (vector "
+                  "geometries included), sirt otherwise")
       ->check(CLI::IsMember({"fdk", "fbp", "sirt"}))
       ->type_name("NAME");
   sub->add_option("--iterations", o->iterations, "SIRT: number of iterations (>= 1)")
