@@ -18,6 +18,7 @@
 #include <regex>
 
 #include "core/finite_scan.hpp"
+#include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
 
@@ -143,6 +144,16 @@ page_info read_page_info(const tiff_file& t) {
         "or 32/64-bit floats",
         p.bits, p.format));
   p.tiled = TIFFIsTiled(tif) != 0;
+  // A page cannot hold more pixels than a thousand times its file's bytes (compression of real
+  // detector images is a few to one): a tiny file declaring gigapixels is corrupt, and reading
+  // it would allocate gigabytes first.
+  std::error_code ec;
+  const std::uintmax_t file_bytes = std::filesystem::file_size(t.path(), ec);
+  const double declared = static_cast<double>(p.width) * static_cast<double>(p.height) *
+                          static_cast<double>(p.bits / 8);
+  if (!ec && declared > std::max(1024.0 * static_cast<double>(file_bytes), 64.0 * (1 << 20)))
+    t.fail(fmt::format("declares {} x {} pixels ({} bytes) in a file of {} bytes: corrupt", p.width,
+                       p.height, declared, file_bytes));
   return p;
 }
 
@@ -262,6 +273,11 @@ raw_scan read_tiff_stack(const std::string& source, const detector_selection& se
   const auto [v0, nv] = resolve_range(sel.views, s.full_views, "views", source);
   const auto [r0, nr] = resolve_range(sel.rows, s.full_rows, "rows", source);
   const auto [c0, nc] = resolve_range(sel.cols, s.full_cols, "cols", source);
+  detail::require_memory(static_cast<std::uint64_t>(nv) * static_cast<std::uint64_t>(nr) *
+                             static_cast<std::uint64_t>(nc),
+                         sizeof(float),
+                         fmt::format("{}: reading {} views of {} x {} pixels", source, nv, nc, nr),
+                         "read a part with --views / --rows / --cols");
   s.frames = projection_stack(nv, nr, nc);
 
   auto check_same = [&](const tiff_file& t, const page_info& p, std::int64_t view) {
