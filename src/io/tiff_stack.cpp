@@ -210,7 +210,14 @@ void read_region(const tiff_file& t, const page_info& p, std::int64_t r0, std::i
   TIFFGetField(tif, TIFFTAG_TILEWIDTH, &tw);
   TIFFGetField(tif, TIFFTAG_TILELENGTH, &th);
   if (tw == 0 || th == 0) t.fail("tiled image without tile size");
-  std::vector<unsigned char> tile(static_cast<std::size_t>(TIFFTileSize64(tif)));
+  // Tiles are at most the image rounded up to the 16-pixel multiple TIFF requires (a corrupt
+  // tile size would make the reader allocate gigabytes).
+  const std::uint64_t tile_bytes = TIFFTileSize64(tif);
+  if (tw > p.width + 16 || th > p.height + 16 || tile_bytes == 0 ||
+      tile_bytes > std::uint64_t{tw} * th * bytes)
+    t.fail(fmt::format("tile of {} x {} pixels ({} bytes) for an image of {} x {}: corrupt", tw, th,
+                       tile_bytes, p.width, p.height));
+  std::vector<unsigned char> tile(static_cast<std::size_t>(tile_bytes));
   std::vector<float> row(tw);
   for (std::int64_t ty = r0 / th * th; ty < r0 + nr; ty += th) {
     for (std::int64_t tx = c0 / tw * tw; tx < c0 + nc; tx += tw) {
