@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -13,6 +14,7 @@
 #include "cli.hpp"
 #include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
+#include "recon/fdk_geometry.hpp"
 
 namespace ctforge::cli {
 namespace {
@@ -110,8 +112,32 @@ bool inside(const std::filesystem::path& child, const std::filesystem::path& dir
 }
 }  // namespace
 
-void require_distinct_paths(const std::vector<named_path>& outputs,
-                            const std::vector<named_path>& inputs) {
+namespace {
+// A detached header comes with a data file beside it, named by ITK: "<stem>.raw" or ".zraw"
+// (MetaImage .mhd), "<stem>.raw" or ".raw.gz" (NRRD .nhdr). An output may write either; an
+// input's is the one that exists.
+std::vector<named_path> with_data_files(const std::vector<named_path>& paths, bool existing_only) {
+  std::vector<named_path> all;
+  for (const auto& p : paths) {
+    if (p.path.empty()) continue;
+    all.push_back(p);
+    const bool mhd = p.path.ends_with(".mhd"), nhdr = p.path.ends_with(".nhdr");
+    if (!mhd && !nhdr) continue;
+    const std::string stem = p.path.substr(0, p.path.size() - (mhd ? 4 : 5));
+    for (const char* data : {".raw", mhd ? ".zraw" : ".raw.gz"}) {
+      std::error_code ec;
+      if (existing_only && !std::filesystem::exists(stem + data, ec)) continue;
+      all.push_back({p.option + " (its data file)", stem + data});
+    }
+  }
+  return all;
+}
+}  // namespace
+
+void require_distinct_paths(const std::vector<named_path>& outputs_given,
+                            const std::vector<named_path>& inputs_given) {
+  const std::vector<named_path> outputs = with_data_files(outputs_given, false);
+  const std::vector<named_path> inputs = with_data_files(inputs_given, true);
   std::vector<std::pair<const named_path*, std::filesystem::path>> outs;
   for (const auto& o : outputs)
     if (!o.path.empty()) outs.emplace_back(&o, normal_form(o.path));
@@ -240,6 +266,15 @@ double magnification(const geometry& g) {
 // circle wider than its width (the same rule as FDK's displaced-detector weighting: the mean
 // offset exceeds half a pixel); otherwise half the detector width.
 double field_half_width(const geometry& g) {
+  if (!g.orbit) {
+    // A vector geometry with a circular orbit: the field of its virtual detectors (a half-fan
+    // cone_vec scan covers the wider circle too; a transposed detector's width is its rows).
+    try {
+      return field_half_width(detail::make_circular_equivalent(g, "grid").geom);
+    } catch (const usage_error&) {
+      // not circular: the detector's width
+    }
+  }
   const double du = std::abs(g.pixel_u_mm), half = 0.5 * static_cast<double>(g.cols) * du;
   if (!g.orbit || g.orbit->offset_u_mm.empty()) return half;
   double mean = 0, reach = 0;

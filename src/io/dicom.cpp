@@ -498,8 +498,11 @@ series read_series(const std::string& path) {
     std::vector<double> steps;
     for (std::size_t i = 1; i < pos.size(); ++i) steps.push_back(pos[i] - pos[i - 1]);
     std::vector<double> sorted = steps;
-    std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
-    const double typical = sorted[sorted.size() / 2];
+    // The lower median: with one gap among few slices it is the regular step.
+    const std::size_t mid = (sorted.size() - 1) / 2;
+    std::sort(sorted.begin(), sorted.end(),
+              [](double a, double b) { return std::abs(a) < std::abs(b); });
+    const double typical = sorted[mid];
     for (std::size_t i = 1; i < pos.size(); ++i) {
       const double step = steps[i - 1];
       CTFORGE_CHECK(std::abs(step) > 1e-3,

@@ -138,7 +138,12 @@ void install_interrupt_cleanup() {
   sa.sa_flags = SA_RESETHAND;
   // SIGABRT too: a library that aborts on an error it cannot report (GDCM on a short write)
   // still leaves no temporary behind.
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGABRT}) sigaction(sig, &sa, nullptr);
+  // A signal the process was started ignoring (nohup, a background job's SIGINT) stays ignored.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGABRT}) {
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    sigaction(sig, &sa, nullptr);
+  }
 }
 
 void write_file_bytes(const std::string& path, const void* data, std::size_t n,
@@ -173,13 +178,20 @@ void sync_path(const std::string& path, const std::string& what) {
 
 temporary_output::temporary_output(std::string final_path, bool directory)
     : final_(std::move(final_path)), directory_(directory) {
-  tmp_ = unique_sibling(final_, "part", !directory);
-  if (directory_) {
+  // A name left by a killed run of the same pid (containers reuse pids) is never reused: its
+  // stale files would be published by the commit.
+  for (int attempt = 0;; ++attempt) {
+    tmp_ = unique_sibling(final_, "part", !directory);
     std::error_code ec;
-    fs::create_directory(tmp_, ec);
-    if (ec)
-      CTFORGE_FAIL(fmt::format("{}: cannot create the temporary directory {}: {}", final_, tmp_,
-                               ec.message()));
+    if (directory_) {
+      if (fs::create_directory(tmp_, ec)) break;
+      if (ec || attempt > 1000)
+        CTFORGE_FAIL(fmt::format("{}: cannot create the temporary directory {}: {}", final_, tmp_,
+                                 ec ? ec.message() : std::string("exists")));
+    } else {
+      if (!fs::exists(fs::symlink_status(tmp_, ec))) break;
+      if (attempt > 1000) CTFORGE_FAIL(fmt::format("{}: no free temporary name beside it", final_));
+    }
   }
   slot_ = register_partial_output(tmp_, directory_);
 }

@@ -15,7 +15,6 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
-#include <regex>
 
 #include "core/finite_scan.hpp"
 #include "core/parallel_copy.hpp"
@@ -350,10 +349,14 @@ void write_tiff_stack(const std::string& dir, const projection_stack& p,
   }
   out.commit_files(order);
   // Views of an earlier, longer stack under the same prefix would read as part of this one.
-  const std::regex stale(prefix + "_[0-9]{5}\\.tif");
+  // (matched literally: "<prefix>_" + 5 digits + ".tif")
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (std::regex_match(name, stale) && std::find(order.begin(), order.end(), name) == order.end())
+    const bool ours = name.size() == prefix.size() + 10 && name.starts_with(prefix + "_") &&
+                      name.ends_with(".tif") &&
+                      std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()) + 1,
+                                  name.end() - 4, [](char c) { return c >= '0' && c <= '9'; });
+    if (ours && std::find(order.begin(), order.end(), name) == order.end())
       fs::remove(e.path(), ec);
   }
 }

@@ -447,9 +447,19 @@ volume reconstruct(const projection_stack& proj, const geometry& g, const volume
   }
   const geometry* geo = eq ? &eq->geom : &g;
   const projection_stack* data = resampled ? &*resampled : &proj;
+  // At half the column pitch the filter's Nyquist doubles: keep the cut-off where the real
+  // detector's is.
+  recon_options scaled;
+  const recon_options* ropt = &opt;
+  if (resampled && eq->oversample > 1 && opt.cutoff > 0 && opt.cutoff <= 1) {  // else refused below
+    scaled = opt;
+    scaled.cutoff = opt.cutoff / eq->oversample;
+    ropt = &scaled;
+  }
+  const recon_options& opt_used = *ropt;
   // Validation first (usage errors before device errors); the scan for non-finite values is
   // left to the backend: the CPU scans here, the GPU while pre-weighting.
-  detail::fdk_setup setup = detail::make_fdk_setup(*data, *geo, opt, /*check_values=*/false);
+  detail::fdk_setup setup = detail::make_fdk_setup(*data, *geo, opt_used, /*check_values=*/false);
   // A displaced detector gets zero columns on its narrow side (see narrow_side_padding), with
   // the weights of the unpadded detector.
   const detail::narrow_side_padding pad = detail::narrow_side_padding_for(setup, *geo);
@@ -461,7 +471,7 @@ volume reconstruct(const projection_stack& proj, const geometry& g, const volume
     checked = true;
     padded_geo = detail::pad_narrow_side(*geo, pad);
     padded = detail::pad_narrow_side(*data, pad, opt.threads);
-    setup = detail::make_fdk_setup(*padded, *padded_geo, opt, false, &setup);
+    setup = detail::make_fdk_setup(*padded, *padded_geo, opt_used, false, &setup);
     geo = &*padded_geo;
     data = &*padded;
   }
@@ -475,10 +485,10 @@ volume reconstruct(const projection_stack& proj, const geometry& g, const volume
     copt.device = opt.device;
     copt.memory_limit_bytes = opt.gpu_memory_limit_bytes;
     copt.hardware_interpolation = opt.gpu_hardware_interpolation;
-    return detail::cuda_reconstruct(*data, *geo, vg, opt, copt, &setup);
+    return detail::cuda_reconstruct(*data, *geo, vg, opt_used, copt, &setup);
 #endif
   }
-  return reconstruct_cpu(*data, *geo, vg, opt, setup);
+  return reconstruct_cpu(*data, *geo, vg, opt_used, setup);
 }
 
 }  // namespace ctforge

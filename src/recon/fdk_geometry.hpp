@@ -41,6 +41,9 @@ struct circular_equivalent {
   /// Every virtual pixel is an input pixel (a reordering: flips, transposition); otherwise the
   /// virtual detector has twice the columns (half the pitch) and is interpolated (bicubic).
   bool integral = true;
+  /// Virtual columns per input column pitch (2 when interpolated, else 1): the filter cut-off
+  /// is divided by it, so that --cutoff stays a fraction of the real detector's Nyquist.
+  int oversample = 1;
   /// Per view: virtual pixel (col', row') -> pixel of the input detector.
   std::vector<kernels::homography> maps;
   std::int64_t input_cols = 0, input_rows = 0;
