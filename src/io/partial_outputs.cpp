@@ -227,6 +227,14 @@ void temporary_output::commit_directory() {
   if (fs::exists(target, ec)) {
     CTFORGE_CHECK(fs::is_directory(target, ec),
                   fmt::format("{}: exists and is not a directory; not replaced", target));
+    // Swap the two directories in one step: at every instant the final name holds a complete
+    // series, the old or the new one. The temporary then holds the old one and is removed
+    // (by the destructor, or by the signal handler, which still has it registered).
+    if (::renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
+      sync_path(parent_of(target), target);
+      return;  // done_ stays false: the destructor removes the old directory now at tmp_
+    }
+    // File systems without RENAME_EXCHANGE: move the old one aside first (a short window).
     old = unique_sibling(target, "old", false);
     rename_or_fail(target, old, target);
   }
