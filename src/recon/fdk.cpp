@@ -449,14 +449,9 @@ volume reconstruct(const projection_stack& proj, const geometry& g, const volume
   const projection_stack* data = resampled ? &*resampled : &proj;
   // At half the column pitch the filter's Nyquist doubles: keep the cut-off where the real
   // detector's is.
-  recon_options scaled;
-  const recon_options* ropt = &opt;
-  if (resampled && eq->oversample > 1 && opt.cutoff > 0 && opt.cutoff <= 1) {  // else refused below
-    scaled = opt;
-    scaled.cutoff = opt.cutoff / eq->oversample;
-    ropt = &scaled;
-  }
-  const recon_options& opt_used = *ropt;
+  recon_options opt_used = opt;
+  if (resampled && eq->oversample > 1 && opt.cutoff > 0 && opt.cutoff <= 1)  // else refused below
+    opt_used.cutoff = opt.cutoff / eq->oversample;
   // Validation first (usage errors before device errors); the scan for non-finite values is
   // left to the backend: the CPU scans here, the GPU while pre-weighting.
   detail::fdk_setup setup = detail::make_fdk_setup(*data, *geo, opt_used, /*check_values=*/false);
