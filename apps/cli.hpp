@@ -84,11 +84,6 @@ void add_grid_options(CLI::App* sub, grid_options& o);
 ///  * --origin X,Y,Z: centre of voxel (0, 0, 0) in mm; default: grid centred on the isocentre.
 volume_geometry make_grid(const grid_options& o, const geometry& g);
 
-/// Magnification at the isocentre (SDD / SID for cone beams, 1 for parallel). Vector
-/// geometries use their first view: distances of the source and of the origin to the detector
-/// plane.
-double magnification(const geometry& g);
-
 // ---- backend ------------------------------------------------------------------------------
 
 /// --backend / --device / --gpu-memory-limit, shared by the subcommands that can run on a GPU.

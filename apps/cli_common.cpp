@@ -14,7 +14,7 @@
 #include "cli.hpp"
 #include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
-#include "recon/fdk_geometry.hpp"
+#include "ctforge/recon.hpp"
 
 namespace ctforge::cli {
 namespace {
@@ -192,7 +192,6 @@ std::int64_t parse_byte_size(const std::string& option, const std::string& text)
 void add_backend_options(CLI::App* sub, backend_cli_options& o, const std::string& memory_help) {
   o.backend_opt = sub->add_option("--backend", o.backend,
                                   "auto (CUDA when a usable device exists, else CPU), cpu or cuda")
-                      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
                       ->type_name("NAME")
                       ->capture_default_str();
   sub->add_option("--device", o.device, "CUDA device ordinal")
@@ -251,88 +250,31 @@ void add_grid_options(CLI::App* sub, grid_options& o) {
                      ->type_name("X,Y,Z");
 }
 
-double magnification(const geometry& g) {
-  if (g.beam == beam_kind::parallel) return 1.0;
-  if (g.orbit) return g.orbit->source_to_detector_mm / g.orbit->source_to_isocenter_mm;
-  const view_vectors& w = g.views.front();
-  const vec3 n = cross(w.u, w.v);
-  const double sdd = std::abs(dot(w.detector_center - w.source, n));
-  const double sid = std::abs(dot(vec3{} - w.source, n));
-  return sid > 0 ? sdd / sid : 1.0;
-}
-
-// Half-width (mm, on the detector) of the field a circular scan covers across the axis: the
-// farthest pixel edge from the ray through the axis. A displaced (half-fan) detector covers a
-// circle wider than its width (the same rule as FDK's displaced-detector weighting: the mean
-// offset exceeds half a pixel); otherwise half the detector width.
-double field_half_width(const geometry& g) {
-  if (!g.orbit) {
-    // A vector geometry with a circular orbit: the field of its virtual detectors (a half-fan
-    // cone_vec scan covers the wider circle too; a transposed detector's width is its rows).
-    try {
-      return field_half_width(detail::make_circular_equivalent(g, "grid").geom);
-    } catch (const usage_error&) {
-      // not circular: the detector's width
-    }
-  }
-  const double du = std::abs(g.pixel_u_mm), half = 0.5 * static_cast<double>(g.cols) * du;
-  if (!g.orbit || g.orbit->offset_u_mm.empty()) return half;
-  double mean = 0, reach = 0;
-  for (double off : g.orbit->offset_u_mm) {
-    mean += off;
-    reach = std::max(reach, half + std::abs(off));
-  }
-  mean /= static_cast<double>(g.orbit->offset_u_mm.size());
-  return std::abs(mean) > 0.5 * du ? reach : half;
-}
-
 volume_geometry make_grid(const grid_options& o, const geometry& g) {
-  const double field = field_half_width(g);
-  const std::int64_t n_xy = std::max<std::int64_t>(
-      g.cols, static_cast<std::int64_t>(std::ceil(2 * field / std::abs(g.pixel_u_mm) - 1e-9)));
-  std::int64_t n[3] = {n_xy, n_xy, g.rows};
+  grid_request r;
   if (o.size) {
     CTFORGE_EXPECTS(*o.size >= 1,
                     fmt::format("--size: must be a positive integer (got {})", *o.size));
-    n[0] = n[1] = *o.size;
-    n[2] = g.rows == 1 ? 1 : *o.size;
+    r.size = {*o.size, *o.size, g.rows == 1 ? 1 : *o.size};
   } else if (!o.size_xyz.empty()) {
     const auto v = parse_ints("--size-xyz", o.size_xyz, {3});
-    for (int a = 0; a < 3; ++a) {
+    for (std::int64_t n : v)
       CTFORGE_EXPECTS(
-          v[static_cast<std::size_t>(a)] >= 1,
-          fmt::format("--size-xyz: sizes must be positive integers (got '{}')", o.size_xyz));
-      n[a] = v[static_cast<std::size_t>(a)];
-    }
+          n >= 1, fmt::format("--size-xyz: sizes must be positive integers (got '{}')", o.size_xyz));
+    r.size = {v[0], v[1], v[2]};
+    r.size_option = "--size-xyz";
   }
-  std::array<double, 3> spacing{};
   if (!o.spacing.empty()) {
     const auto v = parse_doubles("--spacing", o.spacing, {1, 3});
-    for (std::size_t a = 0; a < 3; ++a) {
-      spacing[a] = v.size() == 1 ? v[0] : v[a];
-      require_positive("--spacing", spacing[a]);
-    }
-  } else {
-    const double m = magnification(g);
-    const double fov_u = 2 * field / m;
-    const double fov_v = static_cast<double>(g.rows) * std::abs(g.pixel_v_mm) / m;
-    spacing = {fov_u / static_cast<double>(n[0]), fov_u / static_cast<double>(n[1]),
-               fov_v / static_cast<double>(n[2])};
+    for (double s : v) require_positive("--spacing", s);
+    r.spacing_mm = v.size() == 1 ? std::array<double, 3>{v[0], v[0], v[0]}
+                                 : std::array<double, 3>{v[0], v[1], v[2]};
   }
-  for (int a = 0; a < 3; ++a)
-    CTFORGE_EXPECTS(n[a] < (std::int64_t{1} << 31),
-                    fmt::format("--size / --size-xyz: {} voxels along an axis is too many", n[a]));
-  detail::require_memory(static_cast<std::uint64_t>(n[0]) * static_cast<std::uint64_t>(n[1]) *
-                             static_cast<std::uint64_t>(n[2]),
-                         sizeof(float), fmt::format("a {} x {} x {} voxel grid", n[0], n[1], n[2]),
-                         "choose a smaller --size / --size-xyz");
-  volume_geometry vg = volume_geometry::centered(n[0], n[1], n[2], spacing);
   if (!o.origin.empty()) {
     const auto v = parse_doubles("--origin", o.origin, {3});
-    vg.origin_mm = {v[0], v[1], v[2]};
+    r.origin_mm = {v[0], v[1], v[2]};
   }
-  vg.validate();
-  return vg;
+  return default_grid(g, r);
 }
 
 bool stderr_is_terminal() {

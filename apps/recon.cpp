@@ -169,7 +169,6 @@ runner add_recon(CLI::App& app) {
                   "fdk (cone / fan beam), fbp (parallel beam) or sirt (iterative, any "
                   "geometry). Default: fdk or fbp when the orbit is circular (vector "
                   "geometries included), sirt otherwise")
-      ->check(CLI::IsMember({"fdk", "fbp", "sirt"}))
       ->type_name("NAME");
   sub->add_option("--iterations", o->iterations, "SIRT: number of iterations (>= 1)")
       ->type_name("N")
@@ -180,8 +179,8 @@ runner add_recon(CLI::App& app) {
   sub->add_flag("--nonnegative", o->nonnegative,
                 "SIRT: clamp the volume at 0 after every iteration");
   add_grid_options(sub, o->grid);
-  sub->add_option("--filter", o->filter, "Ramp filter window")
-      ->check(CLI::IsMember({"ram-lak", "shepp-logan", "cosine", "hamming", "hann"}))
+  sub->add_option("--filter", o->filter,
+                  "Ramp filter window: ram-lak, shepp-logan, cosine, hamming or hann")
       ->type_name("NAME")
       ->capture_default_str();
   sub->add_option("--cutoff", o->cutoff, "Filter cut-off as a fraction of Nyquist, in (0, 1]")

@@ -88,7 +88,7 @@ struct projection_read_options {
 /// Views of `p` with rows and columns swapped (`transpose`: out[v][c][r] = p[v][r][c], so
 /// out.rows = p.cols), then columns reversed (`flip_u`) and rows reversed (`flip_v`).
 /// Applying the same flips again restores `p` bit for bit.
-projection_stack reorient_projections(const projection_stack& p, bool transpose, bool flip_u,
+projection_stack reorient_projections(const projection_view& p, bool transpose, bool flip_u,
                                       bool flip_v);
 
 /// Projections read from any supported file; converts to projection_file by slicing.
@@ -140,7 +140,7 @@ std::vector<std::string> list_tiff_files(const std::string& source);
 
 /// Writes one float32 TIFF per view into directory `dir` (created when missing), named
 /// <prefix>_00000.tif, ...; existing files of that name are replaced.
-void write_tiff_stack(const std::string& dir, const projection_stack& p,
+void write_tiff_stack(const std::string& dir, const projection_view& p,
                       const std::string& prefix = "proj");
 
 /// Result of normalize().
@@ -192,12 +192,12 @@ struct volume_write_options {
 };
 /// Writes atomically: a temporary file (or, for DICOM, a temporary directory) renamed into place.
 /// A DICOM target directory that exists must be empty or hold only .dcm files (it is replaced).
-void write_volume_any(const std::string& path, const volume& v,
+void write_volume_any(const std::string& path, const volume_view& v,
                       const volume_write_options& opt = {});
 
 /// ITK formats (MetaImage, NRRD, NIfTI), any scalar pixel type read as float.
 volume read_itk_volume(const std::string& path);
-void write_itk_volume(const std::string& path, const volume& v, bool compress = true);
+void write_itk_volume(const std::string& path, const volume_view& v, bool compress = true);
 
 /// DICOM: a directory holding one series, or a single file. Slices sorted by Image Position
 /// (Patient); equal spacing and a single series are checked (error naming the path otherwise).
@@ -206,7 +206,7 @@ volume read_dicom(const std::string& path, const volume_read_options& opt = {});
 /// One int16 CT slice per z, with rescale slope/intercept, Image Position/Orientation (Patient),
 /// Pixel Spacing, Slice Thickness, one Study/Series Instance UID, Modality CT, Manufacturer
 /// "ctforge". Written into "<dir>.part" then renamed to `dir`.
-void write_dicom_series(const std::string& dir, const volume& v,
+void write_dicom_series(const std::string& dir, const volume_view& v,
                         const volume_write_options& opt = {});
 
 /// Summary of a DICOM file or series directory (size, spacing, positions, value range, tags).
@@ -303,7 +303,7 @@ namespace ctforge {
 /// (circular, about 360 deg coverage): approximate, good for objects near the axis. Needs at
 /// least one view whose opposite angle lies within one angular step of another view. Throws
 /// usage_error when the geometry is not circular or no such pair exists.
-double estimate_center_of_rotation(const projection_stack& proj, const geometry& g);
+double estimate_center_of_rotation(const projection_view& proj, const geometry& g);
 
 /// Copy of `g` with the detector shifted along u so that the rotation axis projects onto column
 /// `col`: circular geometries get offset_u = ((cols - 1) / 2 - col) * du for every view; vector

@@ -28,10 +28,10 @@ struct projection_file {
 /// when the file is missing, not HDF5, lacks the dataset, has the wrong rank or type, or holds
 /// non-finite values.
 projection_file read_projections(const std::string& path);
-void write_projections(const std::string& path, const projection_stack& p, const geometry& g);
+void write_projections(const std::string& path, const projection_view& p, const geometry& g);
 
 volume read_volume(const std::string& path);
-void write_volume(const std::string& path, const volume& v);
+void write_volume(const std::string& path, const volume_view& v);
 
 /// Short human-readable description of any ctforge HDF5 file (datasets, shapes, value range,
 /// geometry summary, volume spacing/origin).
@@ -40,7 +40,7 @@ std::string describe_file(const std::string& path);
 /// Writes the three central orthogonal slices (axial z, coronal y, sagittal x) side by side as
 /// an 8-bit grey PNG (+y and +z up), windowed to [lo, hi] (lo == hi: the volume's 0.5 / 99.5
 /// percentiles). A single-slice volume (nz = 1) gives the axial panel only.
-void write_preview_png(const std::string& path, const volume& v, float lo = 0, float hi = 0);
+void write_preview_png(const std::string& path, const volume_view& v, float lo = 0, float hi = 0);
 
 
 }  // namespace ctforge::io

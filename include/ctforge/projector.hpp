@@ -29,24 +29,24 @@ struct projector_options {
 /// One ray through each pixel centre. threads = 0: all cores. A non-finite voxel is a
 /// usage_error naming it (as is a non-finite projection value for back_project), on every
 /// backend.
-projection_stack forward_project(const volume& vol, const geometry& g, int threads = 0);
+projection_stack forward_project(const volume_view& vol, const geometry& g, int threads = 0);
 
 /// forward_project on the backend `opt` selects. The GPU reads the volume through a 3D texture
 /// with the CPU's trilinear arithmetic (agreement ~1e-6 of the peak). Synchronises before
 /// returning.
-projection_stack forward_project(const volume& vol, const geometry& g,
+projection_stack forward_project(const volume_view& vol, const geometry& g,
                                  const projector_options& opt);
 
 /// Voxel-driven back-projection through per-view projection matrices with bilinear detector
 /// interpolation (unweighted: sum over views of the interpolated projection value).
 /// reference = true runs the plain double-accumulating reference loop instead of the fast path.
-volume back_project(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+volume back_project(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                     int threads = 0, bool reference = false);
 
 /// back_project (fast path) on the backend `opt` selects; the adjoint of forward_project only
 /// up to the interpolation models (voxel-driven here, ray-driven there). Synchronises before
 /// returning.
-volume back_project(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+volume back_project(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                     const projector_options& opt);
 
 }  // namespace ctforge

@@ -2,11 +2,14 @@
 #pragma once
 
 #include <cstdint>
+#include <array>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "ctforge/backend.hpp"
+#include "ctforge/cancel.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/volume.hpp"
 
@@ -26,6 +29,28 @@ std::string to_string(filter_window w);
 /// vector geometries included when their sources (ray directions) fit a circular orbit (see
 /// reconstruct); sirt otherwise (helical and other trajectories).
 algorithm default_algorithm(const geometry& g);
+
+/// What a caller fixes of the reconstruction grid; the rest is chosen by default_grid.
+struct grid_request {
+  std::optional<std::array<std::int64_t, 3>> size;  ///< voxels along x, y, z (each >= 1)
+  std::optional<std::array<double, 3>> spacing_mm;  ///< voxel size along x, y, z (mm, > 0)
+  std::optional<std::array<double, 3>> origin_mm;   ///< centre of voxel (0, 0, 0), mm
+  /// Names used in error messages ("--size" on the command line, "shape" in Python, ...).
+  const char* size_option = "--size";
+  const char* spacing_option = "--spacing";
+  const char* origin_option = "--origin";
+};
+
+/// The grid the command line reconstructs on (README, "Default grid"): without a size,
+/// cols x cols x rows voxels (more across when a displaced detector covers a wider circle);
+/// without a spacing, the detector's field of view at the isocentre divided by the size (pixel
+/// pitch / magnification without a size); without an origin, centred on the isocentre.
+/// Throws usage_error naming the option on invalid values or a grid too large for memory.
+volume_geometry default_grid(const geometry& g, const grid_request& request = {});
+
+/// SDD / SID for cone beams (vector geometries: from the first view's distances to the
+/// detector plane), 1 for parallel beams.
+double magnification(const geometry& g);
 
 struct recon_options {
   algorithm algo = algorithm::fdk;
@@ -47,8 +72,13 @@ struct recon_options {
   bool gpu_hardware_interpolation = false;
   /// Reference CPU path (simple loops, double accumulation); slow, for tests.
   bool reference = false;
-  /// Called with the fraction done in [0, 1]; may be empty. Called from the calling thread.
+  /// Called with the fraction done in [0, 1]; may be empty. Called from the calling thread,
+  /// after every batch of views (CPU: at most 8 per pass), z-slab or SIRT iteration.
   std::function<void(double)> progress;
+  /// Checked at the same points as progress (right after it is called): once requested, the
+  /// call stops there, frees what it holds and throws ctforge::cancelled. A progress callback
+  /// may request it itself (the Python module does so on KeyboardInterrupt).
+  cancellation_token cancel;
 };
 
 /// Reconstructs `vg` from line integrals `proj` (views x rows x cols, matching `g`).
@@ -67,7 +97,7 @@ struct recon_options {
 /// seeing each voxel, 0 for voxels none sees); each iteration runs one forward and one back
 /// projection on the chosen backend (on CUDA, volume and projections cross PCIe every
 /// iteration). Throws usage_error on mismatched input.
-volume reconstruct(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+volume reconstruct(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                    const recon_options& opt);
 
 }  // namespace ctforge

@@ -3,8 +3,10 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <vector>
 
+#include "ctforge/error.hpp"
 #include "ctforge/vec3.hpp"
 
 namespace ctforge {
@@ -65,5 +67,68 @@ struct projection_stack {
     return data[static_cast<std::size_t>((v * rows + r) * cols + c)];
   }
 };
+
+/// Non-owning read-only view of a volume held by the caller (a ctforge::volume, a numpy array,
+/// another library's buffer): the grid plus `voxel_count()` floats in [z][y][x] order. Every
+/// call taking a volume_view reads the caller's memory in place; the memory must stay valid and
+/// unchanged for the duration of the call. A ctforge::volume converts implicitly.
+struct volume_view {
+  volume_geometry geom;
+  std::span<const float> data;
+
+  volume_view() = default;
+  /// Throws usage_error when data holds other than g.voxel_count() values.
+  volume_view(const volume_geometry& g, std::span<const float> d) : geom(g), data(d) {
+    CTFORGE_EXPECTS(static_cast<std::int64_t>(d.size()) == g.voxel_count(),
+                    "volume: the data holds " + std::to_string(d.size()) +
+                        " values but the grid has " + std::to_string(g.voxel_count()) +
+                        " voxels");
+  }
+  volume_view(const volume& v) : geom(v.geom), data(v.data) {}  // NOLINT: implicit on purpose
+  float at(std::int64_t k, std::int64_t j, std::int64_t i) const {
+    return data[static_cast<std::size_t>((k * geom.ny + j) * geom.nx + i)];
+  }
+};
+
+/// Non-owning read-only view of projections held by the caller, [view][row][col] order, with
+/// the same accessors as projection_stack. The memory must stay valid and unchanged for the
+/// duration of a call. A projection_stack converts implicitly.
+struct projection_view {
+  std::int64_t views = 0, rows = 0, cols = 0;
+  std::span<const float> data;
+
+  projection_view() = default;
+  /// Throws usage_error when data holds other than n_views * n_rows * n_cols values.
+  projection_view(std::int64_t n_views, std::int64_t n_rows, std::int64_t n_cols,
+                  std::span<const float> d)
+      : views(n_views), rows(n_rows), cols(n_cols), data(d) {
+    CTFORGE_EXPECTS(static_cast<std::int64_t>(d.size()) == size(),
+                    "projections: the data holds " + std::to_string(d.size()) +
+                        " values but the shape has " + std::to_string(size()));
+  }
+  projection_view(const projection_stack& p)  // NOLINT: implicit on purpose
+      : views(p.views), rows(p.rows), cols(p.cols), data(p.data) {}
+  std::int64_t size() const { return views * rows * cols; }
+  const float* view(std::int64_t i) const { return data.data() + i * rows * cols; }
+  float at(std::int64_t v, std::int64_t r, std::int64_t c) const {
+    return data[static_cast<std::size_t>((v * rows + r) * cols + c)];
+  }
+};
+
+/// Owning copies of views.
+inline volume to_volume(const volume_view& v) {
+  volume out;
+  out.geom = v.geom;
+  out.data.assign(v.data.begin(), v.data.end());
+  return out;
+}
+inline projection_stack to_stack(const projection_view& p) {
+  projection_stack out;
+  out.views = p.views;
+  out.rows = p.rows;
+  out.cols = p.cols;
+  out.data.assign(p.data.begin(), p.data.end());
+  return out;
+}
 
 }  // namespace ctforge

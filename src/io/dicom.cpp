@@ -559,7 +559,7 @@ volume read_dicom(const std::string& path, const volume_read_options& opt) {
   return std::move(s.vol);
 }
 
-void write_dicom_series(const std::string& dir_in, const volume& v,
+void write_dicom_series(const std::string& dir_in, const volume_view& v,
                         const volume_write_options& opt) {
   v.geom.validate();
   std::string dir = dir_in;

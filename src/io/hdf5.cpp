@@ -209,7 +209,7 @@ projection_file read_projections(const std::string& path) {
       throw error(e.what());
     }
     const geometry& g = *out.geom;
-    const projection_stack& p = out.projections;
+    const projection_view& p = out.projections;
     CTFORGE_CHECK(g.view_count() == p.views && g.rows == p.rows && g.cols == p.cols,
                   fmt::format("{}: geometry has {} views of {} rows x {} cols but dataset {} is "
                               "[{}][{}][{}] (views, rows, cols)",
@@ -219,7 +219,7 @@ projection_file read_projections(const std::string& path) {
   return out;
 }
 
-void write_projections(const std::string& path, const projection_stack& p, const geometry& g) {
+void write_projections(const std::string& path, const projection_view& p, const geometry& g) {
   CTFORGE_EXPECTS(p.views >= 1 && p.rows >= 1 && p.cols >= 1 &&
                       p.data.size() == static_cast<std::size_t>(p.size()),
                   fmt::format("{}: projection stack [{}][{}][{}] holds {} values", path, p.views,
@@ -283,7 +283,7 @@ volume read_volume(const std::string& path) {
   return v;
 }
 
-void write_volume(const std::string& path, const volume& v) {
+void write_volume(const std::string& path, const volume_view& v) {
   v.geom.validate();
   CTFORGE_EXPECTS(v.data.size() == static_cast<std::size_t>(v.geom.voxel_count()),
                   fmt::format("{}: volume of {}x{}x{} voxels holds {} values", path, v.geom.nx,

@@ -279,7 +279,7 @@ volume read_itk_volume(const std::string& path) {
   return detail::volume_from_itk(reader->GetOutput(), path);
 }
 
-void write_itk_volume(const std::string& path, const volume& v, bool compress) {
+void write_itk_volume(const std::string& path, const volume_view& v, bool compress) {
   v.geom.validate();
   CTFORGE_EXPECTS(static_cast<std::int64_t>(v.data.size()) == v.geom.voxel_count(),
                   fmt::format("{}: volume holds {} values for {} voxels", path, v.data.size(),
@@ -357,7 +357,7 @@ volume read_volume_any(const std::string& path, const volume_read_options& opt) 
   }
 }
 
-void write_volume_any(const std::string& path, const volume& v, const volume_write_options& opt) {
+void write_volume_any(const std::string& path, const volume_view& v, const volume_write_options& opt) {
   if (static_cast<std::int64_t>(v.data.size()) == v.geom.voxel_count())
     ctforge::detail::refuse_non_finite(v.data.data(), v.geom.nz, v.geom.ny, v.geom.nx, path,
                                        "z, y, x");

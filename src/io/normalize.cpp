@@ -28,7 +28,7 @@ std::string lower_extension(const std::string& path) {
 }
 
 /// Mean of the frames of a stack ([rows][cols]); empty when the stack has no frames.
-std::vector<double> mean_frame(const projection_stack& s) {
+std::vector<double> mean_frame(const projection_view& s) {
   if (s.views == 0) return {};
   const std::size_t n = static_cast<std::size_t>(s.rows * s.cols);
   std::vector<double> m(n, 0.0);
@@ -234,7 +234,7 @@ projection_stack normalize(const raw_scan& scan, intensity_mode mode, std::int64
   return out;
 }
 
-projection_stack reorient_projections(const projection_stack& p, bool transpose, bool flip_u,
+projection_stack reorient_projections(const projection_view& p, bool transpose, bool flip_u,
                                       bool flip_v) {
   CTFORGE_EXPECTS(static_cast<std::int64_t>(p.data.size()) == p.size(),
                   "reorient_projections: data size does not match the dimensions");

@@ -24,7 +24,7 @@ float quantile(std::vector<float>& sample, double q) {
   return sample[k];
 }
 
-std::pair<float, float> auto_window(const volume& v) {
+std::pair<float, float> auto_window(const volume_view& v) {
   const std::size_t n = v.data.size();
   const std::size_t stride = std::max<std::size_t>(1, n / (std::size_t{1} << 22));
   std::vector<float> sample;
@@ -46,7 +46,7 @@ std::pair<float, float> auto_window(const volume& v) {
 // coronal and sagittal slices would be one pixel high.
 // "+y up" shows the phantom as in the usual textbook pictures (the Shepp-Logan's small ellipses
 // at the bottom). Values are mapped linearly from [lo, hi] to 0..255 and clipped; NaN maps to 0.
-void write_preview_png(const std::string& path, const volume& v, float lo, float hi) {
+void write_preview_png(const std::string& path, const volume_view& v, float lo, float hi) {
   v.geom.validate();
   CTFORGE_EXPECTS(v.data.size() == static_cast<std::size_t>(v.geom.voxel_count()),
                   fmt::format("{}: volume holds {} values for {} voxels", path, v.data.size(),

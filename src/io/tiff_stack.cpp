@@ -311,7 +311,7 @@ raw_scan read_tiff_stack(const std::string& source, const detector_selection& se
   return s;
 }
 
-void write_tiff_stack(const std::string& dir, const projection_stack& p,
+void write_tiff_stack(const std::string& dir, const projection_view& p,
                       const std::string& prefix) {
   CTFORGE_EXPECTS(p.views >= 1 && p.rows >= 1 && p.cols >= 1,
                   "write_tiff_stack: empty projection stack");

@@ -90,7 +90,7 @@ cuda_memory_info cuda_device_memory(int device = 0);
 /// Back-projection of already filtered projections on the GPU, with the FDK distance weight
 /// 1/w^2 when distance_weighting (the operation RabbitCT times), uploads included; the GPU
 /// counterpart of detail::backproject_filtered_cpu. Defined in src/kernels/fdk.cu.
-volume cuda_backproject_filtered(const projection_stack& proj, const geometry& g,
+volume cuda_backproject_filtered(const projection_view& proj, const geometry& g,
                                  const volume_geometry& vg, const cuda_options& copt,
                                  bool distance_weighting);
 

@@ -64,7 +64,7 @@ std::mutex& backend_mutex() {
 
 /// What the pipeline computes.
 struct job {
-  const projection_stack* proj = nullptr;
+  const projection_view* proj = nullptr;
   const geometry* g = nullptr;
   volume_geometry vg;
   bool filter = false;                     // pre-weight + ramp filter (FDK / FBP)
@@ -75,11 +75,14 @@ struct job {
   interp mode = interp::exact;
   int threads = 0;
   const std::function<void(double)>* progress = nullptr;
+  const cancellation_token* cancel = nullptr;
 };
 
 void report(const job& jb, double f) {
   if (jb.progress && *jb.progress) (*jb.progress)(std::clamp(f, 0.0, 1.0));
 }
+
+bool cancel_requested(const job& jb) { return jb.cancel && jb.cancel->requested(); }
 
 /// Timing event pair per batch; elapsed times are summed once the work has completed.
 struct stage_timer {
@@ -106,7 +109,7 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   detail::require_cuda_device(copt.device);
   const device_guard guard(copt.device);
 
-  const projection_stack& proj = *jb.proj;
+  const projection_view& proj = *jb.proj;
   // The output volume's zero-filled host allocation (page faults on first touch: about 0.1 to
   // 0.5 s for 512^3) is made on another thread while the GPU works; download() takes it over.
   std::future<volume> out_pending =
@@ -502,11 +505,13 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
         ev_b[p].record(s_b);
       }
       report(jb, progress_from + (progress_to - progress_from) * static_cast<double>(j + 1) / nb);
+      if (cancel_requested(jb)) break;  // stop queueing; what is queued drains below
     }
     if (backproject)
       s_b.synchronize("back-projecting");  // s_b waited for every stage-1 launch
     else
       s_f.synchronize(stage);
+    if (jb.cancel) jb.cancel->throw_if_requested();  // nothing in flight any more
     return pass_times{t_filter.sum_ms(nb), backproject ? t_bp.sum_ms(nb) : 0.0};
   };
 
@@ -581,7 +586,7 @@ std::int64_t cuda_fft_work_bytes(std::int64_t padded_len, std::int64_t rows_tota
   return kernels::cuda::ramp_work_bytes(static_cast<int>(padded_len), static_cast<int>(rows_total));
 }
 
-volume cuda_reconstruct(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+volume cuda_reconstruct(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                         const recon_options& opt, const cuda_options& copt,
                         const fdk_setup* setup) {
   vg.validate();
@@ -606,11 +611,12 @@ volume cuda_reconstruct(const projection_stack& proj, const geometry& g, const v
       copt.hardware_interpolation ? kernels::cuda::interp::hardware : kernels::cuda::interp::exact;
   jb.threads = opt.threads;
   jb.progress = &opt.progress;
+  jb.cancel = &opt.cancel;
   return kernels::cuda::run_pipeline(jb, copt);
 }
 
 namespace {
-volume back_project_job(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+volume back_project_job(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                         const cuda_options& copt, kernels::bp_weighting w) {
   g.validate();
   vg.validate();
@@ -633,12 +639,12 @@ volume back_project_job(const projection_stack& proj, const geometry& g, const v
 }
 }  // namespace
 
-volume cuda_back_project(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+volume cuda_back_project(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                          const cuda_options& copt) {
   return back_project_job(proj, g, vg, copt, kernels::bp_weighting::none);
 }
 
-volume cuda_backproject_filtered(const projection_stack& proj, const geometry& g,
+volume cuda_backproject_filtered(const projection_view& proj, const geometry& g,
                                  const volume_geometry& vg, const cuda_options& copt,
                                  bool distance_weighting) {
   return back_project_job(

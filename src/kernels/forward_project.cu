@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(k_block_x* k_block_y)
 
 namespace ctforge::detail {
 
-projection_stack cuda_forward_project(const volume& vol, const geometry& g,
+projection_stack cuda_forward_project(const volume_view& vol, const geometry& g,
                                       const cuda_options& copt) {
   using namespace kernels::cuda;
   using clock_type = std::chrono::steady_clock;

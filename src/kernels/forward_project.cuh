@@ -82,6 +82,41 @@ struct padded_volume_sampler {
   }
 };
 
+/// padded_volume_sampler's values and arithmetic read straight from an unpadded [z][y][x] array
+/// (the caller's memory: no bordered copy): neighbours outside the volume read as zero. The
+/// eight neighbours of an interior sample are read without checks.
+struct border_volume_sampler {
+  const float* data;  ///< element (0, 0, 0)
+  int nx, ny, nz;
+  CTFORGE_HD float at(std::int64_t i, std::int64_t j, std::int64_t k) const {
+    if (i < 0 || j < 0 || k < 0 || i >= nx || j >= ny || k >= nz) return 0.0f;
+    return data[(k * ny + j) * nx + i];
+  }
+  CTFORGE_HD float operator()(float x, float y, float z) const {
+    x = clamp_f(x, -1.0f, static_cast<float>(nx));
+    y = clamp_f(y, -1.0f, static_cast<float>(ny));
+    z = clamp_f(z, -1.0f, static_cast<float>(nz));
+    const float fx = floor_f(x), fy = floor_f(y), fz = floor_f(z);
+    const float ax = x - fx, ay = y - fy, az = z - fz;
+    const auto i = static_cast<std::int64_t>(fx), j = static_cast<std::int64_t>(fy),
+               k = static_cast<std::int64_t>(fz);
+    float a0, a1, b0, b1, c0, c1, d0, d1;
+    if (i >= 0 && j >= 0 && k >= 0 && i + 1 < nx && j + 1 < ny && k + 1 < nz) {
+      const std::int64_t sx = nx, sxy = static_cast<std::int64_t>(nx) * ny;
+      const float* a = data + (k * ny + j) * sx + i;
+      a0 = a[0], a1 = a[1], b0 = a[sx], b1 = a[sx + 1];
+      c0 = a[sxy], c1 = a[sxy + 1], d0 = a[sxy + sx], d1 = a[sxy + sx + 1];
+    } else {
+      a0 = at(i, j, k), a1 = at(i + 1, j, k), b0 = at(i, j + 1, k), b1 = at(i + 1, j + 1, k);
+      c0 = at(i, j, k + 1), c1 = at(i + 1, j, k + 1), d0 = at(i, j + 1, k + 1),
+      d1 = at(i + 1, j + 1, k + 1);
+    }
+    const float lo = (1.0f - ay) * ((1.0f - ax) * a0 + ax * a1) + ay * ((1.0f - ax) * b0 + ax * b1);
+    const float hi = (1.0f - ay) * ((1.0f - ax) * c0 + ax * c1) + ay * ((1.0f - ax) * d0 + ax * d1);
+    return (1.0f - az) * lo + az * hi;
+  }
+};
+
 /// Parameter interval [t0, t1] (intersected with the one given) where p + t d lies within
 /// [lo, hi] along one axis. Returns false when it is empty.
 CTFORGE_HD bool clip_axis(float p, float d, float lo, float hi, float& t0, float& t1) {

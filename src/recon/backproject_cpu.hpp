@@ -65,7 +65,7 @@ inline padded_projections make_padded_projections(const float* src, std::int64_t
   return p;
 }
 
-inline padded_projections make_padded_projections(const projection_stack& proj) {
+inline padded_projections make_padded_projections(const projection_view& proj) {
   return make_padded_projections(proj.data.data(), proj.views, proj.rows, proj.cols);
 }
 

@@ -136,7 +136,7 @@ class correlator {
 
 }  // namespace
 
-double estimate_center_of_rotation(const projection_stack& proj, const geometry& g) {
+double estimate_center_of_rotation(const projection_view& proj, const geometry& g) {
   CTFORGE_EXPECTS(
       g.orbit.has_value(),
       fmt::format("center of rotation: needs a circular geometry (cone or parallel), got {}",

@@ -55,16 +55,16 @@ struct cuda_options {
 /// volume's host allocation overlaps the GPU work. Synchronises before returning.
 /// `setup`: the pre-weights to use (reconstruct passes those of a displaced detector before it
 /// was padded); nullptr: make_fdk_setup(proj, g, opt).
-volume cuda_reconstruct(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+volume cuda_reconstruct(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                         const recon_options& opt, const cuda_options& copt,
                         const fdk_setup* setup = nullptr);
 
 /// Ray-driven (Joseph) forward projection on the GPU; matches ctforge::forward_project.
-projection_stack cuda_forward_project(const volume& vol, const geometry& g,
+projection_stack cuda_forward_project(const volume_view& vol, const geometry& g,
                                       const cuda_options& copt);
 
 /// Unweighted voxel-driven back-projection on the GPU; matches ctforge::back_project.
-volume cuda_back_project(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+volume cuda_back_project(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                          const cuda_options& copt);
 
 }  // namespace ctforge::detail

@@ -269,6 +269,7 @@ namespace {
 
 void report(const recon_options& opt, double f) {
   if (opt.progress) opt.progress(std::clamp(f, 0.0, 1.0));
+  opt.cancel.throw_if_requested();
 }
 
 // Share of the run time taken by pre-weighting and filtering (for the progress callback).
@@ -276,7 +277,7 @@ constexpr double k_filter_share = 0.05;
 
 // Plain reference back-projection: double matrices, double accumulation, the bounds-checked
 // border-zero sampler. Adds the result to `out`. Progress per z-slab.
-void backproject_reference(const projection_stack& proj, const geometry& g,
+void backproject_reference(const projection_view& proj, const geometry& g,
                            const volume_geometry& vg, bool distance_weighting, volume& out,
                            int threads, const recon_options& opt) {
   const std::vector<projection_matrix> mats = compute_projection_matrices(g);
@@ -321,7 +322,7 @@ void backproject_reference(const projection_stack& proj, const geometry& g,
 
 // Fast path: views in batches (progress per batch), each batch copied into zero-bordered images
 // and back-projected by the shared vectorised loop (recon/backproject_cpu.hpp).
-void backproject_fast(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+void backproject_fast(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                       bool distance_weighting, volume& out, int threads, const recon_options& opt) {
   const std::vector<kernels::proj_matrix> mats = kernels::float_matrices(g);
   const std::int64_t batches = std::min<std::int64_t>(proj.views, 8);
@@ -337,11 +338,11 @@ void backproject_fast(const projection_stack& proj, const geometry& g, const vol
   }
 }
 
-volume reconstruct_cpu(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+volume reconstruct_cpu(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                        const recon_options& opt, const detail::fdk_setup& setup) {
   const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
   report(opt, 0.0);
-  projection_stack work = proj;
+  projection_stack work = to_stack(proj);
   detail::apply_preweights(setup, work, threads);
   const detail::ramp_filter filter(work.cols, setup.filter_pixel_mm, opt.filter, opt.cutoff);
   filter.apply(work, threads);
@@ -411,7 +412,7 @@ algorithm default_algorithm(const geometry& g) {
   }
 }
 
-volume reconstruct(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+volume reconstruct(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                    const recon_options& opt) {
   vg.validate();
   detail::require_thread_count(opt.threads);
@@ -446,7 +447,7 @@ volume reconstruct(const projection_stack& proj, const geometry& g, const volume
     }
   }
   const geometry* geo = eq ? &eq->geom : &g;
-  const projection_stack* data = resampled ? &*resampled : &proj;
+  projection_view data = resampled ? projection_view(*resampled) : proj;
   // At half the column pitch the filter's Nyquist doubles: keep the cut-off where the real
   // detector's is.
   recon_options opt_used = opt;
@@ -454,7 +455,7 @@ volume reconstruct(const projection_stack& proj, const geometry& g, const volume
     opt_used.cutoff = opt.cutoff / eq->oversample;
   // Validation first (usage errors before device errors); the scan for non-finite values is
   // left to the backend: the CPU scans here, the GPU while pre-weighting.
-  detail::fdk_setup setup = detail::make_fdk_setup(*data, *geo, opt_used, /*check_values=*/false);
+  detail::fdk_setup setup = detail::make_fdk_setup(data, *geo, opt_used, /*check_values=*/false);
   // A displaced detector gets zero columns on its narrow side (see narrow_side_padding), with
   // the weights of the unpadded detector.
   const detail::narrow_side_padding pad = detail::narrow_side_padding_for(setup, *geo);
@@ -462,28 +463,28 @@ volume reconstruct(const projection_stack& proj, const geometry& g, const volume
   std::optional<projection_stack> padded;
   bool checked = resampled.has_value();
   if (pad.columns > 0) {
-    if (!checked) detail::check_finite_values(*data, opt.threads);
+    if (!checked) detail::check_finite_values(data, opt.threads);
     checked = true;
     padded_geo = detail::pad_narrow_side(*geo, pad);
-    padded = detail::pad_narrow_side(*data, pad, opt.threads);
+    padded = detail::pad_narrow_side(data, pad, opt.threads);
     setup = detail::make_fdk_setup(*padded, *padded_geo, opt_used, false, &setup);
     geo = &*padded_geo;
-    data = &*padded;
+    data = *padded;
   }
   // The reference path is a CPU path by definition.
   const backend where =
       opt.reference ? backend::cpu : resolve_backend(opt.where, nullptr, opt.device);
-  if (where != backend::cuda && !checked) detail::check_finite_values(*data, opt.threads);
+  if (where != backend::cuda && !checked) detail::check_finite_values(data, opt.threads);
   if (where == backend::cuda) {
 #if defined(CTFORGE_WITH_CUDA)
     detail::cuda_options copt;
     copt.device = opt.device;
     copt.memory_limit_bytes = opt.gpu_memory_limit_bytes;
     copt.hardware_interpolation = opt.gpu_hardware_interpolation;
-    return detail::cuda_reconstruct(*data, *geo, vg, opt_used, copt, &setup);
+    return detail::cuda_reconstruct(data, *geo, vg, opt_used, copt, &setup);
 #endif
   }
-  return reconstruct_cpu(*data, *geo, vg, opt_used, setup);
+  return reconstruct_cpu(data, *geo, vg, opt_used, setup);
 }
 
 }  // namespace ctforge

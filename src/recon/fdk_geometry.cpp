@@ -373,7 +373,7 @@ circular_equivalent make_circular_equivalent(const geometry& g, const std::strin
   return eq;
 }
 
-projection_stack resample(const circular_equivalent& eq, const projection_stack& proj,
+projection_stack resample(const circular_equivalent& eq, const projection_view& proj,
                           int threads) {
   CTFORGE_EXPECTS(proj.cols == eq.input_cols && proj.rows == eq.input_rows &&
                       proj.views == static_cast<std::int64_t>(eq.maps.size()),

@@ -62,7 +62,7 @@ circular_equivalent make_circular_equivalent(const geometry& g, const std::strin
 
 /// The projections `proj` (on the input detector) resampled onto the virtual detectors of `eq`.
 /// OpenMP over views; threads = 0: all cores.
-projection_stack resample(const circular_equivalent& eq, const projection_stack& proj,
+projection_stack resample(const circular_equivalent& eq, const projection_view& proj,
                           int threads = 0);
 
 }  // namespace ctforge::detail

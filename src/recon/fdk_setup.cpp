@@ -39,7 +39,7 @@ void check_geometry_for(const geometry& g, algorithm algo) {
 
 }  // namespace
 
-void throw_non_finite(const projection_stack& p, std::int64_t index) {
+void throw_non_finite(const projection_view& p, std::int64_t index) {
   const std::int64_t per_view = p.rows * p.cols;
   const std::int64_t view = index / per_view, rem = index % per_view;
   throw usage_error(fmt::format(
@@ -48,12 +48,12 @@ void throw_non_finite(const projection_stack& p, std::int64_t index) {
       p.data[static_cast<std::size_t>(index)], view, rem / p.cols, rem % p.cols));
 }
 
-void check_finite_values(const projection_stack& p, int threads) {
+void check_finite_values(const projection_view& p, int threads) {
   const std::int64_t i = first_non_finite(p.data.data(), p.size(), threads);
   if (i >= 0) throw_non_finite(p, i);
 }
 
-fdk_setup make_fdk_setup(const projection_stack& proj, const geometry& g, const recon_options& opt,
+fdk_setup make_fdk_setup(const projection_view& proj, const geometry& g, const recon_options& opt,
                          bool check_values, const fdk_setup* displacement_from) {
   const std::string name = algo_name(opt.algo);
   check_geometry_for(g, opt.algo);
@@ -67,8 +67,8 @@ fdk_setup make_fdk_setup(const projection_stack& proj, const geometry& g, const 
                   fmt::format("{}: projection data holds {} values, expected {}", name,
                               proj.data.size(), proj.size()));
   CTFORGE_EXPECTS(std::isfinite(opt.cutoff) && opt.cutoff > 0 && opt.cutoff <= 1,
-                  fmt::format("{}: filter cut-off must be in (0, 1] (fraction of Nyquist), got {}",
-                              name, opt.cutoff));
+                  fmt::format("--cutoff: must be in (0, 1] (a fraction of Nyquist; got {})",
+                              opt.cutoff));
   CTFORGE_EXPECTS(g.cols < (std::int64_t{1} << 30) && g.rows < (std::int64_t{1} << 30),
                   fmt::format("{}: detector of {}x{} pixels is too large", name, g.cols, g.rows));
   if (check_values) check_finite_values(proj, opt.threads);
@@ -259,9 +259,9 @@ geometry pad_narrow_side(const geometry& g, const narrow_side_padding& pad) {
   return out;
 }
 
-projection_stack pad_narrow_side(const projection_stack& p, const narrow_side_padding& pad,
+projection_stack pad_narrow_side(const projection_view& p, const narrow_side_padding& pad,
                                  int threads) {
-  if (pad.columns <= 0) return p;
+  if (pad.columns <= 0) return to_stack(p);
   projection_stack out(p.views, p.rows, p.cols + pad.columns);
   const std::int64_t first = pad.prepend ? pad.columns : 0;
   const int nt = threads > 0 ? threads : omp_get_max_threads();
@@ -273,7 +273,7 @@ projection_stack pad_narrow_side(const projection_stack& p, const narrow_side_pa
   return out;
 }
 
-void validate_recon_input(const projection_stack& proj, const geometry& g,
+void validate_recon_input(const projection_view& proj, const geometry& g,
                           const volume_geometry& vg, const recon_options& opt) {
   vg.validate();
   (void)make_fdk_setup(proj, g, opt);

@@ -60,7 +60,7 @@ struct fdk_setup {
 /// `displacement_from`: take the displaced-detector weighting (displaced, overlap_mm,
 /// wide_sign) from this setup instead of detecting it: the setup of the same scan before its
 /// detector was padded (pad_narrow_side), whose padded columns hold no data.
-fdk_setup make_fdk_setup(const projection_stack& proj, const geometry& g, const recon_options& opt,
+fdk_setup make_fdk_setup(const projection_view& proj, const geometry& g, const recon_options& opt,
                          bool check_values = true, const fdk_setup* displacement_from = nullptr);
 
 /// Zero columns that make a displaced detector reach as far to its narrow side as to its wide
@@ -76,18 +76,18 @@ narrow_side_padding narrow_side_padding_for(const fdk_setup& s, const geometry& 
 /// `g` with `pad.columns` more columns on the narrow side; every pixel keeps its position.
 geometry pad_narrow_side(const geometry& g, const narrow_side_padding& pad);
 /// `p` with `pad.columns` zero columns on the narrow side. OpenMP over views.
-projection_stack pad_narrow_side(const projection_stack& p, const narrow_side_padding& pad,
+projection_stack pad_narrow_side(const projection_view& p, const narrow_side_padding& pad,
                                  int threads = 0);
 
 /// Throws usage_error naming view, row and column of the first non-finite value of `p`; returns
 /// when there is none. A parallel, vectorised scan (threads = 0: all cores).
-void check_finite_values(const projection_stack& p, int threads = 0);
+void check_finite_values(const projection_view& p, int threads = 0);
 
 /// Throws the usage_error of check_finite_values for the value at linear index `index`.
-[[noreturn]] void throw_non_finite(const projection_stack& p, std::int64_t index);
+[[noreturn]] void throw_non_finite(const projection_view& p, std::int64_t index);
 
 /// Everything make_fdk_setup checks, plus the volume geometry. Throws usage_error.
-void validate_recon_input(const projection_stack& proj, const geometry& g,
+void validate_recon_input(const projection_view& proj, const geometry& g,
                           const volume_geometry& vg, const recon_options& opt);
 
 /// Multiplies every pixel of `proj` by its pre-weight (kernels::preweight). OpenMP over views;

@@ -13,7 +13,7 @@ namespace ctforge::detail {
 /// their own with kernels::joseph_ray_window (window [z0 - 1, z0 + slab_nz]) and the slabs'
 /// projections summed in float, in slab order. Equal to forward_project up to float rounding of
 /// that sum (bit-identical with slab_nz >= nz). For tests of the GPU's slab arithmetic.
-projection_stack forward_project_slabs(const volume& vol, const geometry& g, std::int64_t slab_nz,
+projection_stack forward_project_slabs(const volume_view& vol, const geometry& g, std::int64_t slab_nz,
                                        int threads = 0);
 
 }  // namespace ctforge::detail

@@ -34,7 +34,7 @@ void check_int_sizes(const volume_geometry& vg) {
 
 /// Shapes, and no NaN or infinity among the voxels (a non-finite voxel would spread silently
 /// into every ray through it): usage_error naming the first bad voxel.
-void check_forward_inputs(const volume& vol, const geometry& g, int threads) {
+void check_forward_inputs(const volume_view& vol, const geometry& g, int threads) {
   g.validate();
   vol.geom.validate();
   check_int_sizes(vol.geom);
@@ -53,29 +53,17 @@ void check_forward_inputs(const volume& vol, const geometry& g, int threads) {
   }
 }
 
-/// Zero-bordered copy of planes [z0, z0 + nz) for the branch-free sampler (same values as the
-/// border-zero trilinear interpolation of those planes alone).
-std::vector<float> padded_planes(const volume& vol, std::int64_t z0, std::int64_t nz) {
-  const volume_geometry& vg = vol.geom;
-  const std::int64_t px = vg.nx + 3, py = vg.ny + 3, pz = nz + 3;
-  std::vector<float> padded(static_cast<std::size_t>(px * py * pz), 0.0f);
-  for (std::int64_t k = 0; k < nz; ++k)
-    for (std::int64_t j = 0; j < vg.ny; ++j)
-      std::copy_n(vol.data.data() + ((z0 + k) * vg.ny + j) * vg.nx, vg.nx,
-                  padded.data() + ((k + 1) * py + (j + 1)) * px + 1);
-  return padded;
-}
-
 /// Projects planes [z0, z0 + nz) of `vol` (the whole volume when nz = vol.geom.nz) into `out`
 /// (adding when `accumulate`) with kernels::joseph_ray_window: the per-ray set-up and body the
 /// CUDA kernel runs (src/kernels/forward_project.cu), per z-slab as the GPU does when the
 /// volume exceeds device memory.
-void project_planes(const volume& vol, const geometry& g, std::int64_t z0, std::int64_t nz,
+void project_planes(const volume_view& vol, const geometry& g, std::int64_t z0, std::int64_t nz,
                     bool accumulate, projection_stack& out, int threads) {
   const volume_geometry& vg = vol.geom;
-  const std::vector<float> padded = padded_planes(vol, z0, nz);
-  const kernels::z_slab_sampler<kernels::padded_volume_sampler> sampler{
-      {padded.data(), static_cast<int>(vg.nx), static_cast<int>(vg.ny), static_cast<int>(nz)},
+  // Reads the caller's planes in place (no bordered copy of the volume).
+  const kernels::z_slab_sampler<kernels::border_volume_sampler> sampler{
+      {vol.data.data() + z0 * vg.nx * vg.ny, static_cast<int>(vg.nx), static_cast<int>(vg.ny),
+       static_cast<int>(nz)},
       static_cast<float>(z0)};
   const int nx = static_cast<int>(vg.nx), ny = static_cast<int>(vg.ny),
             nz_all = static_cast<int>(vg.nz);
@@ -117,7 +105,7 @@ void project_planes(const volume& vol, const geometry& g, std::int64_t z0, std::
 }
 
 /// forward_project after check_forward_inputs.
-projection_stack forward_project_checked(const volume& vol, const geometry& g, int threads) {
+projection_stack forward_project_checked(const volume_view& vol, const geometry& g, int threads) {
   projection_stack out(g.view_count(), g.rows, g.cols);
   project_planes(vol, g, 0, vol.geom.nz, false, out, threads);
   return out;
@@ -125,14 +113,14 @@ projection_stack forward_project_checked(const volume& vol, const geometry& g, i
 
 }  // namespace
 
-projection_stack forward_project(const volume& vol, const geometry& g, int threads) {
+projection_stack forward_project(const volume_view& vol, const geometry& g, int threads) {
   check_forward_inputs(vol, g, threads);
   return forward_project_checked(vol, g, threads);
 }
 
 namespace detail {
 
-projection_stack forward_project_slabs(const volume& vol, const geometry& g, std::int64_t slab_nz,
+projection_stack forward_project_slabs(const volume_view& vol, const geometry& g, std::int64_t slab_nz,
                                        int threads) {
   check_forward_inputs(vol, g, threads);
   CTFORGE_EXPECTS(slab_nz >= 1, "forward projection: slab depth must be at least 1 plane");
@@ -148,7 +136,7 @@ namespace {
 
 /// Shapes, and no NaN or infinity among the projections: usage_error naming the first bad
 /// pixel (view, row, column).
-void check_back_inputs(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+void check_back_inputs(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                        int threads) {
   g.validate();
   vg.validate();
@@ -164,7 +152,7 @@ void check_back_inputs(const projection_stack& proj, const geometry& g, const vo
 }
 
 /// back_project after check_back_inputs.
-volume back_project_checked(const projection_stack& proj, const geometry& g,
+volume back_project_checked(const projection_view& proj, const geometry& g,
                             const volume_geometry& vg, int threads, bool reference) {
   volume out(vg);
   const int nt = thread_count(threads);
@@ -204,7 +192,7 @@ volume back_project_checked(const projection_stack& proj, const geometry& g,
 
 }  // namespace
 
-volume back_project(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+volume back_project(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                     int threads, bool reference) {
   check_back_inputs(proj, g, vg, threads);
   return back_project_checked(proj, g, vg, threads, reference);
@@ -224,7 +212,7 @@ bool use_cuda(const projector_options& opt, detail::cuda_options* copt) {
 
 }  // namespace
 
-projection_stack forward_project(const volume& vol, const geometry& g,
+projection_stack forward_project(const volume_view& vol, const geometry& g,
                                  const projector_options& opt) {
   check_forward_inputs(vol, g, opt.threads);  // before either backend
   detail::cuda_options copt;
@@ -236,7 +224,7 @@ projection_stack forward_project(const volume& vol, const geometry& g,
   return forward_project_checked(vol, g, opt.threads);
 }
 
-volume back_project(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+volume back_project(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                     const projector_options& opt) {
   check_back_inputs(proj, g, vg, opt.threads);  // before either backend
   detail::cuda_options copt;

@@ -28,7 +28,7 @@ void invert_above(std::vector<float>& v, float floor, int threads) {
 
 }  // namespace
 
-void validate_sirt(const projection_stack& proj, const geometry& g, const recon_options& opt) {
+void validate_sirt(const projection_view& proj, const geometry& g, const recon_options& opt) {
   g.validate();
   CTFORGE_EXPECTS(opt.iterations >= 1 && opt.iterations <= 1000000,
                   fmt::format("--iterations: must be in [1, 1000000] (got {})", opt.iterations));
@@ -42,7 +42,7 @@ void validate_sirt(const projection_stack& proj, const geometry& g, const recon_
                   "projection data size does not match its dimensions");
 }
 
-volume sirt_reconstruct(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+volume sirt_reconstruct(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                         const recon_options& opt, backend where) {
   const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
   projector_options po;
@@ -53,6 +53,7 @@ volume sirt_reconstruct(const projection_stack& proj, const geometry& g, const v
   po.gpu_hardware_interpolation = opt.gpu_hardware_interpolation;
   const auto report = [&](double f) {
     if (opt.progress) opt.progress(f);
+    opt.cancel.throw_if_requested("SIRT");
   };
   report(0.0);
 

@@ -413,7 +413,7 @@ TEST(FdkValidation, RejectsBadInput) {
     recon_options o = cpu_options();
     o.cutoff = cutoff;
     m = usage_message([&] { reconstruct(p, g, vg, o); });
-    EXPECT_TRUE(contains(m, "cut-off")) << m;
+    EXPECT_TRUE(contains(m, "--cutoff")) << m;
   }
 
   projection_stack bad = p;
