@@ -6,8 +6,17 @@ PRESET ?= default
 CMAKE_ARGS ?=
 BUILD_DIR ?= $(if $(filter default,$(PRESET)),build,build-$(PRESET))
 JOBS ?= 2
+# Python: a project-local virtual environment with the build and test requirements; the
+# package is built by scikit-build-core through this CMake project (build directory
+# build-python, reused between runs) and installed into it.
+PYTHON ?= python3
+VENV ?= .venv
+PY_REQUIREMENTS = "scikit-build-core>=0.10" "pybind11>=2.10" "numpy>=1.22" pytest nbclient \
+  nbformat ipykernel matplotlib
+PIP = $(VENV)/bin/pip --disable-pip-version-check -q
 
-.PHONY: all deps build test test-gpu demo bench clean format asan fuzz
+.PHONY: all deps build test test-cpp test-python test-gpu demo bench clean format asan fuzz \
+  venv python
 
 all: build
 
@@ -19,8 +28,27 @@ build: deps
 	 elif [ -n "$(CMAKE_ARGS)" ]; then cmake -S . -B $(BUILD_DIR) $(CMAKE_ARGS); fi
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
-test: build
+test: test-cpp test-python
+
+test-cpp: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)
+
+$(VENV)/.ready: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install $(PY_REQUIREMENTS)
+	touch $@
+
+venv: deps $(VENV)/.ready
+
+# `import ctforge` in $(VENV) (what `pip install .` does, without build isolation so that the
+# build directory is reused).
+python: venv
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PIP) install --no-build-isolation --no-deps \
+	  -C build-dir=build-python .
+
+# pytest compares the module with the command line built above.
+test-python: build python
+	CTFORGE_CLI=$(BUILD_DIR)/apps/ctforge $(VENV)/bin/python -m pytest -q python/tests
 
 test-gpu: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -L gpu
@@ -49,4 +77,4 @@ format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.cuh' '*.cu')
 
 clean:
-	rm -rf $(BUILD_DIR) demo-out
+	rm -rf $(BUILD_DIR) build-python demo-out

@@ -1,0 +1,512 @@
+"""ctforge: CT reconstruction and simulation on the CPU and CUDA GPUs.
+
+Arrays are numpy float32 in C order with the axes of the files:
+
+* volumes ``[z][y][x]`` (shape ``(nz, ny, nx)``), described by a :class:`VolumeGeometry`
+  whose ``spacing`` and ``origin`` are in mm and in x, y, z order (origin = centre of voxel
+  (0, 0, 0));
+* projections ``[view][row][col]`` (shape ``geometry.projection_shape``), line integrals
+  (unitless: attenuation in 1/mm times mm) unless a reader says otherwise.
+
+Distances are in mm and angles in radians (geometry JSON files store degrees). C-contiguous
+float32 inputs are read in place, without a copy; other dtypes and layouts are converted once.
+Any object with ``__dlpack__`` on the CPU (NumPy, PyTorch CPU tensors, ...) is accepted the same
+way. Results are numpy arrays that own the C++ buffer (no copy), and ``np.from_dlpack`` /
+``torch.from_dlpack`` take them without a copy either.
+
+Every compute call releases the GIL; a reconstruction can be interrupted with Ctrl-C
+(KeyboardInterrupt), which stops it after the batch, slab or iteration in progress.
+Errors: :class:`UsageError` (a ``ValueError``: bad arguments, the command line's exit
+status 2) and :class:`Error` (a ``RuntimeError``: files, devices; exit status 1), with the
+command line's messages.
+"""
+
+from __future__ import annotations
+
+import json as _json
+import os as _os
+import sys as _sys
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _core
+from ._core import Error, Geometry as _Geometry, Phantom, UsageError, VolumeGeometry
+
+__version__: str = _core.__version__
+cuda_compiled: bool = _core.cuda_compiled
+
+__all__ = [
+    "Error", "UsageError", "Geometry", "VolumeGeometry", "Phantom", "__version__",
+    "shepp_logan", "phantom", "project_analytic", "voxelize", "add_poisson_noise",
+    "forward_project", "back_project", "reconstruct", "default_grid", "default_algorithm",
+    "estimate_center_of_rotation", "read_projections", "write_projections", "read_volume",
+    "write_volume", "write_preview", "info", "compare", "backend_for", "last_gpu_call",
+]
+
+PathLike = Union[str, "_os.PathLike[str]"]
+
+
+# ---- arrays ------------------------------------------------------------------------------
+
+def _as_float32(x: Any, ndim: int, what: str) -> np.ndarray:
+    """C-contiguous float32 ndarray sharing memory with ``x`` when it already is one."""
+    if not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__"):
+        device = x.__dlpack_device__() if hasattr(x, "__dlpack_device__") else (1, 0)
+        if int(device[0]) not in (1, 3):  # kDLCPU, kDLCUDAHost
+            raise UsageError(
+                f"{what}: arrays on a device (DLPack device type {int(device[0])}) are not "
+                "accepted yet; copy them to the host first (e.g. .get() / .cpu())")
+        x = np.from_dlpack(x)
+    a = np.asarray(x)
+    if a.ndim != ndim:
+        raise UsageError(f"{what}: expected {ndim} dimensions, got {a.ndim} (shape {a.shape})")
+    if a.dtype != np.float32 or not a.flags.c_contiguous:
+        if not np.issubdtype(a.dtype, np.number) or np.issubdtype(a.dtype, np.complexfloating):
+            raise UsageError(f"{what}: expected real numbers, got dtype {a.dtype}")
+        a = np.ascontiguousarray(a, dtype=np.float32)
+    return a
+
+
+def _pair(value: Union[float, Sequence[float]], what: str) -> Tuple[float, float]:
+    if np.ndim(value) == 0:
+        return float(value), float(value)  # type: ignore[arg-type]
+    v = [float(x) for x in value]  # type: ignore[union-attr]
+    if len(v) != 2:
+        raise UsageError(f"{what}: expected one number or two (u, v), got {len(v)}")
+    return v[0], v[1]
+
+
+def _triple(value: Any, what: str, cast=float) -> Optional[Tuple[Any, Any, Any]]:
+    if value is None:
+        return None
+    if np.ndim(value) == 0:
+        return (cast(value),) * 3
+    v = [cast(x) for x in value]
+    if len(v) != 3:
+        raise UsageError(f"{what}: expected one value or three, got {len(v)}")
+    return v[0], v[1], v[2]
+
+
+def _angles(angles: Any) -> list:
+    if np.ndim(angles) == 0:
+        n = int(angles)
+        if n < 1 or n != angles:
+            raise UsageError(f"angles: a view count must be a positive integer (got {angles})")
+        return list(np.arange(n) * (2 * np.pi / n))
+    return [float(a) for a in np.asarray(angles, dtype=np.float64).ravel()]
+
+
+def _offsets(x: Any) -> list:
+    if x is None:
+        return []
+    return [float(v) for v in np.atleast_1d(np.asarray(x, dtype=np.float64)).ravel()]
+
+
+# ---- geometry ----------------------------------------------------------------------------
+
+class Geometry:
+    """Acquisition geometry (see the README, "Geometry"): a detector of ``cols`` x ``rows``
+    pixels and one set of vectors per view. Build one with :meth:`cone`, :meth:`parallel`,
+    :meth:`cone_vec`, :meth:`parallel_vec`, :meth:`from_json`, :meth:`from_rtk_xml` or
+    :meth:`from_astra`. Read-only; compare with ``==``."""
+
+    __slots__ = ("_g",)
+
+    def __init__(self, core: _Geometry):
+        if not isinstance(core, _Geometry):
+            raise TypeError("use Geometry.cone(...), .parallel(...), .cone_vec(...) or .from_json(...)")
+        self._g = core
+
+    @staticmethod
+    def cone(cols: int, rows: int, pixel_size: Union[float, Sequence[float]], sid: float,
+             sdd: float, angles: Any, offset_u: Any = None, offset_v: Any = None) -> "Geometry":
+        """Circular cone beam (rows = 1: fan beam). ``pixel_size`` in mm (one value or (u, v));
+        ``sid``/``sdd`` source-to-isocentre / source-to-detector distances in mm; ``angles`` in
+        radians (an array, or a view count for a full circle); detector offsets in mm (one
+        value or one per view)."""
+        du, dv = _pair(pixel_size, "pixel_size")
+        return Geometry(_core.make_cone(int(cols), int(rows), du, dv, float(sid), float(sdd),
+                                        _angles(angles), _offsets(offset_u), _offsets(offset_v)))
+
+    @staticmethod
+    def parallel(cols: int, rows: int, pixel_size: Union[float, Sequence[float]], angles: Any,
+                 offset_u: Any = None, offset_v: Any = None) -> "Geometry":
+        """Circular parallel beam; units as in :meth:`cone`."""
+        du, dv = _pair(pixel_size, "pixel_size")
+        return Geometry(_core.make_parallel(int(cols), int(rows), du, dv, _angles(angles),
+                                            _offsets(offset_u), _offsets(offset_v)))
+
+    @staticmethod
+    def cone_vec(cols: int, rows: int, vectors: Any) -> "Geometry":
+        """Cone beam with per-view vectors: an (n, 12) array of source, detector centre, u
+        (step between columns) and v (step between rows), in mm (ASTRA's cone_vec rows)."""
+        return Geometry(_core.make_vec("cone", int(cols), int(rows), np.asarray(vectors, np.float64)))
+
+    @staticmethod
+    def parallel_vec(cols: int, rows: int, vectors: Any) -> "Geometry":
+        """Parallel beam with per-view vectors: ray direction, detector centre, u, v."""
+        return Geometry(_core.make_vec("parallel", int(cols), int(rows), np.asarray(vectors, np.float64)))
+
+    @staticmethod
+    def from_json(source: Union[str, PathLike, dict]) -> "Geometry":
+        """From geometry JSON text, a dict, or a path to a .json file."""
+        if isinstance(source, dict):
+            return Geometry(_core.geometry_from_json(_json.dumps(source)))
+        text = _os.fspath(source)
+        if text.lstrip().startswith("{"):
+            return Geometry(_core.geometry_from_json(text))
+        return Geometry(_core.load_geometry(text))
+
+    @staticmethod
+    def from_rtk_xml(source: Union[str, PathLike], cols: int, rows: int,
+                     pixel_size: Union[float, Sequence[float]]) -> "Geometry":
+        """From RTK geometry XML (text or path) for a detector of cols x rows pixels."""
+        du, dv = _pair(pixel_size, "pixel_size")
+        text = _os.fspath(source)
+        if not text.lstrip().startswith("<"):
+            with open(text, encoding="utf-8") as f:
+                text = f.read()
+        return Geometry(_core.geometry_from_rtk_xml(text, int(cols), int(rows), du, dv))
+
+    @staticmethod
+    def from_astra(beam: str, cols: int, rows: int, vectors: Any) -> "Geometry":
+        """From ASTRA cone_vec (beam="cone") or parallel3d_vec (beam="parallel") rows."""
+        return Geometry(_core.geometry_from_astra(beam, int(cols), int(rows),
+                                                  np.asarray(vectors, np.float64)))
+
+    def to_json(self) -> str:
+        """Geometry JSON that :meth:`from_json` reads back into an identical geometry."""
+        return self._g.to_json()
+
+    def to_astra(self) -> np.ndarray:
+        """(n, 12) ASTRA vector rows (cone_vec / parallel3d_vec)."""
+        return self._g.to_astra()
+
+    def to_rtk_xml(self) -> str:
+        """RTK ThreeDCircularGeometry XML (with each projection's matrix)."""
+        return self._g.to_rtk_xml()
+
+    def projection_matrices(self) -> np.ndarray:
+        """(n, 3, 4) matrices: [p0, p1, p2] = M [x, y, z, 1]; col = p0/p2, row = p1/p2."""
+        return self._g.projection_matrices()
+
+    def with_center_of_rotation(self, col: float) -> "Geometry":
+        """Copy with the detector shifted so the rotation axis projects onto column ``col``."""
+        return Geometry(self._g.with_center_of_rotation(float(col)))
+
+    type = property(lambda self: self._g.type, doc='"cone", "parallel", "cone_vec" or "parallel_vec"')
+    beam = property(lambda self: self._g.beam, doc='"cone" or "parallel"')
+    cols = property(lambda self: self._g.cols, doc="detector columns")
+    rows = property(lambda self: self._g.rows, doc="detector rows (1: fan beam / 2D)")
+    pixel_size = property(lambda self: self._g.pixel_size, doc="pixel pitch (u, v) in mm")
+    view_count = property(lambda self: self._g.view_count, doc="number of views")
+    projection_shape = property(lambda self: self._g.projection_shape, doc="(views, rows, cols)")
+    views = property(lambda self: self._g.vectors,
+                     doc="(n, 12) per-view vectors: source (or ray), detector centre, u, v (mm)")
+    angles = property(lambda self: self._g.angles, doc="view angles (radians); None for vector geometries")
+    sid = property(lambda self: self._g.sid, doc="source-to-isocentre distance (mm); circular cone only")
+    sdd = property(lambda self: self._g.sdd, doc="source-to-detector distance (mm); circular cone only")
+    offset_u = property(lambda self: self._g.offset_u, doc="detector offsets along u per view (mm)")
+    offset_v = property(lambda self: self._g.offset_v, doc="detector offsets along v per view (mm)")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Geometry) and self._g == other._g
+
+    def __repr__(self) -> str:
+        return repr(self._g)
+
+
+def _core_geometry(g: Any) -> _Geometry:
+    if isinstance(g, Geometry):
+        return g._g
+    if isinstance(g, (str, dict)) or hasattr(g, "__fspath__"):
+        return Geometry.from_json(g)._g
+    raise UsageError("geometry: expected a ctforge.Geometry, geometry JSON or a path to one")
+
+
+def default_grid(geometry: Any, shape: Optional[Sequence[int]] = None,
+                 spacing: Any = None, origin: Any = None) -> VolumeGeometry:
+    """The grid ``ctforge recon`` uses: ``shape`` (nz, ny, nx) in voxels, ``spacing`` (x, y, z)
+    in mm (one value: isotropic) and ``origin`` (x, y, z) in mm, each defaulting as the
+    command line's --size-xyz / --spacing / --origin (README, "Default grid")."""
+    s = None if shape is None else tuple(int(v) for v in shape)
+    if s is not None and len(s) != 3:
+        raise UsageError(f"shape: expected (nz, ny, nx), got {shape}")
+    return _core.default_grid(_core_geometry(geometry), s, _triple(spacing, "spacing"),
+                              _triple(origin, "origin"))
+
+
+def _grid(grid: Any, geometry: _Geometry) -> VolumeGeometry:
+    if grid is None:
+        return _core.default_grid(geometry, None, None, None)
+    if isinstance(grid, VolumeGeometry):
+        return grid
+    if isinstance(grid, dict):
+        return _core.default_grid(geometry, grid.get("shape"), _triple(grid.get("spacing"), "spacing"),
+                                  _triple(grid.get("origin"), "origin"))
+    raise UsageError("grid: expected a ctforge.VolumeGeometry, a dict(shape=, spacing=, origin=) or None")
+
+
+def _volume_grid(volume: np.ndarray, grid: Any) -> VolumeGeometry:
+    if isinstance(grid, VolumeGeometry):
+        return grid
+    if grid is None:
+        nz, ny, nx = volume.shape
+        return VolumeGeometry(nz, ny, nx, (1.0, 1.0, 1.0))
+    if isinstance(grid, dict):
+        nz, ny, nx = volume.shape
+        return VolumeGeometry(nz, ny, nx, _triple(grid.get("spacing", 1.0), "spacing"),
+                              _triple(grid.get("origin"), "origin"))
+    raise UsageError("grid: expected a ctforge.VolumeGeometry, a dict(spacing=, origin=) or None")
+
+
+def default_algorithm(geometry: Any) -> str:
+    """"fdk", "fbp" or "sirt": what ``reconstruct`` runs when no algorithm is given."""
+    return _core.default_algorithm(_core_geometry(geometry))
+
+
+# ---- phantoms ----------------------------------------------------------------------------
+
+def shepp_logan(size_mm: float = 128.0) -> Phantom:
+    """3D Shepp-Logan phantom scaled to the cube [-size/2, size/2]^3 (mm); densities in 1/mm
+    (brain 0.02, skull 0.1)."""
+    return _core.shepp_logan(float(size_mm))
+
+
+def phantom(source: Union[str, PathLike, dict, Sequence[dict]]) -> Phantom:
+    """Ellipsoid phantom from a dict ``{"ellipsoids": [...]}``, a list of ellipsoid dicts
+    (``center``, ``semi_axes`` in mm, ``rotation_deg`` about +z, ``density`` in 1/mm), JSON text
+    or a path to a JSON file."""
+    if isinstance(source, (list, tuple)):
+        return _core.phantom_from_json(_json.dumps({"ellipsoids": list(source)}))
+    if isinstance(source, dict):
+        return _core.phantom_from_json(_json.dumps(source))
+    text = _os.fspath(source)
+    if text.lstrip().startswith("{"):
+        return _core.phantom_from_json(text)
+    with open(text, encoding="utf-8") as f:
+        return _core.phantom_from_json(f.read(), text)
+
+
+def project_analytic(phantom: Phantom, geometry: Any, threads: int = 0) -> np.ndarray:
+    """Exact line integrals of an ellipsoid phantom, one ray through each pixel centre:
+    float32 (views, rows, cols)."""
+    return _core.project_analytic(phantom, _core_geometry(geometry), int(threads))
+
+
+def voxelize(phantom: Phantom, grid: VolumeGeometry, supersample: int = 4,
+             threads: int = 0) -> np.ndarray:
+    """Mean density (1/mm) of the phantom over each voxel of ``grid`` (supersample^3 points
+    per voxel): float32 (nz, ny, nx)."""
+    return _core.voxelize(phantom, grid, int(supersample), int(threads))
+
+
+def add_poisson_noise(projections: Any, i0: float = 1e5, sigma: float = 0.0,
+                      seed: int = 1) -> np.ndarray:
+    """New array: each line integral p becomes -log(N / i0), N ~ Poisson(i0 exp(-p)) plus
+    Gaussian electronic noise of ``sigma`` photons; counts <= 0 are clamped to 0.5 photon.
+    Same seed, same noise (whatever the thread count): ``ctforge simulate --noise-i0``."""
+    out, _ = _core.add_noise(_as_float32(projections, 3, "projections"), float(i0),
+                             float(sigma), int(seed))
+    return out
+
+
+# ---- operators ---------------------------------------------------------------------------
+
+def _memory(limit: Any) -> int:
+    if limit is None or limit == 0:
+        return 0
+    if isinstance(limit, str):
+        text = limit.strip().upper()
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        number = text[:-1] if scale > 1 else text
+        try:
+            value = int(number) * scale
+        except ValueError:
+            raise UsageError(f"gpu_memory_limit: '{limit}' is not a byte count (e.g. 2G)") from None
+    else:
+        value = int(limit)
+    if value <= 0:
+        raise UsageError(f"gpu_memory_limit: must be a positive byte count (got {limit})")
+    return value
+
+
+def forward_project(volume: Any, geometry: Any, grid: Any = None, *, backend: str = "auto",
+                    device: int = 0, threads: int = 0, gpu_memory_limit: Any = None,
+                    gpu_interpolation: str = "exact") -> np.ndarray:
+    """Joseph forward projection of ``volume`` (nz, ny, nx) on ``grid`` (default: unit voxels
+    centred on the isocentre): float32 (views, rows, cols), in mm x density.
+    ``backend``: "auto" (CUDA when a device is usable), "cpu" or "cuda"."""
+    v = _as_float32(volume, 3, "volume")
+    return _core.forward_project(v, _volume_grid(v, grid), _core_geometry(geometry), backend,
+                                 int(device), int(threads), _memory(gpu_memory_limit),
+                                 gpu_interpolation)
+
+
+def back_project(projections: Any, geometry: Any, grid: Any = None, *, backend: str = "auto",
+                 device: int = 0, threads: int = 0, gpu_memory_limit: Any = None,
+                 gpu_interpolation: str = "exact", reference: bool = False) -> np.ndarray:
+    """Unweighted voxel-driven back-projection (sum over views of the bilinearly interpolated
+    values) onto ``grid`` (default: :func:`default_grid`): float32 (nz, ny, nx)."""
+    g = _core_geometry(geometry)
+    return _core.back_project(_as_float32(projections, 3, "projections"), g, _grid(grid, g),
+                              backend, int(device), int(threads), _memory(gpu_memory_limit),
+                              gpu_interpolation, bool(reference))
+
+
+class _ProgressBar:
+    """progress=True: a one-line bar on stderr."""
+
+    def __init__(self) -> None:
+        self.last = -1
+
+    def __call__(self, fraction: float) -> None:
+        percent = int(fraction * 100)
+        if percent != self.last:
+            self.last = percent
+            filled = percent * 30 // 100
+            _sys.stderr.write(f"\rctforge: reconstructing [{'#' * filled}{' ' * (30 - filled)}] {percent:3d}%")
+            if percent >= 100:
+                _sys.stderr.write("\n")
+            _sys.stderr.flush()
+
+
+def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
+                algorithm: Optional[str] = None, filter: str = "ram-lak", cutoff: float = 1.0,
+                iterations: int = 50, relaxation: float = 1.0, nonnegative: bool = False,
+                backend: str = "auto", device: int = 0, threads: int = 0,
+                gpu_memory_limit: Any = None, gpu_interpolation: str = "exact",
+                reference: bool = False,
+                progress: Union[None, bool, Callable[[float], None]] = None) -> np.ndarray:
+    """Reconstructs a volume (nz, ny, nx) on ``grid`` from line integrals (views, rows, cols):
+    what ``ctforge recon`` does, with the same options (README, "Command line").
+
+    ``algorithm``: "fdk" (circular cone / fan beam), "fbp" (parallel beam) or "sirt" (any
+    geometry); default :func:`default_algorithm`. ``filter``: ram-lak, shepp-logan, cosine,
+    hamming or hann, with ``cutoff`` in (0, 1] of Nyquist. SIRT: ``iterations``,
+    ``relaxation`` in (0, 2), ``nonnegative``. ``progress``: True for a bar on stderr, or a
+    callable receiving the fraction done (called with the GIL, between batches). Ctrl-C raises
+    KeyboardInterrupt after the batch in progress."""
+    g = _core_geometry(geometry)
+    vg = _grid(grid, g)
+    algo = algorithm if algorithm is not None else _core.default_algorithm(g)
+    callback = _ProgressBar() if progress is True else (progress or None)
+    if callback is not None and not callable(callback):
+        raise UsageError("progress: expected True, False, None or a callable(fraction)")
+    return _core.reconstruct(_as_float32(projections, 3, "projections"), g, vg, algo, filter,
+                             float(cutoff), int(iterations), float(relaxation), bool(nonnegative),
+                             backend, int(device), int(threads), _memory(gpu_memory_limit),
+                             gpu_interpolation, bool(reference), callback)
+
+
+def estimate_center_of_rotation(projections: Any, geometry: Any) -> float:
+    """Detector column (0-based, sub-pixel) the rotation axis projects onto, from the data
+    (``ctforge recon --center-of-rotation auto``)."""
+    return _core.estimate_center_of_rotation(_as_float32(projections, 3, "projections"),
+                                             _core_geometry(geometry))
+
+
+def backend_for(backend: str = "auto", device: int = 0) -> Tuple[str, str]:
+    """("cpu" or "cuda", reason for falling back to the CPU or "") for this machine."""
+    return _core.resolve_backend(backend, int(device))
+
+
+def last_gpu_call(kind: str = "reconstruction") -> str:
+    """How this thread's last GPU call of ``kind`` ("reconstruction" or "forward_projection")
+    ran: batches, z-slabs, device time per stage. Empty before the first."""
+    return _core.describe_last_gpu_call(kind)
+
+
+# ---- files -------------------------------------------------------------------------------
+
+def _range(r: Any, what: str) -> Tuple[int, int]:
+    if r is None:
+        return (0, -1)
+    if isinstance(r, slice):
+        if r.step not in (None, 1):
+            raise UsageError(f"{what}: only contiguous ranges (step 1) are supported")
+        first = 0 if r.start is None else int(r.start)
+        return (first, -1 if r.stop is None else int(r.stop) - first)
+    first, count = r
+    return (int(first), int(count))
+
+
+def read_projections(path: PathLike, *, flat: Optional[PathLike] = None,
+                     dark: Optional[PathLike] = None, geometry: Optional[PathLike] = None,
+                     views: Any = None, rows: Any = None, cols: Any = None, bin_rows: int = 1,
+                     bin_cols: int = 1, pixel_size: float = 1.0, mode: str = "auto",
+                     min_transmission: float = 1e-4, transpose: bool = False,
+                     flip_u: bool = False, flip_v: bool = False,
+                     return_info: bool = False):
+    """Projections from any file ``ctforge recon`` reads (ctforge HDF5, DataExchange, NXtomo,
+    TIFF stacks), as line integrals: ``(array (views, rows, cols), Geometry)``, plus a dict
+    (format, warnings, clamped pixels) with ``return_info=True``.
+
+    ``views`` / ``rows`` / ``cols``: a ``slice(first, stop)`` or ``(first, count)`` in the
+    file's indexing; ``flat`` / ``dark`` replace the file's fields; ``geometry``: geometry JSON
+    (required for TIFF stacks); ``mode``: "auto", "raw" or "line-integrals"; ``pixel_size``
+    (mm) when the file does not record it; detector flips as --transpose/--flip-u/--flip-v."""
+    p, g, inf = _core.read_projections(
+        _os.fspath(path), _os.fspath(flat) if flat else "", _os.fspath(dark) if dark else "",
+        _os.fspath(geometry) if geometry else "", _range(views, "views"), _range(rows, "rows"),
+        _range(cols, "cols"), int(bin_rows), int(bin_cols), float(pixel_size), mode,
+        float(min_transmission), bool(transpose), bool(flip_u), bool(flip_v))
+    return (p, Geometry(g), inf) if return_info else (p, Geometry(g))
+
+
+def write_projections(path: PathLike, projections: Any, geometry: Any) -> None:
+    """ctforge HDF5 projection file (/projections and /geometry), written atomically."""
+    _core.write_projections(_os.fspath(path), _as_float32(projections, 3, "projections"),
+                            _core_geometry(geometry))
+
+
+def read_volume(path: PathLike, *, mu_water: Optional[float] = None) -> Tuple[np.ndarray, VolumeGeometry]:
+    """``(array (nz, ny, nx), VolumeGeometry)`` from HDF5, MetaImage, NRRD, NIfTI or a DICOM
+    series (directory or file). DICOM values are HU unless ``mu_water`` (1/mm) converts them
+    to attenuation."""
+    return _core.read_volume(_os.fspath(path), mu_water)
+
+
+def write_volume(path: PathLike, volume: Any, grid: Any = None, *, mu_water: float = 0.0192,
+                 values_are_hu: bool = False, compress: bool = True,
+                 series_description: str = "ctforge reconstruction") -> None:
+    """Writes a volume, format from the path (.h5, .mha/.mhd, .nrrd/.nhdr, .nii/.nii.gz, a
+    directory or .dcm for DICOM), atomically; spacing and origin from ``grid``."""
+    v = _as_float32(volume, 3, "volume")
+    _core.write_volume(_os.fspath(path), v, _volume_grid(v, grid), float(mu_water),
+                       bool(values_are_hu), bool(compress), series_description)
+
+
+def write_preview(path: PathLike, volume: Any, grid: Any = None, lo: float = 0.0,
+                  hi: float = 0.0) -> None:
+    """PNG of the three central slices (``ctforge recon --preview``); lo == hi: automatic window."""
+    v = _as_float32(volume, 3, "volume")
+    _core.write_preview_png(_os.fspath(path), v, _volume_grid(v, grid), float(lo), float(hi))
+
+
+def info(path: PathLike) -> dict:
+    """What a file holds: ``kind`` ("projections", "volume" or "geometry"), ``format`` and the
+    ``description`` ``ctforge info`` prints."""
+    p = _os.fspath(path)
+    kind = _core.content_kind(p)
+    out = {"path": p, "kind": kind}
+    if kind == "projections":
+        out["format"] = _core.projection_format(p)
+    elif kind == "volume":
+        out["format"] = _core.volume_format(p)
+    else:
+        out["format"] = "geometry"
+    out["description"] = _core.describe(p) if kind != "geometry" else ""
+    return out
+
+
+# ---- metrics -----------------------------------------------------------------------------
+
+def compare(a: Any, b: Any, peak: Optional[float] = None) -> dict:
+    """Image-quality figures of ``a`` against reference ``b`` (same shape), as ``ctforge
+    compare``: ``mae``, ``rmse``, ``psnr`` (dB; peak = range of ``b`` unless given; None when
+    ``b`` is constant), ``peak`` and ``correlation``."""
+    x = np.ascontiguousarray(np.asarray(a), dtype=np.float32)
+    y = np.ascontiguousarray(np.asarray(b), dtype=np.float32)
+    return _core.compare(x, y, None if peak is None else float(peak))

@@ -1,0 +1,685 @@
+// ctforge._core: the C++ library for Python (pybind11). The pure-Python package `ctforge`
+// (python/ctforge/__init__.py) wraps these functions with keyword defaults, array conversion
+// and DLPack; everything numerical happens here, with the GIL released.
+//
+// Arrays: inputs are C-contiguous float32 numpy arrays, read in place through the library's
+// non-owning views (volume_view, projection_view); the Python layer converts anything else once.
+// Results are numpy arrays that own the C++ buffer (a capsule deletes it), so no copy is made
+// in either direction.
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ctforge/backend.hpp"
+#include "ctforge/cancel.hpp"
+#include "ctforge/error.hpp"
+#include "ctforge/formats.hpp"
+#include "ctforge/geometry.hpp"
+#include "ctforge/io.hpp"
+#include "ctforge/metrics.hpp"
+#include "ctforge/phantom.hpp"
+#include "ctforge/projector.hpp"
+#include "ctforge/recon.hpp"
+#include "ctforge/volume.hpp"
+
+namespace py = pybind11;
+using namespace ctforge;
+
+namespace {
+
+using farray = py::array_t<float, py::array::c_style>;
+
+PyObject* g_error = nullptr;        // ctforge.Error(RuntimeError)
+PyObject* g_usage_error = nullptr;  // ctforge.UsageError(Error, ValueError)
+
+/// A C-contiguous float32 array of `ndim` dimensions, or a UsageError naming `what`. The Python
+/// layer has converted other dtypes and layouts already, so this never copies.
+farray require_array(const py::handle& obj, int ndim, const char* what) {
+  if (!farray::check_(obj))
+    throw usage_error(std::string(what) + ": expected a C-contiguous float32 array");
+  farray a = py::reinterpret_borrow<farray>(obj);
+  if (a.ndim() != ndim)
+    throw usage_error(std::string(what) + ": expected " + std::to_string(ndim) +
+                      " dimensions, got " + std::to_string(a.ndim()));
+  return a;
+}
+
+std::span<const float> span_of(const farray& a) {
+  return {a.data(), static_cast<std::size_t>(a.size())};
+}
+
+/// numpy array owning `data` (moved onto the heap; the capsule deletes it): no copy.
+farray owning_array(std::vector<float>&& data, std::vector<py::ssize_t> shape) {
+  auto* holder = new std::vector<float>(std::move(data));
+  py::capsule owner(holder, [](void* p) { delete static_cast<std::vector<float>*>(p); });
+  return farray(std::move(shape), holder->data(), owner);
+}
+
+farray to_numpy(volume&& v) {
+  const auto g = v.geom;
+  return owning_array(std::move(v.data), {g.nz, g.ny, g.nx});
+}
+farray to_numpy(projection_stack&& p) {
+  const auto shape = std::vector<py::ssize_t>{p.views, p.rows, p.cols};
+  return owning_array(std::move(p.data), shape);
+}
+
+volume_view volume_arg(const farray& a, const volume_geometry& vg, const char* what) {
+  if (a.shape(0) != vg.nz || a.shape(1) != vg.ny || a.shape(2) != vg.nx)
+    throw usage_error(std::string(what) + ": array shape (" + std::to_string(a.shape(0)) + ", " +
+                      std::to_string(a.shape(1)) + ", " + std::to_string(a.shape(2)) +
+                      ") does not match the grid (nz, ny, nx) = (" + std::to_string(vg.nz) +
+                      ", " + std::to_string(vg.ny) + ", " + std::to_string(vg.nx) + ")");
+  return volume_view(vg, span_of(a));
+}
+
+projection_view projection_arg(const farray& a) {
+  return projection_view(a.shape(0), a.shape(1), a.shape(2), span_of(a));
+}
+
+/// The per-view vectors as an (n, 12) array: source (or ray), detector centre, u, v.
+py::array_t<double> view_array(const geometry& g) {
+  py::array_t<double> out({static_cast<py::ssize_t>(g.view_count()), py::ssize_t{12}});
+  auto m = out.mutable_unchecked<2>();
+  for (std::int64_t i = 0; i < g.view_count(); ++i) {
+    const view_vectors& w = g.views[static_cast<std::size_t>(i)];
+    const vec3 parts[4] = {w.source, w.detector_center, w.u, w.v};
+    for (int p = 0; p < 4; ++p) {
+      m(i, 3 * p) = parts[p].x;
+      m(i, 3 * p + 1) = parts[p].y;
+      m(i, 3 * p + 2) = parts[p].z;
+    }
+  }
+  return out;
+}
+
+std::vector<view_vectors> views_from_array(const py::array_t<double, py::array::c_style |
+                                                                     py::array::forcecast>& a) {
+  if (a.ndim() != 2 || a.shape(1) != 12)
+    throw usage_error("vectors: expected an (n, 12) array (source or ray, detector centre, u, v)");
+  auto m = a.unchecked<2>();
+  std::vector<view_vectors> views(static_cast<std::size_t>(a.shape(0)));
+  for (py::ssize_t i = 0; i < a.shape(0); ++i) {
+    auto& w = views[static_cast<std::size_t>(i)];
+    vec3* parts[4] = {&w.source, &w.detector_center, &w.u, &w.v};
+    for (int p = 0; p < 4; ++p) *parts[p] = {m(i, 3 * p), m(i, 3 * p + 1), m(i, 3 * p + 2)};
+  }
+  return views;
+}
+
+/// Progress and cancellation for a long call: the callback runs with the GIL; Python's pending
+/// signals are checked there (PyErr_CheckSignals runs the interpreter's SIGINT handler, which
+/// raises KeyboardInterrupt), and an exception from either cancels the call through its token.
+struct python_progress {
+  py::object callback;  // None or callable(fraction)
+  cancellation_token token;
+  std::optional<py::error_already_set> pending;  // destroyed with the GIL held (see run)
+
+  void operator()(double f) {
+    py::gil_scoped_acquire gil;
+    if (pending) return;
+    if (PyErr_CheckSignals() != 0) {
+      pending.emplace();
+      token.request();
+      return;
+    }
+    if (callback.is_none()) return;
+    try {
+      callback(f);
+    } catch (py::error_already_set& e) {
+      pending.emplace(std::move(e));
+      token.request();
+    }
+  }
+};
+
+projector_options projector_opts(const std::string& where, int device, int threads,
+                                 std::int64_t gpu_memory_limit, const std::string& interpolation) {
+  projector_options po;
+  po.where = parse_backend(where);
+  po.device = device;
+  po.threads = threads;
+  CTFORGE_EXPECTS(gpu_memory_limit >= 0, "gpu_memory_limit: must be >= 0 bytes");
+  po.gpu_memory_limit_bytes = gpu_memory_limit;
+  CTFORGE_EXPECTS(interpolation == "exact" || interpolation == "hardware",
+                  "gpu_interpolation: expected 'exact' or 'hardware' (got '" + interpolation + "')");
+  po.gpu_hardware_interpolation = interpolation == "hardware";
+  return po;
+}
+
+py::dict info_dict(const io::loaded_projections& lp) {
+  py::dict d;
+  d["format"] = lp.format;
+  d["warnings"] = lp.warnings;
+  d["clamped"] = lp.clamped;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "ctforge C++ core (use the `ctforge` package)";
+  m.attr("__version__") = CTFORGE_VERSION;
+#if defined(CTFORGE_WITH_CUDA)
+  m.attr("cuda_compiled") = true;
+#else
+  m.attr("cuda_compiled") = false;
+#endif
+
+  // ---- errors: usage_error -> UsageError(Error, ValueError), error -> Error(RuntimeError)
+  g_error = PyErr_NewExceptionWithDoc(
+      "ctforge.Error",
+      "A run-time failure: a missing or corrupt file, a CUDA / cuFFT / HDF5 failure (exit "
+      "status 1 of the command line). The message names the file, dataset or call.",
+      PyExc_RuntimeError, nullptr);
+  py::tuple usage_bases = py::make_tuple(py::handle(g_error), py::handle(PyExc_ValueError));
+  g_usage_error = PyErr_NewExceptionWithDoc(
+      "ctforge.UsageError",
+      "An invalid request: a bad option value, an invalid geometry or phantom, mismatched "
+      "shapes (exit status 2 of the command line). The message names the option or field.",
+      usage_bases.ptr(), nullptr);
+  m.attr("Error") = py::handle(g_error);
+  m.attr("UsageError") = py::handle(g_usage_error);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const usage_error& e) {
+      PyErr_SetString(g_usage_error, e.what());
+    } catch (const ctforge::error& e) {
+      PyErr_SetString(g_error, e.what());
+    }
+  });
+
+  // ---- geometry
+  py::class_<volume_geometry>(m, "VolumeGeometry")
+      .def(py::init([](std::int64_t nz, std::int64_t ny, std::int64_t nx,
+                       std::array<double, 3> spacing, std::optional<std::array<double, 3>> origin) {
+             volume_geometry vg = volume_geometry::centered(nx, ny, nz, spacing);
+             if (origin) vg.origin_mm = *origin;
+             vg.validate();
+             return vg;
+           }),
+           py::arg("nz"), py::arg("ny"), py::arg("nx"), py::arg("spacing_xyz"),
+           py::arg("origin_xyz") = py::none())
+      .def_readonly("nx", &volume_geometry::nx)
+      .def_readonly("ny", &volume_geometry::ny)
+      .def_readonly("nz", &volume_geometry::nz)
+      .def_property_readonly("shape",
+                             [](const volume_geometry& g) { return py::make_tuple(g.nz, g.ny, g.nx); })
+      .def_property_readonly("spacing",
+                             [](const volume_geometry& g) {
+                               return py::make_tuple(g.spacing_mm[0], g.spacing_mm[1], g.spacing_mm[2]);
+                             })
+      .def_property_readonly("origin",
+                             [](const volume_geometry& g) {
+                               return py::make_tuple(g.origin_mm[0], g.origin_mm[1], g.origin_mm[2]);
+                             })
+      .def("__eq__",
+           [](const volume_geometry& a, const volume_geometry& b) {
+             return a.nx == b.nx && a.ny == b.ny && a.nz == b.nz && a.spacing_mm == b.spacing_mm &&
+                    a.origin_mm == b.origin_mm;
+           })
+      .def("__repr__", [](const volume_geometry& g) {
+        const auto triple = [](const std::array<double, 3>& a) {
+          return py::repr(py::make_tuple(a[0], a[1], a[2])).cast<std::string>();
+        };
+        return "VolumeGeometry(shape=(" + std::to_string(g.nz) + ", " + std::to_string(g.ny) +
+               ", " + std::to_string(g.nx) + "), spacing=" + triple(g.spacing_mm) +
+               ", origin=" + triple(g.origin_mm) + ")";
+      });
+  m.def(
+      "default_grid",
+      [](const geometry& g, std::optional<std::array<std::int64_t, 3>> shape_zyx,
+         std::optional<std::array<double, 3>> spacing, std::optional<std::array<double, 3>> origin) {
+        grid_request r;
+        if (shape_zyx) r.size = std::array<std::int64_t, 3>{(*shape_zyx)[2], (*shape_zyx)[1],
+                                                            (*shape_zyx)[0]};
+        r.spacing_mm = spacing;
+        r.origin_mm = origin;
+        r.size_option = "shape";
+        r.spacing_option = "spacing";
+        r.origin_option = "origin";
+        return default_grid(g, r);
+      },
+      py::arg("geometry"), py::arg("shape") = py::none(), py::arg("spacing") = py::none(),
+      py::arg("origin") = py::none());
+
+  py::class_<geometry>(m, "Geometry")
+      .def_property_readonly("type", &geometry::type_name)
+      .def_property_readonly(
+          "beam", [](const geometry& g) { return g.beam == beam_kind::cone ? "cone" : "parallel"; })
+      .def_readonly("cols", &geometry::cols)
+      .def_readonly("rows", &geometry::rows)
+      .def_property_readonly("pixel_size",
+                             [](const geometry& g) { return py::make_tuple(g.pixel_u_mm, g.pixel_v_mm); })
+      .def_property_readonly("view_count", &geometry::view_count)
+      .def_property_readonly("projection_shape",
+                             [](const geometry& g) { return py::make_tuple(g.view_count(), g.rows, g.cols); })
+      .def_property_readonly("vectors", &view_array)
+      .def_property_readonly("angles",
+                             [](const geometry& g) -> py::object {
+                               if (!g.orbit) return py::none();
+                               return py::array_t<double>(py::cast(g.orbit->angles_rad));
+                             })
+      .def_property_readonly("sid",
+                             [](const geometry& g) -> py::object {
+                               if (!g.orbit || g.beam != beam_kind::cone) return py::none();
+                               return py::float_(g.orbit->source_to_isocenter_mm);
+                             })
+      .def_property_readonly("sdd",
+                             [](const geometry& g) -> py::object {
+                               if (!g.orbit || g.beam != beam_kind::cone) return py::none();
+                               return py::float_(g.orbit->source_to_detector_mm);
+                             })
+      .def_property_readonly("offset_u",
+                             [](const geometry& g) -> py::object {
+                               if (!g.orbit) return py::none();
+                               return py::array_t<double>(py::cast(g.orbit->offset_u_mm));
+                             })
+      .def_property_readonly("offset_v",
+                             [](const geometry& g) -> py::object {
+                               if (!g.orbit) return py::none();
+                               return py::array_t<double>(py::cast(g.orbit->offset_v_mm));
+                             })
+      .def("to_json", &geometry_to_json)
+      .def("projection_matrices",
+           [](const geometry& g) {
+             const auto mats = compute_projection_matrices(g);
+             py::array_t<double> out({static_cast<py::ssize_t>(mats.size()), py::ssize_t{3},
+                                      py::ssize_t{4}});
+             auto o = out.mutable_unchecked<3>();
+             for (std::size_t v = 0; v < mats.size(); ++v)
+               for (int k = 0; k < 12; ++k) o(static_cast<py::ssize_t>(v), k / 4, k % 4) = mats[v][static_cast<std::size_t>(k)];
+             return out;
+           })
+      .def("with_center_of_rotation", &with_center_of_rotation, py::arg("col"))
+      .def("to_astra", [](const geometry& g) {
+             const auto rows = io::astra_vectors(g);
+             py::array_t<double> out({static_cast<py::ssize_t>(rows.size()), py::ssize_t{12}});
+             auto o = out.mutable_unchecked<2>();
+             for (std::size_t v = 0; v < rows.size(); ++v)
+               for (int k = 0; k < 12; ++k) o(static_cast<py::ssize_t>(v), k) = rows[v][static_cast<std::size_t>(k)];
+             return out;
+           })
+      .def("to_rtk_xml",
+           [](const geometry& g) { return io::rtk_xml(io::rtk_from_geometry(g)); })
+      .def("__eq__", [](const geometry& a, const geometry& b) {
+        return geometry_to_json(a) == geometry_to_json(b);
+      })
+      .def("__repr__", [](const geometry& g) {
+        std::string s = "Geometry(type='" + g.type_name() + "', views=" +
+                        std::to_string(g.view_count()) + ", rows=" + std::to_string(g.rows) +
+                        ", cols=" + std::to_string(g.cols);
+        if (g.orbit && g.beam == beam_kind::cone)
+          s += ", sid=" + py::repr(py::float_(g.orbit->source_to_isocenter_mm)).cast<std::string>() +
+               ", sdd=" + py::repr(py::float_(g.orbit->source_to_detector_mm)).cast<std::string>();
+        return s + ")";
+      });
+
+  m.def("make_cone", &make_cone_geometry, py::arg("cols"), py::arg("rows"), py::arg("pixel_u"),
+        py::arg("pixel_v"), py::arg("sid"), py::arg("sdd"), py::arg("angles"),
+        py::arg("offset_u") = std::vector<double>{}, py::arg("offset_v") = std::vector<double>{});
+  m.def("make_parallel", &make_parallel_geometry, py::arg("cols"), py::arg("rows"),
+        py::arg("pixel_u"), py::arg("pixel_v"), py::arg("angles"),
+        py::arg("offset_u") = std::vector<double>{}, py::arg("offset_v") = std::vector<double>{});
+  m.def(
+      "make_vec",
+      [](const std::string& beam, std::int64_t cols, std::int64_t rows,
+         const py::array_t<double, py::array::c_style | py::array::forcecast>& vectors) {
+        CTFORGE_EXPECTS(beam == "cone" || beam == "parallel",
+                        "beam: expected 'cone' or 'parallel' (got '" + beam + "')");
+        return make_vec_geometry(beam == "cone" ? beam_kind::cone : beam_kind::parallel, cols,
+                                 rows, views_from_array(vectors));
+      },
+      py::arg("beam"), py::arg("cols"), py::arg("rows"), py::arg("vectors"));
+  m.def("geometry_from_json", &geometry_from_json, py::arg("text"),
+        py::arg("origin") = "geometry");
+  m.def("load_geometry", &load_geometry, py::arg("path"));
+  m.def(
+      "geometry_from_rtk_xml",
+      [](const std::string& text, std::int64_t cols, std::int64_t rows, double du, double dv) {
+        return io::geometry_from_rtk(io::parse_rtk_xml(text), cols, rows, du, dv);
+      },
+      py::arg("text"), py::arg("cols"), py::arg("rows"), py::arg("pixel_u"), py::arg("pixel_v"));
+  m.def(
+      "geometry_from_astra",
+      [](const std::string& beam, std::int64_t cols, std::int64_t rows,
+         const py::array_t<double, py::array::c_style | py::array::forcecast>& vectors) {
+        CTFORGE_EXPECTS(beam == "cone" || beam == "parallel",
+                        "beam: expected 'cone' or 'parallel' (got '" + beam + "')");
+        const auto views = views_from_array(vectors);
+        std::vector<io::astra_vector> rows12;
+        auto a = vectors.unchecked<2>();
+        for (py::ssize_t i = 0; i < vectors.shape(0); ++i) {
+          io::astra_vector r{};
+          for (int k = 0; k < 12; ++k) r[static_cast<std::size_t>(k)] = a(i, k);
+          rows12.push_back(r);
+        }
+        return io::geometry_from_astra(beam == "cone" ? beam_kind::cone : beam_kind::parallel,
+                                       cols, rows, rows12);
+      },
+      py::arg("beam"), py::arg("cols"), py::arg("rows"), py::arg("vectors"));
+  m.def("default_algorithm", [](const geometry& g) {
+    switch (default_algorithm(g)) {
+      case algorithm::fdk:
+        return "fdk";
+      case algorithm::fbp:
+        return "fbp";
+      case algorithm::sirt:
+        return "sirt";
+    }
+    return "sirt";
+  });
+
+  // ---- phantoms
+  py::class_<phantom>(m, "Phantom")
+      .def("to_json", &phantom_to_json)
+      .def_property_readonly("ellipsoid_count",
+                             [](const phantom& p) { return p.ellipsoids.size(); })
+      .def("__repr__", [](const phantom& p) {
+        return "Phantom(" + std::to_string(p.ellipsoids.size()) + " ellipsoids)";
+      });
+  m.def("shepp_logan", &shepp_logan_phantom, py::arg("size_mm"));
+  m.def("phantom_from_json", &phantom_from_json, py::arg("text"), py::arg("origin") = "phantom");
+  m.def(
+      "project_analytic",
+      [](const phantom& p, const geometry& g, int threads) {
+        projection_stack out;
+        {
+          py::gil_scoped_release nogil;
+          out = project_analytic(p, g, threads);
+        }
+        return to_numpy(std::move(out));
+      },
+      py::arg("phantom"), py::arg("geometry"), py::arg("threads") = 0);
+  m.def(
+      "voxelize",
+      [](const phantom& p, const volume_geometry& vg, int supersample, int threads) {
+        volume out;
+        {
+          py::gil_scoped_release nogil;
+          out = voxelize(p, vg, supersample, threads);
+        }
+        return to_numpy(std::move(out));
+      },
+      py::arg("phantom"), py::arg("grid"), py::arg("supersample") = 4, py::arg("threads") = 0);
+  m.def(
+      "add_noise",
+      [](const py::handle& proj_obj, double i0, double sigma, std::uint64_t seed) {
+        const farray in = require_array(proj_obj, 3, "projections");
+        projection_stack p = to_stack(projection_arg(in));  // the result is a new array
+        noise_options no;
+        no.incident_photons = i0;
+        no.electronic_sigma = sigma;
+        no.seed = seed;
+        noise_report r;
+        {
+          py::gil_scoped_release nogil;
+          r = add_noise(p, no);
+        }
+        return py::make_tuple(to_numpy(std::move(p)), r.non_positive);
+      },
+      py::arg("projections"), py::arg("i0"), py::arg("sigma"), py::arg("seed"));
+
+  // ---- operators
+  m.def(
+      "forward_project",
+      [](const py::handle& vol_obj, const volume_geometry& vg, const geometry& g,
+         const std::string& where, int device, int threads, std::int64_t gpu_memory_limit,
+         const std::string& interpolation) {
+        const farray in = require_array(vol_obj, 3, "volume");
+        const volume_view v = volume_arg(in, vg, "volume");
+        const projector_options po =
+            projector_opts(where, device, threads, gpu_memory_limit, interpolation);
+        projection_stack out;
+        {
+          py::gil_scoped_release nogil;
+          out = forward_project(v, g, po);
+        }
+        return to_numpy(std::move(out));
+      },
+      py::arg("volume"), py::arg("grid"), py::arg("geometry"), py::arg("backend"),
+      py::arg("device"), py::arg("threads"), py::arg("gpu_memory_limit"),
+      py::arg("gpu_interpolation"));
+  m.def(
+      "back_project",
+      [](const py::handle& proj_obj, const geometry& g, const volume_geometry& vg,
+         const std::string& where, int device, int threads, std::int64_t gpu_memory_limit,
+         const std::string& interpolation, bool reference) {
+        const farray in = require_array(proj_obj, 3, "projections");
+        const projection_view p = projection_arg(in);
+        const projector_options po =
+            projector_opts(where, device, threads, gpu_memory_limit, interpolation);
+        volume out;
+        {
+          py::gil_scoped_release nogil;
+          out = reference ? back_project(p, g, vg, threads, true) : back_project(p, g, vg, po);
+        }
+        return to_numpy(std::move(out));
+      },
+      py::arg("projections"), py::arg("geometry"), py::arg("grid"), py::arg("backend"),
+      py::arg("device"), py::arg("threads"), py::arg("gpu_memory_limit"),
+      py::arg("gpu_interpolation"), py::arg("reference"));
+  m.def(
+      "reconstruct",
+      [](const py::handle& proj_obj, const geometry& g, const volume_geometry& vg,
+         const std::string& algo, const std::string& filter, double cutoff, int iterations,
+         double relaxation, bool nonnegative, const std::string& where, int device, int threads,
+         std::int64_t gpu_memory_limit, const std::string& interpolation, bool reference,
+         py::object progress) {
+        const farray in = require_array(proj_obj, 3, "projections");
+        const projection_view p = projection_arg(in);
+        recon_options opt;
+        opt.algo = parse_algorithm(algo);
+        opt.filter = parse_filter(filter);
+        opt.cutoff = cutoff;
+        opt.iterations = iterations;
+        opt.relaxation = relaxation;
+        opt.nonnegative = nonnegative;
+        const projector_options po =
+            projector_opts(where, device, threads, gpu_memory_limit, interpolation);
+        opt.where = po.where;
+        opt.device = po.device;
+        opt.threads = po.threads;
+        opt.gpu_memory_limit_bytes = po.gpu_memory_limit_bytes;
+        opt.gpu_hardware_interpolation = po.gpu_hardware_interpolation;
+        opt.reference = reference;
+        auto hook = std::make_shared<python_progress>();
+        hook->callback = std::move(progress);
+        opt.cancel = hook->token;
+        opt.progress = [hook](double f) { (*hook)(f); };
+        volume out;
+        bool was_cancelled = false;
+        {
+          py::gil_scoped_release nogil;
+          try {
+            out = reconstruct(p, g, vg, opt);
+          } catch (const cancelled&) {
+            was_cancelled = true;
+          }
+        }
+        opt.progress = nullptr;  // drops the last reference to `hook` outside it
+        if (hook->pending) {
+          py::error_already_set e = std::move(*hook->pending);
+          hook->pending.reset();
+          throw e;  // KeyboardInterrupt, or what the progress callback raised
+        }
+        if (was_cancelled) throw ctforge::error("reconstruction: cancelled");
+        return to_numpy(std::move(out));
+      },
+      py::arg("projections"), py::arg("geometry"), py::arg("grid"), py::arg("algorithm"),
+      py::arg("filter"), py::arg("cutoff"), py::arg("iterations"), py::arg("relaxation"),
+      py::arg("nonnegative"), py::arg("backend"), py::arg("device"), py::arg("threads"),
+      py::arg("gpu_memory_limit"), py::arg("gpu_interpolation"), py::arg("reference"),
+      py::arg("progress"));
+  m.def(
+      "estimate_center_of_rotation",
+      [](const py::handle& proj_obj, const geometry& g) {
+        const farray in = require_array(proj_obj, 3, "projections");
+        const projection_view p = projection_arg(in);
+        py::gil_scoped_release nogil;
+        return estimate_center_of_rotation(p, g);
+      },
+      py::arg("projections"), py::arg("geometry"));
+  m.def(
+      "resolve_backend",
+      [](const std::string& where, int device) {
+        std::string notice;
+        const backend b = resolve_backend(parse_backend(where), &notice, device);
+        return py::make_tuple(b == backend::cuda ? "cuda" : "cpu", notice);
+      },
+      py::arg("backend"), py::arg("device"));
+  m.def("describe_last_gpu_call", [](const std::string& kind) {
+    CTFORGE_EXPECTS(kind == "reconstruction" || kind == "forward_projection",
+                    "kind: expected 'reconstruction' or 'forward_projection'");
+    return describe_last_gpu_call(kind == "reconstruction" ? gpu_call::reconstruction
+                                                           : gpu_call::forward_projection);
+  });
+
+  // ---- files
+  m.def(
+      "read_projections",
+      [](const std::string& path, const std::string& flat, const std::string& dark,
+         const std::string& geometry_path, std::array<std::int64_t, 2> views,
+         std::array<std::int64_t, 2> rows, std::array<std::int64_t, 2> cols,
+         std::int64_t bin_rows, std::int64_t bin_cols, double pixel_size,
+         const std::string& mode, double min_transmission, bool transpose, bool flip_u,
+         bool flip_v) {
+        io::projection_read_options o;
+        o.flat_path = flat;
+        o.dark_path = dark;
+        o.geometry_path = geometry_path;
+        o.select.views = {views[0], views[1]};
+        o.select.rows = {rows[0], rows[1]};
+        o.select.cols = {cols[0], cols[1]};
+        o.bin_rows = bin_rows;
+        o.bin_cols = bin_cols;
+        o.pixel_size_mm = pixel_size;
+        if (mode == "auto")
+          o.mode = io::intensity_mode::automatic;
+        else if (mode == "raw")
+          o.mode = io::intensity_mode::raw;
+        else if (mode == "line-integrals")
+          o.mode = io::intensity_mode::line_integrals;
+        else
+          throw usage_error("mode: expected 'auto', 'raw' or 'line-integrals' (got '" + mode + "')");
+        o.min_transmission = min_transmission;
+        o.transpose = transpose;
+        o.flip_u = flip_u;
+        o.flip_v = flip_v;
+        io::loaded_projections lp;
+        {
+          py::gil_scoped_release nogil;
+          lp = io::read_projections_any(path, o);
+        }
+        geometry g = *lp.geom;
+        py::dict d = info_dict(lp);
+        return py::make_tuple(to_numpy(std::move(lp.projections)), g, d);
+      },
+      py::arg("path"), py::arg("flat"), py::arg("dark"), py::arg("geometry"), py::arg("views"),
+      py::arg("rows"), py::arg("cols"), py::arg("bin_rows"), py::arg("bin_cols"),
+      py::arg("pixel_size"), py::arg("mode"), py::arg("min_transmission"), py::arg("transpose"),
+      py::arg("flip_u"), py::arg("flip_v"));
+  m.def(
+      "write_projections",
+      [](const std::string& path, const py::handle& proj_obj, const geometry& g) {
+        const farray in = require_array(proj_obj, 3, "projections");
+        const projection_view p = projection_arg(in);
+        py::gil_scoped_release nogil;
+        io::write_projections(path, p, g);
+      },
+      py::arg("path"), py::arg("projections"), py::arg("geometry"));
+  m.def(
+      "read_volume",
+      [](const std::string& path, std::optional<double> mu_water) {
+        io::volume_read_options o;
+        o.mu_water_per_mm = mu_water;
+        volume v;
+        {
+          py::gil_scoped_release nogil;
+          v = io::read_volume_any(path, o);
+        }
+        const volume_geometry vg = v.geom;
+        return py::make_tuple(to_numpy(std::move(v)), vg);
+      },
+      py::arg("path"), py::arg("mu_water") = py::none());
+  m.def(
+      "write_volume",
+      [](const std::string& path, const py::handle& vol_obj, const volume_geometry& vg,
+         double mu_water, bool values_are_hu, bool compress, const std::string& description) {
+        const farray in = require_array(vol_obj, 3, "volume");
+        const volume_view v = volume_arg(in, vg, "volume");
+        io::volume_write_options o;
+        o.mu_water_per_mm = mu_water;
+        o.values_are_hu = values_are_hu;
+        o.compress = compress;
+        o.series_description = description;
+        py::gil_scoped_release nogil;
+        io::write_volume_any(path, v, o);
+      },
+      py::arg("path"), py::arg("volume"), py::arg("grid"), py::arg("mu_water"),
+      py::arg("values_are_hu"), py::arg("compress"), py::arg("series_description"));
+  m.def(
+      "write_preview_png",
+      [](const std::string& path, const py::handle& vol_obj, const volume_geometry& vg, float lo,
+         float hi) {
+        const farray in = require_array(vol_obj, 3, "volume");
+        const volume_view v = volume_arg(in, vg, "volume");
+        py::gil_scoped_release nogil;
+        io::write_preview_png(path, v, lo, hi);
+      },
+      py::arg("path"), py::arg("volume"), py::arg("grid"), py::arg("lo"), py::arg("hi"));
+  m.def("describe", &io::describe_any, py::arg("path"));
+  m.def("content_kind", &io::content_kind, py::arg("path"));
+  m.def("projection_format", &io::projection_format, py::arg("path"));
+  m.def("volume_format", [](const std::string& path) {
+    return io::to_string(io::volume_format_of(path));
+  });
+
+  // ---- metrics (same definitions as `ctforge compare`)
+  m.def(
+      "compare",
+      [](const py::handle& a_obj, const py::handle& b_obj, std::optional<double> peak) {
+        if (!farray::check_(a_obj) || !farray::check_(b_obj))
+          throw usage_error("compare: expected C-contiguous float32 arrays");
+        const farray a = py::reinterpret_borrow<farray>(a_obj);
+        const farray b = py::reinterpret_borrow<farray>(b_obj);
+        std::vector<py::ssize_t> sa(a.shape(), a.shape() + a.ndim()),
+            sb(b.shape(), b.shape() + b.ndim());
+        CTFORGE_EXPECTS(sa == sb, "compare: the arrays have different shapes");
+        CTFORGE_EXPECTS(a.size() > 0, "compare: the arrays are empty");
+        const auto x = span_of(a), y = span_of(b);
+        py::dict d;
+        double p = 0;
+        {
+          py::gil_scoped_release nogil;
+          if (peak) {
+            CTFORGE_EXPECTS(std::isfinite(*peak) && *peak > 0, "peak: must be positive");
+            p = *peak;
+          } else {
+            const auto [lo, hi] = std::minmax_element(y.begin(), y.end());
+            p = static_cast<double>(*hi) - static_cast<double>(*lo);
+          }
+        }
+        d["mae"] = mean_abs_error(x, y);
+        d["rmse"] = rms_error(x, y);
+        d["psnr"] = p > 0 ? py::object(py::float_(psnr_db(x, y, p))) : py::object(py::none());
+        d["peak"] = p;
+        d["correlation"] = correlation(x, y);
+        return d;
+      },
+      py::arg("a"), py::arg("b"), py::arg("peak") = py::none());
+
+  // Buffer address of an array (tests of zero copy).
+  m.def("_data_address", [](const py::array& a) {
+    return reinterpret_cast<std::uintptr_t>(a.data());
+  });
+}
