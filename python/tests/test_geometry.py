@@ -86,3 +86,16 @@ def test_volume_geometry():
     np.testing.assert_allclose(vg.origin, [-1.0, -1.5, -2.0])  # centred: -(n - 1) / 2 * spacing
     with pytest.raises(ctforge.UsageError):
         ctforge.VolumeGeometry(0, 4, 5, (1, 1, 1))
+
+
+def test_interchange_matches_ctforge_convert(cli, tmp_path, geometry_file):
+    g = ctforge.Geometry.from_json(geometry_file)  # what the CLI reads
+    cli("convert", geometry_file, tmp_path / "g.xml", "--quiet")
+    assert (tmp_path / "g.xml").read_text() == g.to_rtk_xml()
+    cli("convert", geometry_file, tmp_path / "g.txt", "--quiet")
+    np.testing.assert_array_equal(np.loadtxt(tmp_path / "g.txt"), g.to_astra())
+    cli("convert", tmp_path / "g.xml", tmp_path / "back.json", "--detector", "37,21",
+        "--pixel", "1,1.2", "--quiet")
+    from_cli = ctforge.Geometry.from_json(tmp_path / "back.json")
+    mine = ctforge.Geometry.from_rtk_xml(tmp_path / "g.xml", 37, 21, (1.0, 1.2))
+    assert mine == from_cli
