@@ -90,12 +90,21 @@ struct volume_view {
   }
 };
 
+/// Where the data of a projection_view lives.
+enum class memory_space {
+  host,        ///< host memory (the default)
+  cuda_device  ///< CUDA device memory (or managed memory): the host never reads it
+};
+
 /// Non-owning read-only view of projections held by the caller, [view][row][col] order, with
 /// the same accessors as projection_stack. The memory must stay valid and unchanged for the
-/// duration of a call. A projection_stack converts implicitly.
+/// duration of a call. A projection_stack converts implicitly. With space = cuda_device, `data`
+/// points into GPU memory (e.g. a CuPy / PyTorch CUDA tensor): only reconstruct's FDK/FBP on the
+/// CUDA backend takes it (uploading nothing), and the host-side accessors must not be used.
 struct projection_view {
   std::int64_t views = 0, rows = 0, cols = 0;
   std::span<const float> data;
+  memory_space space = memory_space::host;
 
   projection_view() = default;
   /// Throws usage_error when data holds other than n_views * n_rows * n_cols values.

@@ -12,7 +12,11 @@ Distances are in mm and angles in radians (geometry JSON files store degrees). C
 float32 inputs are read in place, without a copy; other dtypes and layouts are converted once.
 Any object with ``__dlpack__`` on the CPU (NumPy, PyTorch CPU tensors, ...) is accepted the same
 way. Results are numpy arrays that own the C++ buffer (no copy), and ``np.from_dlpack`` /
-``torch.from_dlpack`` take them without a copy either.
+``torch.from_dlpack`` take them without a copy either. With the CUDA backend, ``reconstruct``
+also takes projections in GPU memory (CuPy arrays, PyTorch CUDA tensors, :class:`DeviceArray`:
+anything with ``__dlpack__`` on a CUDA device), copied on the device only, and
+``out="device"`` leaves the volume there as a :class:`DeviceArray` (``cupy.from_dlpack`` /
+``torch.from_dlpack`` take it without a copy).
 
 Every compute call releases the GIL; a reconstruction can be interrupted with Ctrl-C
 (KeyboardInterrupt), which stops it after the batch, slab or iteration in progress.
@@ -31,7 +35,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _core
-from ._core import Error, Geometry as _Geometry, Phantom, UsageError, VolumeGeometry
+from ._core import DeviceArray, Error, Geometry as _Geometry, Phantom, UsageError, VolumeGeometry
 
 __version__: str = _core.__version__
 cuda_compiled: bool = _core.cuda_compiled
@@ -42,6 +46,7 @@ __all__ = [
     "forward_project", "back_project", "reconstruct", "default_grid", "default_algorithm",
     "estimate_center_of_rotation", "read_projections", "write_projections", "read_volume",
     "write_volume", "write_preview", "info", "compare", "backend_for", "last_gpu_call",
+    "DeviceArray", "to_device",
 ]
 
 PathLike = Union[str, "_os.PathLike[str]"]
@@ -49,14 +54,37 @@ PathLike = Union[str, "_os.PathLike[str]"]
 
 # ---- arrays ------------------------------------------------------------------------------
 
+_DLPACK_CUDA = (2, 13)  # kDLCUDA, kDLCUDAManaged
+
+
+def _dlpack_device(x: Any) -> Optional[Tuple[int, int]]:
+    if isinstance(x, np.ndarray) or not hasattr(x, "__dlpack__"):
+        return None
+    if not hasattr(x, "__dlpack_device__"):
+        return (1, 0)
+    t, i = x.__dlpack_device__()
+    return int(t), int(i)
+
+
+def _device_capsule(x: Any, what: str) -> Any:
+    """DLPack capsule of an array in CUDA memory (the producer orders its pending work before
+    the legacy default stream, which the call then waits for)."""
+    try:
+        return x.__dlpack__(stream=1)
+    except TypeError:
+        return x.__dlpack__()
+
+
 def _as_float32(x: Any, ndim: int, what: str) -> np.ndarray:
     """C-contiguous float32 ndarray sharing memory with ``x`` when it already is one."""
-    if not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__"):
-        device = x.__dlpack_device__() if hasattr(x, "__dlpack_device__") else (1, 0)
-        if int(device[0]) not in (1, 3):  # kDLCPU, kDLCUDAHost
+    device = _dlpack_device(x)
+    if device is not None:
+        if device[0] in _DLPACK_CUDA:
             raise UsageError(
-                f"{what}: arrays on a device (DLPack device type {int(device[0])}) are not "
-                "accepted yet; copy them to the host first (e.g. .get() / .cpu())")
+                f"{what}: arrays in GPU memory (DLPack device type {device[0]}) are taken by "
+                "reconstruct only; copy them to the host first (e.g. .get() / .cpu())")
+        if device[0] not in (1, 3):  # kDLCPU, kDLCUDAHost
+            raise UsageError(f"{what}: DLPack device type {device[0]} is not supported")
         x = np.from_dlpack(x)
     a = np.asarray(x)
     if a.ndim != ndim:
@@ -378,7 +406,8 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
                 backend: str = "auto", device: int = 0, threads: int = 0,
                 gpu_memory_limit: Any = None, gpu_interpolation: str = "exact",
                 reference: bool = False,
-                progress: Union[None, bool, Callable[[float], None]] = None) -> np.ndarray:
+                progress: Union[None, bool, Callable[[float], None]] = None,
+                out: str = "host") -> Union[np.ndarray, DeviceArray]:
     """Reconstructs a volume (nz, ny, nx) on ``grid`` from line integrals (views, rows, cols):
     what ``ctforge recon`` does, with the same options (README, "Command line").
 
@@ -387,17 +416,36 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
     hamming or hann, with ``cutoff`` in (0, 1] of Nyquist. SIRT: ``iterations``,
     ``relaxation`` in (0, 2), ``nonnegative``. ``progress``: True for a bar on stderr, or a
     callable receiving the fraction done (called with the GIL, between batches). Ctrl-C raises
-    KeyboardInterrupt after the batch in progress."""
+    KeyboardInterrupt after the batch in progress.
+
+    ``projections`` may lie in GPU memory (any ``__dlpack__`` object on a CUDA device: CuPy,
+    PyTorch, :class:`DeviceArray`) for FDK / FBP on the CUDA backend; ``out="device"`` returns
+    the volume as a :class:`DeviceArray` in GPU memory (the volume must fit there whole)."""
     g = _core_geometry(geometry)
     vg = _grid(grid, g)
     algo = algorithm if algorithm is not None else _core.default_algorithm(g)
     callback = _ProgressBar() if progress is True else (progress or None)
     if callback is not None and not callable(callback):
         raise UsageError("progress: expected True, False, None or a callable(fraction)")
-    return _core.reconstruct(_as_float32(projections, 3, "projections"), g, vg, algo, filter,
-                             float(cutoff), int(iterations), float(relaxation), bool(nonnegative),
-                             backend, int(device), int(threads), _memory(gpu_memory_limit),
-                             gpu_interpolation, bool(reference), callback)
+    if out not in ("host", "device"):
+        raise UsageError(f"out: expected 'host' or 'device' (got {out!r})")
+    where = _dlpack_device(projections)
+    if where is not None and where[0] in _DLPACK_CUDA:
+        data = _device_capsule(projections, "projections")
+    else:
+        data = _as_float32(projections, 3, "projections")
+    return _core.reconstruct(data, g, vg, algo, filter, float(cutoff), int(iterations),
+                             float(relaxation), bool(nonnegative), backend, int(device),
+                             int(threads), _memory(gpu_memory_limit), gpu_interpolation,
+                             bool(reference), callback, out == "device")
+
+
+def to_device(array: Any, device: int = 0) -> DeviceArray:
+    """Copies a float32 array into the memory of CUDA device ``device`` (CUDA backend only):
+    a :class:`DeviceArray` that ``reconstruct`` reads on the device, and CuPy / PyTorch take
+    through DLPack. ``DeviceArray.to_numpy()`` copies it back."""
+    a = np.ascontiguousarray(np.asarray(array), dtype=np.float32)
+    return _core.to_device(a, int(device))
 
 
 def estimate_center_of_rotation(projections: Any, geometry: Any) -> float:

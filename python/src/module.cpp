@@ -6,6 +6,7 @@
 // non-owning views (volume_view, projection_view); the Python layer converts anything else once.
 // Results are numpy arrays that own the C++ buffer (a capsule deletes it), so no copy is made
 // in either direction.
+#include <dlpack/dlpack.h>
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -20,6 +21,7 @@
 
 #include "ctforge/backend.hpp"
 #include "ctforge/cancel.hpp"
+#include "ctforge/device.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
 #include "ctforge/geometry.hpp"
@@ -83,6 +85,78 @@ volume_view volume_arg(const farray& a, const volume_geometry& vg, const char* w
 
 projection_view projection_arg(const farray& a) {
   return projection_view(a.shape(0), a.shape(1), a.shape(2), span_of(a));
+}
+
+// ---- DLPack (dlpack.h from libdlpack-dev) -------------------------------------------------
+// The Python layer hands over the capsule of an object's __dlpack__() for arrays that live on a
+// CUDA device; the capsule stays owned by Python (its destructor calls the producer's deleter)
+// and is only borrowed for the duration of a call.
+
+/// A 3-D C-contiguous float32 DLPack tensor as a projection_view (host or device memory), or a
+/// UsageError naming what is wrong. `keep` holds the capsule while the view is in use.
+projection_view dlpack_projections(const py::capsule& cap) {
+  if (std::string(cap.name() ? cap.name() : "") != "dltensor")
+    throw usage_error("projections: expected an unused DLPack capsule ('dltensor')");
+  const auto* m = static_cast<const DLManagedTensor*>(cap.get_pointer());
+  const DLTensor& t = m->dl_tensor;
+  CTFORGE_EXPECTS(t.dtype.code == kDLFloat && t.dtype.bits == 32 && t.dtype.lanes == 1,
+                  "projections: a DLPack tensor must hold float32 values");
+  CTFORGE_EXPECTS(t.ndim == 3, "projections: expected 3 dimensions, got " + std::to_string(t.ndim));
+  const std::int64_t v = t.shape[0], r = t.shape[1], c = t.shape[2];
+  if (t.strides != nullptr) {
+    const bool c_order = (v <= 1 || t.strides[0] == r * c) && (r <= 1 || t.strides[1] == c) &&
+                         (c <= 1 || t.strides[2] == 1);
+    CTFORGE_EXPECTS(c_order, "projections: a DLPack tensor must be C-contiguous (copy it first)");
+  }
+  const bool device = t.device.device_type == kDLCUDA || t.device.device_type == kDLCUDAManaged;
+  CTFORGE_EXPECTS(device || t.device.device_type == kDLCPU || t.device.device_type == kDLCUDAHost,
+                  "projections: DLPack device type " + std::to_string(t.device.device_type) +
+                      " is neither the host nor a CUDA device");
+  const auto* data = reinterpret_cast<const float*>(static_cast<const char*>(t.data) + t.byte_offset);
+  projection_view p(v, r, c, std::span<const float>(data, static_cast<std::size_t>(v * r * c)));
+  if (device) p.space = memory_space::cuda_device;
+  return p;
+}
+
+int dlpack_device_id(const py::capsule& cap) {
+  return static_cast<const DLManagedTensor*>(cap.get_pointer())->dl_tensor.device.device_id;
+}
+
+/// A device_array shared between Python objects and the DLPack capsules handed out for it.
+struct py_device_array {
+  std::shared_ptr<device_array> array;
+};
+
+struct dlpack_context {
+  std::shared_ptr<device_array> keep;
+  std::vector<std::int64_t> shape;
+  DLManagedTensor tensor{};
+};
+
+/// A DLPack capsule viewing `a` (no copy). The consumer calls the deleter when done.
+py::capsule to_dlpack(const std::shared_ptr<device_array>& a) {
+  auto* ctx = new dlpack_context{a, a->shape(), {}};
+  DLTensor& t = ctx->tensor.dl_tensor;
+  t.data = a->data();
+  t.device = DLDevice{kDLCUDA, a->device()};
+  t.ndim = static_cast<int>(ctx->shape.size());
+  t.dtype = DLDataType{kDLFloat, 32, 1};
+  t.shape = ctx->shape.data();
+  t.strides = nullptr;  // C order
+  t.byte_offset = 0;
+  ctx->tensor.manager_ctx = ctx;
+  ctx->tensor.deleter = [](DLManagedTensor* self) {
+    delete static_cast<dlpack_context*>(self->manager_ctx);
+  };
+  // An unconsumed capsule (still named "dltensor") frees the tensor itself.
+  return py::capsule(&ctx->tensor, "dltensor", [](PyObject* o) {
+    if (PyCapsule_IsValid(o, "dltensor")) {
+      auto* t = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(o, "dltensor"));
+      if (t && t->deleter) t->deleter(t);
+    } else {
+      PyErr_Clear();  // consumed ("used_dltensor"): the consumer owns it
+    }
+  });
 }
 
 /// The per-view vectors as an (n, 12) array: source (or ray), detector centre, u, v.
@@ -474,9 +548,22 @@ PYBIND11_MODULE(_core, m) {
          const std::string& algo, const std::string& filter, double cutoff, int iterations,
          double relaxation, bool nonnegative, const std::string& where, int device, int threads,
          std::int64_t gpu_memory_limit, const std::string& interpolation, bool reference,
-         py::object progress) {
-        const farray in = require_array(proj_obj, 3, "projections");
-        const projection_view p = projection_arg(in);
+         py::object progress, bool out_device) -> py::object {
+        // A NumPy array, or the DLPack capsule of an array on a CUDA device (or on the host).
+        farray in;
+        projection_view p;
+        if (PyCapsule_CheckExact(proj_obj.ptr())) {
+          p = dlpack_projections(py::reinterpret_borrow<py::capsule>(proj_obj));
+          if (p.space == memory_space::cuda_device) {
+            const int on = dlpack_device_id(py::reinterpret_borrow<py::capsule>(proj_obj));
+            CTFORGE_EXPECTS(on == device, "projections: the array is on CUDA device " +
+                                              std::to_string(on) + " but device=" +
+                                              std::to_string(device));
+          }
+        } else {
+          in = require_array(proj_obj, 3, "projections");
+          p = projection_arg(in);
+        }
         recon_options opt;
         opt.algo = parse_algorithm(algo);
         opt.filter = parse_filter(filter);
@@ -497,11 +584,15 @@ PYBIND11_MODULE(_core, m) {
         opt.cancel = hook->token;
         opt.progress = [hook](double f) { (*hook)(f); };
         volume out;
+        auto on_gpu = std::make_shared<device_array>();
         bool was_cancelled = false;
         {
           py::gil_scoped_release nogil;
           try {
-            out = reconstruct(p, g, vg, opt);
+            if (out_device)
+              *on_gpu = reconstruct_to_device(p, g, vg, opt);
+            else
+              out = reconstruct(p, g, vg, opt);
           } catch (const cancelled&) {
             was_cancelled = true;
           }
@@ -513,13 +604,14 @@ PYBIND11_MODULE(_core, m) {
           throw e;  // KeyboardInterrupt, or what the progress callback raised
         }
         if (was_cancelled) throw ctforge::error("reconstruction: cancelled");
+        if (out_device) return py::cast(py_device_array{on_gpu});
         return to_numpy(std::move(out));
       },
       py::arg("projections"), py::arg("geometry"), py::arg("grid"), py::arg("algorithm"),
       py::arg("filter"), py::arg("cutoff"), py::arg("iterations"), py::arg("relaxation"),
       py::arg("nonnegative"), py::arg("backend"), py::arg("device"), py::arg("threads"),
       py::arg("gpu_memory_limit"), py::arg("gpu_interpolation"), py::arg("reference"),
-      py::arg("progress"));
+      py::arg("progress"), py::arg("out_device") = false);
   m.def(
       "estimate_center_of_rotation",
       [](const py::handle& proj_obj, const geometry& g) {
@@ -642,6 +734,81 @@ PYBIND11_MODULE(_core, m) {
   m.def("projection_format", &io::projection_format, py::arg("path"));
   m.def("volume_format", [](const std::string& path) {
     return io::to_string(io::volume_format_of(path));
+  });
+
+  // ---- arrays in GPU memory (DLPack producers)
+  py::class_<py_device_array>(m, "DeviceArray")
+      .def_property_readonly("shape",
+                             [](const py_device_array& a) {
+                               py::tuple t(a.array->shape().size());
+                               for (std::size_t i = 0; i < a.array->shape().size(); ++i)
+                                 t[i] = a.array->shape()[i];
+                               return t;
+                             })
+      .def_property_readonly("dtype", [](const py_device_array&) { return "float32"; })
+      .def_property_readonly("device", [](const py_device_array& a) { return a.array->device(); })
+      .def(
+          "__dlpack__",
+          [](const py_device_array& a, py::object stream, py::kwargs) {
+            (void)stream;  // the data is complete: every call synchronises before returning
+            return to_dlpack(a.array);
+          },
+          py::arg("stream") = py::none())
+      .def("__dlpack_device__",
+           [](const py_device_array& a) { return py::make_tuple(int{kDLCUDA}, a.array->device()); })
+      .def("to_numpy",
+           [](const py_device_array& a) {
+             std::vector<float> host;
+             {
+               py::gil_scoped_release nogil;
+               host = a.array->download();
+             }
+             std::vector<py::ssize_t> shape(a.array->shape().begin(), a.array->shape().end());
+             return owning_array(std::move(host), shape);
+           })
+      .def("__repr__", [](const py_device_array& a) {
+        std::string s = "DeviceArray(shape=(";
+        for (std::size_t i = 0; i < a.array->shape().size(); ++i)
+          s += (i ? ", " : "") + std::to_string(a.array->shape()[i]);
+        return s + "), dtype=float32, device=cuda:" + std::to_string(a.array->device()) + ")";
+      });
+  m.def(
+      "to_device",
+      [](const py::handle& obj, int device) {
+        if (!farray::check_(obj)) throw usage_error("to_device: expected a C-contiguous float32 array");
+        const farray a = py::reinterpret_borrow<farray>(obj);
+        std::vector<std::int64_t> shape(a.shape(), a.shape() + a.ndim());
+        auto d = std::make_shared<device_array>();
+        {
+          py::gil_scoped_release nogil;
+          *d = device_array::upload(span_of(a), shape, device);
+        }
+        return py_device_array{d};
+      },
+      py::arg("array"), py::arg("device") = 0);
+  // A DLPack capsule claiming CUDA memory at a null address (tests of the checks that run
+  // before any device access; never dereferenced).
+  m.def("_fake_cuda_capsule", [](std::int64_t views, std::int64_t rows, std::int64_t cols) {
+    auto* shape = new std::int64_t[3]{views, rows, cols};
+    auto* t = new DLManagedTensor{};
+    t->dl_tensor.data = nullptr;
+    t->dl_tensor.device = DLDevice{kDLCUDA, 0};
+    t->dl_tensor.ndim = 3;
+    t->dl_tensor.dtype = DLDataType{kDLFloat, 32, 1};
+    t->dl_tensor.shape = shape;
+    t->manager_ctx = shape;
+    t->deleter = [](DLManagedTensor* self) {
+      delete[] static_cast<std::int64_t*>(self->manager_ctx);
+      delete self;
+    };
+    return py::capsule(t, "dltensor", [](PyObject* o) {
+      if (PyCapsule_IsValid(o, "dltensor")) {
+        auto* d = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(o, "dltensor"));
+        d->deleter(d);
+      } else {
+        PyErr_Clear();
+      }
+    });
   });
 
   // ---- metrics (same definitions as `ctforge compare`)

@@ -47,16 +47,66 @@ def test_dlpack_producers_are_read_in_place():
                           ctforge.back_project(a, g, backend="cpu"))
 
 
-def test_device_arrays_are_refused_with_a_reason():
-    class OnGpu:
-        def __dlpack__(self, **kw):
-            raise AssertionError("not to be called")
+def test_device_arrays_are_routed_to_the_cuda_path():
+    class OnGpu:  # a CuPy / PyTorch CUDA array as the protocol shows it
+        def __init__(self):
+            self.streams = []
+
+        def __dlpack__(self, stream=None, **kw):
+            self.streams.append(stream)
+            return _core._fake_cuda_capsule(3, 4, 5)
 
         def __dlpack_device__(self):
             return (2, 0)  # kDLCUDA
 
-    with pytest.raises(ctforge.UsageError, match="device"):
-        ctforge.reconstruct(OnGpu(), ctforge.Geometry.parallel(5, 4, 1.0, 3))
+    g = ctforge.Geometry.parallel(5, 4, 1.0, 3)
+    x = OnGpu()
+    # The checks that run before any device access: the backend, the algorithm, the device.
+    with pytest.raises(ctforge.UsageError, match="CUDA backend, not --backend cpu"):
+        ctforge.reconstruct(x, g, backend="cpu")
+    with pytest.raises(ctforge.UsageError, match="fdk or fbp"):
+        ctforge.reconstruct(x, g, algorithm="sirt")
+    with pytest.raises(ctforge.UsageError, match="device=1"):
+        ctforge.reconstruct(x, g, device=1)
+    assert x.streams == [1, 1, 1]  # asked for the legacy default stream (DLPack protocol)
+    if ctforge.backend_for()[0] != "cuda":
+        with pytest.raises(ctforge.Error, match="CUDA"):
+            ctforge.reconstruct(x, g)
+        with pytest.raises(ctforge.Error, match="CUDA"):
+            ctforge.reconstruct(np.zeros((3, 4, 5), np.float32), g, out="device")
+    # The other functions do not take GPU memory yet, and say so.
+    with pytest.raises(ctforge.UsageError, match="reconstruct only"):
+        ctforge.back_project(x, g)
+
+
+def test_dlpack_capsules_are_parsed_in_cpp():
+    # The module's own DLPack reader on real (host) capsules: the same result as the array,
+    # and layouts or types it cannot read in place are refused by name.
+    g = ctforge.Geometry.parallel(8, 3, 1.0, 6)
+    p = ctforge.project_analytic(ctforge.phantom([{"center": [0, 0, 0], "semi_axes": [2, 2, 2],
+                                                    "density": 0.1}]), g)
+    vg = ctforge.default_grid(g)
+    ref = ctforge.reconstruct(p, g, vg, backend="cpu")
+    args = (g._g, vg, "fbp", "ram-lak", 1.0, 1, 1.0, False, "cpu", 0, 0, 0, "exact", False, None)
+    assert np.array_equal(_core.reconstruct(p.__dlpack__(), *args), ref)
+    with pytest.raises(ctforge.UsageError, match="C-contiguous"):
+        _core.reconstruct(np.ascontiguousarray(np.repeat(p, 2, axis=2))[:, :, ::2].__dlpack__(),
+                          *args)
+    with pytest.raises(ctforge.UsageError, match="float32"):
+        _core.reconstruct(p.astype(np.float64).__dlpack__(), *args)
+    with pytest.raises(ctforge.UsageError, match="3 dimensions"):
+        _core.reconstruct(p[0].__dlpack__(), *args)
+
+
+def test_device_array_needs_cuda():
+    if ctforge.backend_for()[0] == "cuda":
+        a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+        d = ctforge.to_device(a)
+        assert d.shape == (2, 3, 4) and d.__dlpack_device__() == (2, 0)
+        assert np.array_equal(d.to_numpy(), a)
+    else:
+        with pytest.raises(ctforge.Error):
+            ctforge.to_device(np.zeros(3, np.float32))
 
 
 def test_torch_cpu_tensors():

@@ -165,4 +165,52 @@ void cuda_unpin_host(void* data) noexcept {
   if (data) kernels::cuda::warn_on_error(cudaHostUnregister(data), "cudaHostUnregister");
 }
 
+float* cuda_allocate_copy(const float* host, std::size_t count, int device) {
+  require_cuda_device(device);
+  const kernels::cuda::device_guard guard(device);
+  float* p = nullptr;
+  if (count == 0) return nullptr;
+  CTFORGE_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&p), count * sizeof(float)),
+                   "allocating " + kernels::cuda::format_bytes(
+                                       static_cast<std::int64_t>(count * sizeof(float))) +
+                       " for a device array");
+  const cudaError_t e = cudaMemcpy(p, host, count * sizeof(float), cudaMemcpyHostToDevice);
+  if (e != cudaSuccess) {
+    cudaFree(p);
+    kernels::cuda::throw_cuda(e, "cudaMemcpy(cudaMemcpyHostToDevice)", __FILE__, __LINE__,
+                              "copying a device array from the host");
+  }
+  return p;
+}
+
+void cuda_copy_to_host(float* host, const float* device_data, std::size_t count, int device) {
+  if (count == 0) return;
+  const kernels::cuda::device_guard guard(device);
+  CTFORGE_CUDA_TRY(cudaMemcpy(host, device_data, count * sizeof(float), cudaMemcpyDeviceToHost),
+                   "copying a device array to the host");
+}
+
+void cuda_free(float* device_data, int device) noexcept {
+  if (!device_data) return;
+  int previous = 0;
+  const bool switch_device = cudaGetDevice(&previous) == cudaSuccess && previous != device;
+  if (switch_device) cudaSetDevice(device);
+  kernels::cuda::warn_on_error(cudaFree(device_data), "cudaFree");
+  if (switch_device) cudaSetDevice(previous);
+}
+
+bool cuda_pointer_on_device(const void* p, int device, const char* what) {
+  cudaPointerAttributes a{};
+  const cudaError_t e = cudaPointerGetAttributes(&a, p);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return false;  // not memory CUDA knows: host memory
+  }
+  if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged) return false;
+  CTFORGE_EXPECTS(a.device == device, std::string(what) + " lie in the memory of CUDA device " +
+                                          std::to_string(a.device) + ", not of --device " +
+                                          std::to_string(device));
+  return true;
+}
+
 }  // namespace ctforge::detail

@@ -51,6 +51,11 @@ class device_buffer {
   T* data() const { return ptr_; }
   std::size_t size() const { return size_; }
   std::size_t bytes() const { return size_ * sizeof(T); }
+  /// Gives up ownership: the caller frees the memory (cudaFree) from now on.
+  T* release_ownership() noexcept {
+    size_ = 0;
+    return std::exchange(ptr_, nullptr);
+  }
 
  private:
   void release() noexcept {

@@ -76,6 +76,7 @@ struct job {
   int threads = 0;
   const std::function<void(double)>* progress = nullptr;
   const cancellation_token* cancel = nullptr;
+  device_array* device_out = nullptr;  // keep the volume on the device (no z-slabs)
 };
 
 void report(const job& jb, double f) {
@@ -112,8 +113,19 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   const projection_view& proj = *jb.proj;
   // The output volume's zero-filled host allocation (page faults on first touch: about 0.1 to
   // 0.5 s for 512^3) is made on another thread while the GPU works; download() takes it over.
-  std::future<volume> out_pending =
-      std::async(std::launch::async, [vg = jb.vg] { return volume(vg); });
+  std::future<volume> out_pending = std::async(
+      std::launch::async, [vg = jb.vg, keep = jb.device_out != nullptr] {
+        return keep ? volume{} : volume(vg);
+      });
+  // Projections in GPU memory (a CuPy / PyTorch tensor): copied batch by batch on the device.
+  bool input_on_device = false;
+  if (proj.space == memory_space::cuda_device) {
+    input_on_device = detail::cuda_pointer_on_device(proj.data.data(), copt.device, "the projections");
+    CTFORGE_EXPECTS(input_on_device,
+                    "the projections are marked as GPU memory but CUDA does not know the pointer");
+    // The producer's queued work (on streams of its own) completes before the copies start.
+    CTFORGE_CUDA_TRY(cudaDeviceSynchronize(), "waiting for the device projections' producer");
+  }
   const geometry& g = *jb.g;
   const volume_geometry& vg = jb.vg;
   const std::int64_t V = proj.views, R = proj.rows, C = proj.cols;
@@ -158,6 +170,10 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
     return filter->work_bytes();
   });
   if (jb.filter) make_filter(pl.views_per_batch);
+  CTFORGE_EXPECTS(!jb.device_out || !pl.slab_mode,
+                  "a volume kept in GPU memory must fit there whole: " + std::to_string(vg.nx) +
+                      " x " + std::to_string(vg.ny) + " x " + std::to_string(vg.nz) +
+                      " voxels need z-slabs within the memory limit (use host output)");
 
   const int B = pl.views_per_batch;
   const int nb = pl.batches;
@@ -434,6 +450,7 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   // Stage U: stage batch j on the host and upload it into raw[j % 2]. Page-locked input
   // (ctforge::pinned_host_range) is uploaded straight from the caller's memory.
   const bool input_locked =
+      input_on_device ||
       host_range_page_locked(proj.data.data(), proj.data.size() * sizeof(float));
   st.input_page_locked = input_locked;
   const auto upload_batch = [&](int j) {
@@ -448,7 +465,10 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
       src = staging[p]->data();
     }
     s_up.wait(ev_f[p]);  // F(j-2) has finished reading raw[p]
-    CTFORGE_CUDA_TRY(cudaMemcpyAsync(raw[p], src, bytes, cudaMemcpyHostToDevice, s_up),
+    CTFORGE_CUDA_TRY(cudaMemcpyAsync(raw[p], src, bytes,
+                                     input_on_device ? cudaMemcpyDeviceToDevice
+                                                     : cudaMemcpyHostToDevice,
+                                     s_up),
                      "uploading projections");
     ev_u[p].record(s_up);
   };
@@ -526,7 +546,7 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
     st.filter_ms = t.first_ms;
     st.backproject_ms = t.backproject_ms;
     check_values();
-    download(slabs[0]);
+    if (!jb.device_out) download(slabs[0]);
   } else {
     // Phase 1: every view filtered once into the store.
     st.filter_ms =
@@ -547,7 +567,11 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   }
   CTFORGE_CUDA_TRY(cudaStreamSynchronize(s_up));
   CTFORGE_CUDA_TRY(cudaStreamSynchronize(s_f));
+  CTFORGE_CUDA_TRY(cudaStreamSynchronize(s_b));
   CTFORGE_CUDA_TRY(cudaGetLastError(), "finishing the reconstruction");
+  if (jb.device_out)
+    *jb.device_out = device_array::adopt(vol_dev.release_ownership(), {vg.nz, vg.ny, vg.nx},
+                                         copt.device);
   st.total_ms = ms_since(t_start);
   g_last_stats = st;
   report(jb, 1.0);
@@ -588,7 +612,7 @@ std::int64_t cuda_fft_work_bytes(std::int64_t padded_len, std::int64_t rows_tota
 
 volume cuda_reconstruct(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                         const recon_options& opt, const cuda_options& copt,
-                        const fdk_setup* setup) {
+                        const fdk_setup* setup, device_array* device_out) {
   vg.validate();
   kernels::cuda::job jb;
   jb.proj = &proj;
@@ -612,6 +636,7 @@ volume cuda_reconstruct(const projection_view& proj, const geometry& g, const vo
   jb.threads = opt.threads;
   jb.progress = &opt.progress;
   jb.cancel = &opt.cancel;
+  jb.device_out = device_out;
   return kernels::cuda::run_pipeline(jb, copt);
 }
 

@@ -55,9 +55,22 @@ struct cuda_options {
 /// volume's host allocation overlaps the GPU work. Synchronises before returning.
 /// `setup`: the pre-weights to use (reconstruct passes those of a displaced detector before it
 /// was padded); nullptr: make_fdk_setup(proj, g, opt).
+/// `device_out`: when given, the volume stays in GPU memory and is moved there (the returned
+/// host volume is then empty); the whole volume must fit (usage_error when it needs z-slabs).
+/// Projections in device memory (proj.space == cuda_device) must lie on copt.device; they are
+/// copied batch by batch on the device, never through the host.
 volume cuda_reconstruct(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                         const recon_options& opt, const cuda_options& copt,
-                        const fdk_setup* setup = nullptr);
+                        const fdk_setup* setup = nullptr, device_array* device_out = nullptr);
+
+/// device_array's CUDA calls (src/kernels/cuda_device.cu). Synchronous; throw ctforge::error
+/// with the failing call.
+float* cuda_allocate_copy(const float* host, std::size_t count, int device);
+void cuda_copy_to_host(float* host, const float* device_data, std::size_t count, int device);
+void cuda_free(float* device_data, int device) noexcept;
+/// True when `p` is device (or managed) memory of `device`; usage_error naming `what` when it is
+/// memory of another device, false for host memory.
+bool cuda_pointer_on_device(const void* p, int device, const char* what);
 
 /// Ray-driven (Joseph) forward projection on the GPU; matches ctforge::forward_project.
 projection_stack cuda_forward_project(const volume_view& vol, const geometry& g,

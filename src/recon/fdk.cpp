@@ -412,10 +412,27 @@ algorithm default_algorithm(const geometry& g) {
   }
 }
 
-volume reconstruct(const projection_view& proj, const geometry& g, const volume_geometry& vg,
-                   const recon_options& opt) {
+namespace {
+
+/// reconstruct, or (device_out) reconstruct_to_device.
+volume reconstruct_impl(const projection_view& proj, const geometry& g, const volume_geometry& vg,
+                        const recon_options& opt, device_array* device_out) {
   vg.validate();
   detail::require_thread_count(opt.threads);
+  // Data in GPU memory is never read on the host: only the CUDA FDK / FBP pipeline takes it.
+  const bool on_device = proj.space == memory_space::cuda_device;
+  if (on_device || device_out) {
+    const char* what = on_device ? "projections in GPU memory" : "a volume kept in GPU memory";
+    CTFORGE_EXPECTS(opt.algo != algorithm::sirt,
+                    std::string(what) + " need --algorithm fdk or fbp (SIRT runs on the host)");
+    CTFORGE_EXPECTS(!opt.reference, std::string(what) + " need the CUDA backend, not --reference");
+    CTFORGE_EXPECTS(opt.where != backend::cpu,
+                    std::string(what) + " need the CUDA backend, not --backend cpu");
+    CTFORGE_EXPECTS(static_cast<std::int64_t>(proj.data.size()) == proj.size(),
+                    "projection data size does not match its dimensions");
+    if (resolve_backend(opt.where, nullptr, opt.device) != backend::cuda)
+      throw error(std::string(what) + ": no usable CUDA device");
+  }
   if (opt.algo == algorithm::sirt) {
     detail::validate_sirt(proj, g, opt);
     CTFORGE_EXPECTS(!opt.reference, "--reference: there is no reference path for SIRT");
@@ -441,6 +458,9 @@ volume reconstruct(const projection_view& proj, const geometry& g, const volume_
                     "describes {}x{}x{}",
                     name, proj.views, proj.rows, proj.cols, g.view_count(), g.rows, g.cols));
     eq = detail::make_circular_equivalent(g, name);
+    CTFORGE_EXPECTS(!(on_device && eq->needs_resampling),
+                    "projections in GPU memory: this vector geometry's detectors need resampling "
+                    "on the host; pass host projections");
     if (eq->needs_resampling) {
       detail::check_finite_values(proj, opt.threads);  // before interpolation spreads a NaN
       resampled = detail::resample(*eq, proj, opt.threads);
@@ -462,6 +482,9 @@ volume reconstruct(const projection_view& proj, const geometry& g, const volume_
   std::optional<geometry> padded_geo;
   std::optional<projection_stack> padded;
   bool checked = resampled.has_value();
+  CTFORGE_EXPECTS(!(on_device && pad.columns > 0),
+                  "projections in GPU memory: a displaced (half-fan) detector is padded on the "
+                  "host; pass host projections");
   if (pad.columns > 0) {
     if (!checked) detail::check_finite_values(data, opt.threads);
     checked = true;
@@ -481,10 +504,26 @@ volume reconstruct(const projection_view& proj, const geometry& g, const volume_
     copt.device = opt.device;
     copt.memory_limit_bytes = opt.gpu_memory_limit_bytes;
     copt.hardware_interpolation = opt.gpu_hardware_interpolation;
-    return detail::cuda_reconstruct(data, *geo, vg, opt_used, copt, &setup);
+    return detail::cuda_reconstruct(data, *geo, vg, opt_used, copt, &setup, device_out);
 #endif
   }
   return reconstruct_cpu(data, *geo, vg, opt_used, setup);
+}
+
+}  // namespace
+
+volume reconstruct(const projection_view& proj, const geometry& g, const volume_geometry& vg,
+                   const recon_options& opt) {
+  return reconstruct_impl(proj, g, vg, opt, nullptr);
+}
+
+device_array reconstruct_to_device(const projection_view& proj, const geometry& g,
+                                   const volume_geometry& vg, const recon_options& opt) {
+  device_array out;
+  (void)reconstruct_impl(proj, g, vg, opt, &out);
+  CTFORGE_CHECK(!out.empty() || vg.voxel_count() == 0,
+                "reconstruct_to_device: the CUDA pipeline returned no device volume");
+  return out;
 }
 
 }  // namespace ctforge
