@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint.hpp"
 #include "cli.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/io.hpp"
@@ -85,6 +86,10 @@ int main(int argc, char** argv) {
     for (auto& [sub, run] : commands)
       if (sub->parsed()) run();
     return 0;
+  } catch (const ctforge::cli::stopped& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "ctforge: {}\n", e.what());
+    return 128 + e.signal;
   } catch (const ctforge::usage_error& e) {
     return fail(2, e.what());
   } catch (const ctforge::error& e) {

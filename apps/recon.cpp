@@ -3,9 +3,13 @@
 
 #include <fmt/format.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 
+#include "checkpoint.hpp"
 #include "cli.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
@@ -38,7 +42,21 @@ struct recon_cli_options {
   int iterations = 50;
   double relaxation = 1.0;
   bool nonnegative = false;
+  // Resumable runs.
+  std::string checkpoint_dir;
+  std::int64_t unit_planes = 0;
 };
+
+/// What a checkpointed run depends on, for its run record: a file by path, size and mtime.
+nlohmann::json file_identity(const std::string& path) {
+  if (path.empty()) return nullptr;
+  std::error_code ec;
+  const auto abs = std::filesystem::absolute(path, ec);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return abs.string();
+  return {abs.string(), static_cast<std::int64_t>(st.st_size),
+          static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
 
 void run(const recon_cli_options& o) {
   const stopwatch total;
@@ -123,7 +141,32 @@ void run(const recon_cli_options& o) {
                    bar_on);
   if (bar_on) ro.progress = [&bar](double f) { bar.update(f); };
   const stopwatch t_recon;
-  const volume vol = reconstruct(proj, g, vg, ro);
+  checkpoint_options co;
+  co.dir = o.checkpoint_dir;
+  co.planes_per_unit = o.unit_planes;
+  volume vol;
+  if (co.dir.empty()) {
+    vol = reconstruct(proj, g, vg, ro);
+  } else {
+    const nlohmann::json record = {
+        {"input", file_identity(o.input)},
+        {"flat", file_identity(o.flat)},
+        {"dark", file_identity(o.dark)},
+        {"geometry_file", file_identity(o.geometry)},
+        {"geometry", nlohmann::json::parse(geometry_to_json(g))},
+        {"bin", o.bin},
+        {"orientation", {o.transpose, o.flip_u, o.flip_v}},
+        {"grid", {{"size", {vg.nx, vg.ny, vg.nz}},
+                  {"spacing_mm", vg.spacing_mm},
+                  {"origin_mm", vg.origin_mm}}},
+        {"algorithm", algo_name},
+        {"filter", to_string(ro.filter)},
+        {"cutoff", ro.cutoff},
+        {"backend", where_name},
+        {"gpu_interpolation", ro.gpu_hardware_interpolation ? "hardware" : "exact"}};
+    vol = reconstruct_checkpointed(proj, g, vg, ro, co, record,
+                                   [&](const std::string& t) { note(o.quiet, t); });
+  }
   const double s_recon = t_recon.seconds();
   bar.done();
   if (where == backend::cuda && ro.algo != algorithm::sirt) {
@@ -142,6 +185,7 @@ void run(const recon_cli_options& o) {
   wo.series_description = "ctforge " + algo_name + " reconstruction";
   io::write_volume_any(o.output, vol, wo);
   if (!o.preview.empty()) io::write_preview_png(o.preview, vol);
+  if (!co.dir.empty()) remove_checkpoint_units(co);  // the output holds them now
   note(o.quiet,
        fmt::format("recon: wrote {}{} ({} x {} x {} voxels of {:g} x {:g} x {:g} mm; {} {} "
                    "{}): read {:.2f} s, reconstruct {:.2f} s, write {:.2f} s, total {:.2f} s",
@@ -221,6 +265,14 @@ runner add_recon(CLI::App& app) {
   sub->add_option("--preview", o->preview,
                   "Also write a PNG of the three central slices (axial, coronal, sagittal)")
       ->type_name("FILE.png");
+  sub->add_option("--checkpoint-dir", o->checkpoint_dir,
+                  "FDK / FBP slab by slab, each slab recorded in DIR as it completes: the same "
+                  "command resumes an interrupted run (SIGINT / SIGTERM stop it after the batch in "
+                  "progress, exit 130 / 143)")
+      ->type_name("DIR");
+  sub->add_option("--unit-planes", o->unit_planes,
+                  "--checkpoint-dir: z-planes per unit (default: about 16 M voxels per unit)")
+      ->type_name("N");
   sub->add_flag("--quiet", o->quiet, "Print nothing but errors");
   sub->add_flag("--reference", o->reference,
                 "Use the slow double-precision CPU reference path (for validation)");

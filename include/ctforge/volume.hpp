@@ -124,6 +124,13 @@ struct projection_view {
   }
 };
 
+/// usage_error unless `p` lies in host memory: every host-side use of projections checks this.
+inline void require_host(const projection_view& p, const char* what) {
+  CTFORGE_EXPECTS(p.space == memory_space::host,
+                  std::string(what) + ": the projections are in GPU memory; only reconstruct's "
+                                      "FDK / FBP on the CUDA backend takes them there");
+}
+
 /// Owning copies of views.
 inline volume to_volume(const volume_view& v) {
   volume out;
@@ -132,6 +139,7 @@ inline volume to_volume(const volume_view& v) {
   return out;
 }
 inline projection_stack to_stack(const projection_view& p) {
+  require_host(p, "copying projections");
   projection_stack out;
   out.views = p.views;
   out.rows = p.rows;

@@ -103,6 +103,10 @@ projection_view dlpack_projections(const py::capsule& cap) {
                   "projections: a DLPack tensor must hold float32 values");
   CTFORGE_EXPECTS(t.ndim == 3, "projections: expected 3 dimensions, got " + std::to_string(t.ndim));
   const std::int64_t v = t.shape[0], r = t.shape[1], c = t.shape[2];
+  CTFORGE_EXPECTS(v >= 0 && r >= 0 && c >= 0, "projections: negative extent in a DLPack shape");
+  CTFORGE_EXPECTS(t.data != nullptr || v * r * c == 0, "projections: DLPack tensor without data");
+  CTFORGE_EXPECTS(t.byte_offset % sizeof(float) == 0,
+                  "projections: DLPack byte_offset is not a multiple of 4 (misaligned floats)");
   if (t.strides != nullptr) {
     const bool c_order = (v <= 1 || t.strides[0] == r * c) && (r <= 1 || t.strides[1] == c) &&
                          (c <= 1 || t.strides[2] == 1);
@@ -149,14 +153,18 @@ py::capsule to_dlpack(const std::shared_ptr<device_array>& a) {
     delete static_cast<dlpack_context*>(self->manager_ctx);
   };
   // An unconsumed capsule (still named "dltensor") frees the tensor itself.
-  return py::capsule(&ctx->tensor, "dltensor", [](PyObject* o) {
-    if (PyCapsule_IsValid(o, "dltensor")) {
+  // An unconsumed capsule (still named "dltensor") frees the tensor; a consumed one
+  // ("used_dltensor") belongs to its consumer. PyCapsule_IsValid sets no error.
+  try {
+    return py::capsule(&ctx->tensor, "dltensor", [](PyObject* o) {
+      if (!PyCapsule_IsValid(o, "dltensor")) return;
       auto* t = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(o, "dltensor"));
       if (t && t->deleter) t->deleter(t);
-    } else {
-      PyErr_Clear();  // consumed ("used_dltensor"): the consumer owns it
-    }
-  });
+    });
+  } catch (...) {
+    delete ctx;
+    throw;
+  }
 }
 
 /// The per-view vectors as an (n, 12) array: source (or ray), detector centre, u, v.
@@ -749,8 +757,17 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("device", [](const py_device_array& a) { return a.array->device(); })
       .def(
           "__dlpack__",
-          [](const py_device_array& a, py::object stream, py::kwargs) {
+          [](const py_device_array& a, py::object stream, py::kwargs kw) {
             (void)stream;  // the data is complete: every call synchronises before returning
+            if (kw.contains("dl_device") && !kw["dl_device"].is_none()) {
+              const auto want = kw["dl_device"].cast<std::pair<int, int>>();
+              if (want.first != kDLCUDA || want.second != a.array->device())
+                throw py::buffer_error("DeviceArray: lives on CUDA device " +
+                                       std::to_string(a.array->device()) +
+                                       "; copy it with to_numpy() for the host");
+            }
+            if (kw.contains("copy") && !kw["copy"].is_none() && kw["copy"].cast<bool>())
+              throw py::buffer_error("DeviceArray: copy=True is not supported (no copy is made)");
             return to_dlpack(a.array);
           },
           py::arg("stream") = py::none())
@@ -802,12 +819,9 @@ PYBIND11_MODULE(_core, m) {
       delete self;
     };
     return py::capsule(t, "dltensor", [](PyObject* o) {
-      if (PyCapsule_IsValid(o, "dltensor")) {
-        auto* d = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(o, "dltensor"));
-        d->deleter(d);
-      } else {
-        PyErr_Clear();
-      }
+      if (!PyCapsule_IsValid(o, "dltensor")) return;
+      auto* d = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(o, "dltensor"));
+      d->deleter(d);
     });
   });
 

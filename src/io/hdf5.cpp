@@ -220,6 +220,7 @@ projection_file read_projections(const std::string& path) {
 }
 
 void write_projections(const std::string& path, const projection_view& p, const geometry& g) {
+  require_host(p, "write_projections");
   CTFORGE_EXPECTS(p.views >= 1 && p.rows >= 1 && p.cols >= 1 &&
                       p.data.size() == static_cast<std::size_t>(p.size()),
                   fmt::format("{}: projection stack [{}][{}][{}] holds {} values", path, p.views,

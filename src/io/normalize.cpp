@@ -236,6 +236,7 @@ projection_stack normalize(const raw_scan& scan, intensity_mode mode, std::int64
 
 projection_stack reorient_projections(const projection_view& p, bool transpose, bool flip_u,
                                       bool flip_v) {
+  require_host(p, "reorienting projections");
   CTFORGE_EXPECTS(static_cast<std::int64_t>(p.data.size()) == p.size(),
                   "reorient_projections: data size does not match the dimensions");
   const std::int64_t rows = transpose ? p.cols : p.rows, cols = transpose ? p.rows : p.cols;

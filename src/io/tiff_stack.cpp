@@ -313,6 +313,7 @@ raw_scan read_tiff_stack(const std::string& source, const detector_selection& se
 
 void write_tiff_stack(const std::string& dir, const projection_view& p,
                       const std::string& prefix) {
+  require_host(p, "write_tiff_stack");
   CTFORGE_EXPECTS(p.views >= 1 && p.rows >= 1 && p.cols >= 1,
                   "write_tiff_stack: empty projection stack");
   detail::refuse_non_finite(p.data.data(), p.views, p.rows, p.cols, dir, "view, row, col");

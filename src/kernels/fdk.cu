@@ -492,7 +492,17 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
         cudaMemcpyAsync(&first, non_finite.data(), sizeof first, cudaMemcpyDeviceToHost, s_f),
         "reading the non-finite value flag");
     s_f.synchronize("reading the non-finite value flag");
-    if (first != ~0ull) detail::throw_non_finite(proj, static_cast<std::int64_t>(first));
+    if (first != ~0ull) {
+      // Device projections are not read on the host: fetch the one value for the message.
+      float value = 0;
+      const float* at = proj.data.data() + first;
+      if (input_on_device)
+        CTFORGE_CUDA_TRY(cudaMemcpy(&value, at, sizeof(float), cudaMemcpyDeviceToHost),
+                         "reading a non-finite projection value");
+      else
+        value = *at;
+      detail::throw_non_finite(proj, static_cast<std::int64_t>(first), value);
+    }
   };
 
   // One pass over the batches. Stage 1 (stream s_f) is `first[p]`: filtering into the arrays,
@@ -569,9 +579,10 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   CTFORGE_CUDA_TRY(cudaStreamSynchronize(s_f));
   CTFORGE_CUDA_TRY(cudaStreamSynchronize(s_b));
   CTFORGE_CUDA_TRY(cudaGetLastError(), "finishing the reconstruction");
-  if (jb.device_out)
-    *jb.device_out = device_array::adopt(vol_dev.release_ownership(), {vg.nz, vg.ny, vg.nx},
-                                         copt.device);
+  if (jb.device_out) {
+    std::vector<std::int64_t> shape{vg.nz, vg.ny, vg.nx};  // before ownership moves (may throw)
+    *jb.device_out = device_array::adopt(vol_dev.release_ownership(), std::move(shape), copt.device);
+  }
   st.total_ms = ms_since(t_start);
   g_last_stats = st;
   report(jb, 1.0);

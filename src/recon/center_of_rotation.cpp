@@ -137,6 +137,7 @@ class correlator {
 }  // namespace
 
 double estimate_center_of_rotation(const projection_view& proj, const geometry& g) {
+  require_host(proj, "estimate_center_of_rotation");
   CTFORGE_EXPECTS(
       g.orbit.has_value(),
       fmt::format("center of rotation: needs a circular geometry (cone or parallel), got {}",

@@ -64,8 +64,9 @@ device_array device_array::upload(std::span<const float> host, std::vector<std::
 
 device_array device_array::adopt(float* data, std::vector<std::int64_t> shape, int device) {
   device_array a;
+  a.data_ = data;  // owned from here on, also if count_of throws
+  a.device_ = device;
   a.size_ = count_of(shape);
-  a.data_ = data;
   a.shape_ = std::move(shape);
   a.device_ = device;
   return a;

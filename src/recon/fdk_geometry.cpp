@@ -375,6 +375,7 @@ circular_equivalent make_circular_equivalent(const geometry& g, const std::strin
 
 projection_stack resample(const circular_equivalent& eq, const projection_view& proj,
                           int threads) {
+  require_host(proj, "resampling projections");
   CTFORGE_EXPECTS(proj.cols == eq.input_cols && proj.rows == eq.input_rows &&
                       proj.views == static_cast<std::int64_t>(eq.maps.size()),
                   "resample: projections do not match the geometry they were analysed for");

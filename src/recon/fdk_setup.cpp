@@ -40,15 +40,20 @@ void check_geometry_for(const geometry& g, algorithm algo) {
 }  // namespace
 
 void throw_non_finite(const projection_view& p, std::int64_t index) {
+  throw_non_finite(p, index, p.data[static_cast<std::size_t>(index)]);
+}
+
+void throw_non_finite(const projection_view& p, std::int64_t index, float value) {
   const std::int64_t per_view = p.rows * p.cols;
   const std::int64_t view = index / per_view, rem = index % per_view;
   throw usage_error(fmt::format(
       "projections: non-finite value ({}) at view {}, row {}, col {}; reconstruction and "
       "back-projection need finite values",
-      p.data[static_cast<std::size_t>(index)], view, rem / p.cols, rem % p.cols));
+      value, view, rem / p.cols, rem % p.cols));
 }
 
 void check_finite_values(const projection_view& p, int threads) {
+  require_host(p, "checking projection values");
   const std::int64_t i = first_non_finite(p.data.data(), p.size(), threads);
   if (i >= 0) throw_non_finite(p, i);
 }
@@ -261,6 +266,7 @@ geometry pad_narrow_side(const geometry& g, const narrow_side_padding& pad) {
 
 projection_stack pad_narrow_side(const projection_view& p, const narrow_side_padding& pad,
                                  int threads) {
+  require_host(p, "padding projections");
   if (pad.columns <= 0) return to_stack(p);
   projection_stack out(p.views, p.rows, p.cols + pad.columns);
   const std::int64_t first = pad.prepend ? pad.columns : 0;

@@ -85,6 +85,8 @@ void check_finite_values(const projection_view& p, int threads = 0);
 
 /// Throws the usage_error of check_finite_values for the value at linear index `index`.
 [[noreturn]] void throw_non_finite(const projection_view& p, std::int64_t index);
+/// The same with the value given (projections in device memory are not read on the host).
+[[noreturn]] void throw_non_finite(const projection_view& p, std::int64_t index, float value);
 
 /// Everything make_fdk_setup checks, plus the volume geometry. Throws usage_error.
 void validate_recon_input(const projection_view& proj, const geometry& g,

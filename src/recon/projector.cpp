@@ -138,6 +138,7 @@ namespace {
 /// pixel (view, row, column).
 void check_back_inputs(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                        int threads) {
+  require_host(proj, "back-projection");
   g.validate();
   vg.validate();
   check_int_sizes(vg);

@@ -29,6 +29,7 @@ void invert_above(std::vector<float>& v, float floor, int threads) {
 }  // namespace
 
 void validate_sirt(const projection_view& proj, const geometry& g, const recon_options& opt) {
+  require_host(proj, "SIRT");
   g.validate();
   CTFORGE_EXPECTS(opt.iterations >= 1 && opt.iterations <= 1000000,
                   fmt::format("--iterations: must be in [1, 1000000] (got {})", opt.iterations));

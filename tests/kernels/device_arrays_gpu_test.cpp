@@ -7,9 +7,14 @@
 
 #if defined(CTFORGE_WITH_CUDA)
 
+#include <limits>
+#include <string>
 #include <vector>
 
+#include "ctforge/backend.hpp"
 #include "ctforge/device.hpp"
+#include "ctforge/formats.hpp"
+#include "ctforge/projector.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/phantom.hpp"
@@ -65,10 +70,47 @@ TEST_F(DeviceArrays, ProjectionsInDeviceMemoryEqualTheHostResult) {
   EXPECT_THROW((void)reconstruct(lying, g_, vg_, opt_), usage_error);
 }
 
+TEST_F(DeviceArrays, NonFiniteDeviceProjectionIsAUsageErrorNamingIt) {
+  projection_stack bad = proj_;
+  bad.at(7, 3, 11) = std::numeric_limits<float>::quiet_NaN();
+  const device_array p = device_array::upload(bad.data, {bad.views, bad.rows, bad.cols});
+  projection_view on_gpu(bad.views, bad.rows, bad.cols, std::span<const float>(p.data(), p.size()));
+  on_gpu.space = memory_space::cuda_device;
+  try {
+    (void)reconstruct(on_gpu, g_, vg_, opt_);
+    FAIL() << "no error";
+  } catch (const usage_error& e) {
+    EXPECT_NE(std::string(e.what()).find("view 7, row 3, col 11"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(DeviceArrays, VolumeThatNeedsSlabsIsRefusedOnTheDevice) {
+  // 96^3 voxels (3.4 MiB) beside batches of 41 x 23 views: a 3 MiB limit needs z-slabs.
+  const volume_geometry big = volume_geometry::centered(96, 96, 96, {0.2, 0.2, 0.2});
   recon_options small = opt_;
-  small.gpu_memory_limit_bytes = 64 << 10;  // forces z-slabs (or fails to plan at all)
-  EXPECT_THROW((void)reconstruct_to_device(proj_, g_, vg_, small), ctforge::error);
+  small.gpu_memory_limit_bytes = 3 << 20;
+  (void)reconstruct(proj_, g_, big, small);  // the host path: slabs
+  ASSERT_NE(describe_last_gpu_call(gpu_call::reconstruction).find("slab"), std::string::npos)
+      << describe_last_gpu_call(gpu_call::reconstruction);
+  try {
+    (void)reconstruct_to_device(proj_, g_, big, small);
+    FAIL() << "no error";
+  } catch (const usage_error& e) {
+    EXPECT_NE(std::string(e.what()).find("must fit there whole"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(DeviceArrays, HostSideCallsRefuseDeviceProjections) {
+  const device_array p = device_array::upload(proj_.data, {proj_.views, proj_.rows, proj_.cols});
+  projection_view on_gpu(proj_.views, proj_.rows, proj_.cols,
+                         std::span<const float>(p.data(), p.size()));
+  on_gpu.space = memory_space::cuda_device;
+  EXPECT_THROW((void)back_project(on_gpu, g_, vg_, 1), usage_error);
+  EXPECT_THROW((void)estimate_center_of_rotation(on_gpu, g_), usage_error);
+  EXPECT_THROW((void)to_stack(on_gpu), usage_error);
+  recon_options sirt = opt_;
+  sirt.algo = algorithm::sirt;
+  EXPECT_THROW((void)reconstruct(on_gpu, g_, vg_, sirt), usage_error);
 }
 
 }  // namespace
