@@ -803,12 +803,13 @@ PYBIND11_MODULE(_core, m) {
         return py_device_array{d};
       },
       py::arg("array"), py::arg("device") = 0);
-  // A DLPack capsule claiming CUDA memory at a null address (tests of the checks that run
+  // A DLPack capsule claiming CUDA memory at a bogus address (tests of the checks that run
   // before any device access; never dereferenced).
   m.def("_fake_cuda_capsule", [](std::int64_t views, std::int64_t rows, std::int64_t cols) {
     auto* shape = new std::int64_t[3]{views, rows, cols};
     auto* t = new DLManagedTensor{};
-    t->dl_tensor.data = nullptr;
+    // An unmapped low address: a host read of it would crash the test.
+    t->dl_tensor.data = reinterpret_cast<void*>(std::uintptr_t{4096});
     t->dl_tensor.device = DLDevice{kDLCUDA, 0};
     t->dl_tensor.ndim = 3;
     t->dl_tensor.dtype = DLDataType{kDLFloat, 32, 1};
