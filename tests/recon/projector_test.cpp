@@ -451,7 +451,18 @@ TEST(JosephKernel, CutAtTminCountsPartialCell) {
               1e-5f);
 }
 
-// The branch-free padded sampler used by forward_project reproduces the bounds-checked
+// The layout padded_volume_sampler reads: one zero voxel before and two after each axis.
+std::vector<float> zero_bordered(const std::vector<float>& vol, int nx, int ny, int nz) {
+  std::vector<float> padded(static_cast<std::size_t>((nx + 3) * (ny + 3) * (nz + 3)), 0.0f);
+  for (int k = 0; k < nz; ++k)
+    for (int j = 0; j < ny; ++j)
+      for (int i = 0; i < nx; ++i)
+        padded[static_cast<std::size_t>(((k + 1) * (ny + 3) + j + 1) * (nx + 3) + i + 1)] =
+            vol[static_cast<std::size_t>((k * ny + j) * nx + i)];
+  return padded;
+}
+
+// The branch-free padded sampler (the GPU's arithmetic) reproduces the bounds-checked
 // border-zero trilinear sampler everywhere, including outside the volume and on its faces.
 // Both compute the same weights; only the summation order differs (float: 1e-6 relative).
 TEST(JosephKernel, PaddedSamplerMatchesBorderSampler) {
@@ -460,11 +471,7 @@ TEST(JosephKernel, PaddedSamplerMatchesBorderSampler) {
   std::mt19937_64 gen(11);
   std::uniform_real_distribution<float> val(0.5f, 2.0f), pos(-2.5f, 7.5f);
   for (auto& x : vol) x = val(gen);
-  std::vector<float> padded(static_cast<std::size_t>((nx + 3) * (ny + 3) * (nz + 3)), 0.0f);
-  for (int k = 0; k < nz; ++k)
-    for (int j = 0; j < ny; ++j)
-      for (int i = 0; i < nx; ++i)
-        padded[((k + 1) * (ny + 3) + j + 1) * (nx + 3) + i + 1] = vol[(k * ny + j) * nx + i];
+  const std::vector<float> padded = zero_bordered(vol, nx, ny, nz);
   const kernels::padded_volume_sampler fast{padded.data(), nx, ny, nz};
   for (int t = 0; t < 20000; ++t) {
     float x = pos(gen), y = pos(gen), z = 0.6f * pos(gen) - 1.0f;
@@ -484,11 +491,7 @@ TEST(JosephKernel, InPlaceSamplerIsBitIdenticalToPaddedSampler) {
     std::mt19937_64 gen(12);
     std::uniform_real_distribution<float> val(0.5f, 2.0f), pos(-2.5f, 8.5f);
     for (auto& x : vol) x = val(gen);
-    std::vector<float> padded(static_cast<std::size_t>((nx + 3) * (ny + 3) * (nz + 3)), 0.0f);
-    for (int k = 0; k < nz; ++k)
-      for (int j = 0; j < ny; ++j)
-        for (int i = 0; i < nx; ++i)
-          padded[((k + 1) * (ny + 3) + j + 1) * (nx + 3) + i + 1] = vol[(k * ny + j) * nx + i];
+    const std::vector<float> padded = zero_bordered(vol, nx, ny, nz);
     const kernels::padded_volume_sampler fast{padded.data(), nx, ny, nz};
     const kernels::border_volume_sampler in_place{vol.data(), nx, ny, nz};
     int interior = 0;
