@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -172,26 +173,15 @@ std::string describe_difference(const nlohmann::json& there, const nlohmann::jso
   return diff.empty() ? "the run record differs" : diff;
 }
 
-volume reconstruct_checkpointed(const projection_stack& proj, const geometry& g,
-                                const volume_geometry& vg, recon_options ro,
-                                const checkpoint_options& co, const nlohmann::json& run_record,
-                                const std::function<void(const std::string&)>& note) {
-  CTFORGE_EXPECTS(ro.algo != algorithm::sirt,
-                  "--checkpoint-dir: slab units are for FDK / FBP (SIRT checkpoints are not "
-                  "available yet)");
+namespace {
+
+/// Creates co.dir and checks (or writes) its run record; returns the record's hash.
+std::string open_run_dir(const checkpoint_options& co, const json& record) {
   const fs::path dir(co.dir);
   std::error_code ec;
   fs::create_directories(dir, ec);
   CTFORGE_CHECK(fs::is_directory(dir), fmt::format("--checkpoint-dir: cannot create '{}'{}",
                                                    co.dir, ec ? ": " + ec.message() : ""));
-  std::int64_t planes = co.planes_per_unit;
-  if (planes <= 0)  // ~16 M voxels (64 MB) per unit, at least one plane
-    planes = std::max<std::int64_t>(1, (std::int64_t{1} << 24) / std::max<std::int64_t>(1, vg.nx * vg.ny));
-  planes = std::min(planes, vg.nz);
-
-  json record = run_record;
-  record["ctforge"] = CTFORGE_VERSION;
-  record["planes_per_unit"] = planes;
   const std::string run_hash = hex(fnv1a(record.dump().data(), record.dump().size()));
   const fs::path run_file = dir / "run.json";
   const json there = read_json_file(run_file);
@@ -203,6 +193,102 @@ volume reconstruct_checkpointed(const projection_stack& proj, const geometry& g,
   } else {
     write_text(run_file, record.dump(1) + "\n");
   }
+  return run_hash;
+}
+
+/// Data file + marker of one unit or state slot, the marker last.
+void record_unit(const fs::path& dir, const std::string& stem, std::span<const float> data,
+                 json marker) {
+  const fs::path data_path = dir / (stem + ".f32");
+  io::write_atomically(data_path.string(), [&](const std::string& tmp) {
+    io::write_file_bytes(tmp, data.data(), data.size() * sizeof(float), data_path.string());
+  });
+  marker["ctforge"] = CTFORGE_VERSION;
+  marker["checksum"] = hex(fnv1a(data.data(), data.size() * sizeof(float)));
+  write_text(dir / (stem + ".json"), marker.dump() + "\n");
+}
+
+[[noreturn]] void throw_stopped(const std::string& what_is_kept) {
+  const int sig = g_stop_signal;
+  throw stopped(sig, fmt::format("stopped by {}: {}; run the same command again to finish",
+                                 sig == SIGTERM ? "SIGTERM" : "SIGINT", what_is_kept));
+}
+
+/// SIRT with its iterate saved into two alternating slots of co.dir (sirt_0, sirt_1), so that
+/// a crash while one is written leaves the other; resumes from the valid one with the most
+/// iterations.
+volume sirt_checkpointed(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+                         recon_options ro, const checkpoint_options& co, json record,
+                         const std::function<void(const std::string&)>& note) {
+  // Not the iteration count: a run may be continued to more iterations.
+  record.erase("filter");
+  record.erase("cutoff");
+  record["ctforge"] = CTFORGE_VERSION;
+  record["relaxation"] = ro.relaxation;
+  record["nonnegative"] = ro.nonnegative;
+  const std::string run_hash = open_run_dir(co, record);
+  const fs::path dir(co.dir);
+  const auto count = static_cast<std::size_t>(vg.voxel_count());
+  int best_slot = -1, best_iterations = 0;
+  std::vector<float> best;
+  for (int slot = 0; slot < 2; ++slot) {
+    const std::string stem = fmt::format("sirt_{}", slot);
+    const json m = read_json_file(dir / (stem + ".json"));
+    if (m.is_null() || m.value("run", "") != run_hash) continue;
+    const int iterations = m.value("iterations", 0);
+    if (iterations <= best_iterations || iterations > ro.iterations) continue;
+    std::vector<float> data(count);
+    std::ifstream in(dir / (stem + ".f32"), std::ios::binary);
+    if (!in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(count * 4)) ||
+        m.value("checksum", "") != hex(fnv1a(data.data(), count * sizeof(float)))) {
+      note(fmt::format("note: {}: checksum mismatch (corrupted data); not used", stem));
+      continue;
+    }
+    best_slot = slot;
+    best_iterations = iterations;
+    best = std::move(data);
+  }
+  if (best_slot >= 0)
+    note(fmt::format("resuming SIRT after iteration {} of {} from {}", best_iterations,
+                     ro.iterations, co.dir));
+  int next_slot = best_slot < 0 ? 0 : 1 - best_slot;  // never overwrite the latest state
+  int saved_iterations = best_iterations;
+  ro.sirt_state.resume_iterations = best_iterations;
+  ro.sirt_state.resume_x = best;
+  ro.sirt_state.every = co.every_iterations;
+  ro.sirt_state.seconds = co.every_seconds;
+  ro.sirt_state.save = [&](int iterations, std::span<const float> x) {
+    record_unit(dir, fmt::format("sirt_{}", next_slot), x,
+                {{"iterations", iterations}, {"run", run_hash}});
+    next_slot = 1 - next_slot;
+    saved_iterations = iterations;
+    if (co.after_unit) co.after_unit(iterations);
+  };
+  const stop_handlers handlers(ro.cancel);
+  try {
+    return reconstruct(proj, g, vg, ro);
+  } catch (const cancelled&) {
+    throw_stopped(fmt::format("the iterate after {} of {} iterations is kept in {}",
+                              saved_iterations, ro.iterations, co.dir));
+  }
+}
+
+}  // namespace
+
+volume reconstruct_checkpointed(const projection_stack& proj, const geometry& g,
+                                const volume_geometry& vg, recon_options ro,
+                                const checkpoint_options& co, const nlohmann::json& run_record,
+                                const std::function<void(const std::string&)>& note) {
+  if (ro.algo == algorithm::sirt) return sirt_checkpointed(proj, g, vg, ro, co, run_record, note);
+  const fs::path dir(co.dir);
+  std::int64_t planes = co.planes_per_unit;
+  if (planes <= 0)  // ~16 M voxels (64 MB) per unit, at least one plane
+    planes = std::max<std::int64_t>(1, (std::int64_t{1} << 24) / std::max<std::int64_t>(1, vg.nx * vg.ny));
+  planes = std::min(planes, vg.nz);
+  json record = run_record;
+  record["ctforge"] = CTFORGE_VERSION;
+  record["planes_per_unit"] = planes;
+  const std::string run_hash = open_run_dir(co, record);
 
   std::vector<unit> units;
   for (std::int64_t k0 = 0; k0 < vg.nz; k0 += planes) units.push_back({k0, std::min(vg.nz, k0 + planes)});
@@ -255,26 +341,14 @@ volume reconstruct_checkpointed(const projection_stack& proj, const geometry& g,
     } catch (const cancelled&) {
       break;
     }
-    const std::uint64_t sum = fnv1a(slab.data.data(), slab.data.size() * sizeof(float));
-    const fs::path data_path = dir / (u.stem() + ".f32");
-    io::write_atomically(data_path.string(), [&](const std::string& tmp) {
-      io::write_file_bytes(tmp, slab.data.data(), slab.data.size() * sizeof(float),
-                           data_path.string());
-    });
-    json marker = {{"k0", u.k0}, {"k1", u.k1}, {"rows", {r0, r1}}, {"run", run_hash},
-                   {"ctforge", CTFORGE_VERSION}, {"checksum", hex(sum)}};
-    write_text(dir / (u.stem() + ".json"), marker.dump() + "\n");
+    record_unit(dir, u.stem(), slab.data, {{"k0", u.k0}, {"k1", u.k1}, {"rows", {r0, r1}},
+                                           {"run", run_hash}});
     std::copy(slab.data.begin(), slab.data.end(), out.data.begin() + u.k0 * plane);
     ++done;
     if (co.after_unit) co.after_unit(done);
   }
-  if (g_stop_signal != 0) {
-    const int sig = g_stop_signal;
-    throw stopped(sig, fmt::format("stopped by {}: {} of {} units complete in {}; run the same "
-                                   "command again to finish",
-                                   sig == SIGTERM ? "SIGTERM" : "SIGINT", done, units.size(),
-                                   co.dir));
-  }
+  if (g_stop_signal != 0)
+    throw_stopped(fmt::format("{} of {} units complete in {}", done, units.size(), co.dir));
   return out;
 }
 
@@ -282,7 +356,7 @@ void remove_checkpoint_units(const checkpoint_options& co) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(co.dir, ec)) {
     const std::string name = e.path().filename().string();
-    if ((name.starts_with("slab_") &&
+    if (((name.starts_with("slab_") || name.starts_with("sirt_")) &&
          (name.ends_with(".f32") || name.ends_with(".json"))) ||
         name == "run.json")
       fs::remove(e.path(), ec);

@@ -14,6 +14,8 @@ namespace ctforge::cli {
 struct checkpoint_options {
   std::string dir;                  ///< --checkpoint-dir
   std::int64_t planes_per_unit = 0;  ///< --unit-planes; 0: about 16 M voxels per unit
+  int every_iterations = 0;          ///< SIRT: --checkpoint-every N iterations (0: by time only)
+  double every_seconds = 30;         ///< SIRT: --checkpoint-seconds T (0: by count only)
   /// Called after each unit is recorded with the number complete (tests, progress).
   std::function<void(std::int64_t)> after_unit;
 };

@@ -45,6 +45,8 @@ struct recon_cli_options {
   // Resumable runs.
   std::string checkpoint_dir;
   std::int64_t unit_planes = 0;
+  int checkpoint_every = 0;
+  double checkpoint_seconds = 30;
 };
 
 /// What a checkpointed run depends on, for its run record: a file by path, size and mtime.
@@ -144,6 +146,13 @@ void run(const recon_cli_options& o) {
   checkpoint_options co;
   co.dir = o.checkpoint_dir;
   co.planes_per_unit = o.unit_planes;
+  CTFORGE_EXPECTS(o.checkpoint_every >= 0,
+                  fmt::format("--checkpoint-every: must be >= 0 (got {})", o.checkpoint_every));
+  require_non_negative("--checkpoint-seconds", o.checkpoint_seconds);
+  CTFORGE_EXPECTS(o.unit_planes >= 0,
+                  fmt::format("--unit-planes: must be >= 0 (got {})", o.unit_planes));
+  co.every_iterations = o.checkpoint_every;
+  co.every_seconds = o.checkpoint_seconds;
   volume vol;
   if (co.dir.empty()) {
     vol = reconstruct(proj, g, vg, ro);
@@ -266,10 +275,18 @@ runner add_recon(CLI::App& app) {
                   "Also write a PNG of the three central slices (axial, coronal, sagittal)")
       ->type_name("FILE.png");
   sub->add_option("--checkpoint-dir", o->checkpoint_dir,
-                  "FDK / FBP slab by slab, each slab recorded in DIR as it completes: the same "
-                  "command resumes an interrupted run (SIGINT / SIGTERM stop it after the batch in "
-                  "progress, exit 130 / 143)")
+                  "Resumable run: FDK / FBP slab by slab, each slab recorded in DIR as it "
+                  "completes; SIRT with its iterate saved there. The same command resumes an "
+                  "interrupted run (SIGINT / SIGTERM stop it at the next batch, exit 130 / 143)")
       ->type_name("DIR");
+  sub->add_option("--checkpoint-every", o->checkpoint_every,
+                  "--checkpoint-dir, SIRT: save the iterate every N iterations (0: by time only)")
+      ->type_name("N");
+  sub->add_option("--checkpoint-seconds", o->checkpoint_seconds,
+                  "--checkpoint-dir, SIRT: save the iterate when T seconds have passed since the "
+                  "last save (0: by count only)")
+      ->type_name("T")
+      ->capture_default_str();
   sub->add_option("--unit-planes", o->unit_planes,
                   "--checkpoint-dir: z-planes per unit (default: about 16 M voxels per unit)")
       ->type_name("N");

@@ -5,6 +5,7 @@
 #include <array>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -53,6 +54,20 @@ volume_geometry default_grid(const geometry& g, const grid_request& request = {}
 /// detector plane), 1 for parallel beams.
 double magnification(const geometry& g);
 
+/// Resumable SIRT: the iterate after a number of iterations is SIRT's whole state (the weights
+/// R and C are recomputed exactly from the geometry), so saving it and starting again from it
+/// continues bit for bit.
+struct sirt_checkpoint {
+  /// Called with the iterations done and the iterate ([z][y][x], valid during the call) after
+  /// every `every` iterations, after `seconds` have passed since the last call, and before a
+  /// cancelled call throws. May be empty.
+  std::function<void(int iterations_done, std::span<const float> x)> save;
+  int every = 0;        ///< 0: not by count
+  double seconds = 0;   ///< 0: not by time
+  int resume_iterations = 0;      ///< iterations already done in resume_x (0: start from x = 0)
+  std::span<const float> resume_x;  ///< the iterate after them, vg.voxel_count() values
+};
+
 struct recon_options {
   algorithm algo = algorithm::fdk;
   filter_window filter = filter_window::ram_lak;
@@ -80,6 +95,8 @@ struct recon_options {
   /// call stops there, frees what it holds and throws ctforge::cancelled. A progress callback
   /// may request it itself (the Python module does so on KeyboardInterrupt).
   cancellation_token cancel;
+  /// SIRT only: save and resume the iterate (see sirt_checkpoint).
+  sirt_checkpoint sirt_state;
 };
 
 /// Reconstructs `vg` from line integrals `proj` (views x rows x cols, matching `g`).

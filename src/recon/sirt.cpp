@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -74,6 +75,15 @@ volume sirt_reconstruct(const projection_view& proj, const geometry& g, const vo
   ones_p = projection_stack{};
 
   volume x(vg);
+  const sirt_checkpoint& ck = opt.sirt_state;
+  CTFORGE_EXPECTS(ck.resume_iterations >= 0 && ck.resume_iterations <= opt.iterations,
+                  "SIRT: the saved state holds more iterations than asked for");
+  if (ck.resume_iterations > 0) {
+    CTFORGE_EXPECTS(static_cast<std::int64_t>(ck.resume_x.size()) == vg.voxel_count(),
+                    "SIRT: the saved iterate does not match the grid");
+    std::copy(ck.resume_x.begin(), ck.resume_x.end(), x.data.begin());
+  }
+  auto last_save = std::chrono::steady_clock::now();
   projection_stack r(proj.views, proj.rows, proj.cols);
   // On the GPU the iterate and the weighted residual are uploaded every iteration: page-lock
   // them once so the uploads go straight from them (a no-op on the CPU or where the system
@@ -86,7 +96,7 @@ volume sirt_reconstruct(const projection_view& proj, const geometry& g, const vo
   const auto n_rays = static_cast<std::int64_t>(r.data.size());
   const auto n_vox = static_cast<std::int64_t>(x.data.size());
   const auto lambda = static_cast<float>(opt.relaxation);
-  for (int it = 0; it < opt.iterations; ++it) {
+  for (int it = ck.resume_iterations; it < opt.iterations; ++it) {
     // r = R (p - A x); A x = 0 for the first iterate x = 0.
     if (it == 0) {
 #pragma omp parallel for schedule(static) num_threads(threads)
@@ -109,6 +119,17 @@ volume sirt_reconstruct(const projection_view& proj, const geometry& g, const vo
       const auto k = static_cast<std::size_t>(j);
       const float v = x.data[k] + lambda * col_w.data[k] * u.data[k];
       x.data[k] = clamp ? std::max(v, 0.0f) : v;
+    }
+    if (ck.save) {
+      const auto now = std::chrono::steady_clock::now();
+      const bool due =
+          (ck.every > 0 && (it + 1) % ck.every == 0) ||
+          (ck.seconds > 0 && std::chrono::duration<double>(now - last_save).count() >= ck.seconds) ||
+          opt.cancel.requested();
+      if (due && it + 1 < opt.iterations) {  // the last iterate is the result itself
+        ck.save(it + 1, x.data);
+        last_save = std::chrono::steady_clock::now();
+      }
     }
     report(static_cast<double>(it + 1) / static_cast<double>(opt.iterations));
   }
