@@ -9,10 +9,12 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "ctforge/backend.hpp"
+#include "ctforge/cancel.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/volume.hpp"
 
@@ -144,5 +146,27 @@ class stopwatch {
 
 /// Status line on stderr ("ctforge: <text>") unless quiet.
 void note(bool quiet, const std::string& text);
+
+// ---- stopping long runs -------------------------------------------------------------------
+
+/// While alive, the first SIGINT / SIGTERM requests `token` (the run stops at its next batch or
+/// iteration) and the second ends the process at once (the default action). Restores the
+/// previous handlers when destroyed; signals the process was started ignoring stay ignored.
+class stop_on_signals {
+ public:
+  explicit stop_on_signals(const cancellation_token& token);
+  ~stop_on_signals();
+  stop_on_signals(const stop_on_signals&) = delete;
+  stop_on_signals& operator=(const stop_on_signals&) = delete;
+  /// The signal received (0: none).
+  int signal() const;
+};
+
+/// A run stopped by SIGINT / SIGTERM with its complete work recorded: exit 128 + signal.
+class stopped : public std::runtime_error {
+ public:
+  stopped(int sig, const std::string& what) : std::runtime_error(what), signal(sig) {}
+  int signal;
+};
 
 }  // namespace ctforge::cli

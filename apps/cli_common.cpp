@@ -1,7 +1,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <charconv>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -316,6 +318,43 @@ void progress_bar::done() {
 
 void note(bool quiet, const std::string& text) {
   if (!quiet) fmt::print(stderr, "ctforge: {}\n", text);
+}
+
+namespace {
+std::atomic<int> g_stop_signal{0};
+const cancellation_token* g_stop_token = nullptr;
+struct sigaction g_old_int {}, g_old_term {};
+
+extern "C" void on_stop_signal(int sig) {
+  if (g_stop_signal.exchange(sig) != 0) {
+    std::signal(sig, SIG_DFL);  // the second signal: the default action, at once
+    std::raise(sig);
+    return;
+  }
+  if (g_stop_token) g_stop_token->request();  // an atomic store: async-signal-safe
+}
+}  // namespace
+
+stop_on_signals::stop_on_signals(const cancellation_token& token) {
+  g_stop_token = &token;
+  g_stop_signal = 0;
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, nullptr, &g_old_int);
+  sigaction(SIGTERM, nullptr, &g_old_term);
+  if (g_old_int.sa_handler != SIG_IGN) sigaction(SIGINT, &sa, nullptr);
+  if (g_old_term.sa_handler != SIG_IGN) sigaction(SIGTERM, &sa, nullptr);
+}
+
+stop_on_signals::~stop_on_signals() {
+  sigaction(SIGINT, &g_old_int, nullptr);
+  sigaction(SIGTERM, &g_old_term, nullptr);
+  g_stop_token = nullptr;
+}
+
+int stop_on_signals::signal() const {
+  return g_stop_signal.load();
 }
 
 }  // namespace ctforge::cli

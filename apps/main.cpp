@@ -10,7 +10,6 @@
 #include <utility>
 #include <vector>
 
-#include "checkpoint.hpp"
 #include "cli.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/io.hpp"

@@ -5,11 +5,13 @@
 
 #include <sys/stat.h>
 
+#include <csignal>
+
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "checkpoint.hpp"
+#include "ctforge/checkpoint.hpp"
 #include "cli.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
@@ -173,8 +175,22 @@ void run(const recon_cli_options& o) {
         {"cutoff", ro.cutoff},
         {"backend", where_name},
         {"gpu_interpolation", ro.gpu_hardware_interpolation ? "hardware" : "exact"}};
-    vol = reconstruct_checkpointed(proj, g, vg, ro, co, record,
-                                   [&](const std::string& t) { note(o.quiet, t); });
+    // SIGINT / SIGTERM stop the run at its next batch or iteration with what is complete
+    // recorded (exit 130 / 143); a second signal ends it at once.
+    const stop_on_signals stop(ro.cancel);
+    try {
+      vol = reconstruct_resumable(proj, g, vg, ro, co, record.dump(),
+                                  [&](const std::string& t) { note(o.quiet, t); });
+    } catch (const cancelled& e) {
+      if (stop.signal() == 0) throw;
+      std::string what = e.what();
+      const std::string prefix = "reconstruction cancelled: ";
+      if (what.starts_with(prefix)) what = what.substr(prefix.size());
+      what = what.substr(0, what.find("; the same call again"));
+      throw stopped(stop.signal(),
+                    fmt::format("stopped by {}: {}; run the same command again to finish",
+                                stop.signal() == SIGTERM ? "SIGTERM" : "SIGINT", what));
+    }
   }
   const double s_recon = t_recon.seconds();
   bar.done();
@@ -194,7 +210,7 @@ void run(const recon_cli_options& o) {
   wo.series_description = "ctforge " + algo_name + " reconstruction";
   io::write_volume_any(o.output, vol, wo);
   if (!o.preview.empty()) io::write_preview_png(o.preview, vol);
-  if (!co.dir.empty()) remove_checkpoint_units(co);  // the output holds them now
+  if (!co.dir.empty()) remove_checkpoint(co);  // the output holds them now
   note(o.quiet,
        fmt::format("recon: wrote {}{} ({} x {} x {} voxels of {:g} x {:g} x {:g} mm; {} {} "
                    "{}): read {:.2f} s, reconstruct {:.2f} s, write {:.2f} s, total {:.2f} s",

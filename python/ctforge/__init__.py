@@ -407,7 +407,9 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
                 gpu_memory_limit: Any = None, gpu_interpolation: str = "exact",
                 reference: bool = False,
                 progress: Union[None, bool, Callable[[float], None]] = None,
-                out: str = "host") -> Union[np.ndarray, DeviceArray]:
+                out: str = "host", checkpoint_dir: Optional[PathLike] = None,
+                unit_planes: int = 0, checkpoint_every: int = 0,
+                checkpoint_seconds: float = 30.0) -> Union[np.ndarray, DeviceArray]:
     """Reconstructs a volume (nz, ny, nx) on ``grid`` from line integrals (views, rows, cols):
     what ``ctforge recon`` does, with the same options (README, "Command line").
 
@@ -420,7 +422,14 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
 
     ``projections`` may lie in GPU memory (any ``__dlpack__`` object on a CUDA device: CuPy,
     PyTorch, :class:`DeviceArray`) for FDK / FBP on the CUDA backend; ``out="device"`` returns
-    the volume as a :class:`DeviceArray` in GPU memory (the volume must fit there whole)."""
+    the volume as a :class:`DeviceArray` in GPU memory (the volume must fit there whole).
+
+    ``checkpoint_dir``: a resumable run (as ``ctforge recon --checkpoint-dir``): FDK / FBP slab
+    by slab (``unit_planes`` z-planes per unit; default about 16 M voxels), SIRT with its
+    iterate saved every ``checkpoint_every`` iterations and/or ``checkpoint_seconds``; after a
+    crash, a killed kernel or Ctrl-C the same call skips what is recorded there (the same
+    projections, geometry, grid and options; the directory refuses other ones) and returns the
+    bit-identical result. The units are removed once it is returned."""
     g = _core_geometry(geometry)
     vg = _grid(grid, g)
     algo = algorithm if algorithm is not None else _core.default_algorithm(g)
@@ -434,10 +443,26 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
         data = _device_capsule(projections, "projections")
     else:
         data = _as_float32(projections, 3, "projections")
+    record = "{}"
+    if checkpoint_dir is not None:
+        if not isinstance(data, np.ndarray):
+            raise UsageError("checkpoint_dir: projections in GPU memory are not supported")
+        import hashlib
+        digest = hashlib.blake2b(data.view(np.uint8), digest_size=16).hexdigest()
+        record = _json.dumps({
+            "data": {"shape": list(data.shape), "blake2b": digest},
+            "geometry": _json.loads(g.to_json()),
+            "grid": {"shape": list(vg.shape), "spacing_mm": list(vg.spacing),
+                     "origin_mm": list(vg.origin)},
+            "algorithm": algo, "filter": filter, "cutoff": float(cutoff), "backend": backend,
+            "gpu_interpolation": gpu_interpolation, "reference": bool(reference)})
     return _core.reconstruct(data, g, vg, algo, filter, float(cutoff), int(iterations),
                              float(relaxation), bool(nonnegative), backend, int(device),
                              int(threads), _memory(gpu_memory_limit), gpu_interpolation,
-                             bool(reference), callback, out == "device")
+                             bool(reference), callback, out == "device",
+                             _os.fspath(checkpoint_dir) if checkpoint_dir is not None else "",
+                             int(unit_planes), int(checkpoint_every), float(checkpoint_seconds),
+                             record)
 
 
 def to_device(array: Any, device: int = 0) -> DeviceArray:

@@ -21,6 +21,7 @@
 
 #include "ctforge/backend.hpp"
 #include "ctforge/cancel.hpp"
+#include "ctforge/checkpoint.hpp"
 #include "ctforge/device.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
@@ -556,7 +557,9 @@ PYBIND11_MODULE(_core, m) {
          const std::string& algo, const std::string& filter, double cutoff, int iterations,
          double relaxation, bool nonnegative, const std::string& where, int device, int threads,
          std::int64_t gpu_memory_limit, const std::string& interpolation, bool reference,
-         py::object progress, bool out_device) -> py::object {
+         py::object progress, bool out_device, const std::string& checkpoint_dir,
+         std::int64_t unit_planes, int checkpoint_every, double checkpoint_seconds,
+         const std::string& run_record) -> py::object {
         // A NumPy array, or the DLPack capsule of an array on a CUDA device (or on the host).
         farray in;
         projection_view p;
@@ -597,10 +600,20 @@ PYBIND11_MODULE(_core, m) {
         {
           py::gil_scoped_release nogil;
           try {
-            if (out_device)
+            if (!checkpoint_dir.empty()) {
+              CTFORGE_EXPECTS(!out_device, "checkpoint_dir: the result is assembled on the host");
+              checkpoint_options co;
+              co.dir = checkpoint_dir;
+              co.planes_per_unit = unit_planes;
+              co.every_iterations = checkpoint_every;
+              co.every_seconds = checkpoint_seconds;
+              out = reconstruct_resumable(p, g, vg, opt, co, run_record);
+              remove_checkpoint(co);
+            } else if (out_device) {
               *on_gpu = reconstruct_to_device(p, g, vg, opt);
-            else
+            } else {
               out = reconstruct(p, g, vg, opt);
+            }
           } catch (const cancelled&) {
             was_cancelled = true;
           }
@@ -619,7 +632,9 @@ PYBIND11_MODULE(_core, m) {
       py::arg("filter"), py::arg("cutoff"), py::arg("iterations"), py::arg("relaxation"),
       py::arg("nonnegative"), py::arg("backend"), py::arg("device"), py::arg("threads"),
       py::arg("gpu_memory_limit"), py::arg("gpu_interpolation"), py::arg("reference"),
-      py::arg("progress"), py::arg("out_device") = false);
+      py::arg("progress"), py::arg("out_device") = false, py::arg("checkpoint_dir") = "",
+      py::arg("unit_planes") = 0, py::arg("checkpoint_every") = 0,
+      py::arg("checkpoint_seconds") = 30.0, py::arg("run_record") = "{}");
   m.def(
       "estimate_center_of_rotation",
       [](const py::handle& proj_obj, const geometry& g) {

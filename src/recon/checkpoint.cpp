@@ -1,4 +1,5 @@
-// ctforge recon --checkpoint-dir: FDK / FBP slab by slab with resumable work units.
+// Resumable reconstruction (include/ctforge/checkpoint.hpp; ctforge recon --checkpoint-dir,
+// ctforge.reconstruct(checkpoint_dir=...)): FDK / FBP slab by slab, SIRT with saved iterates.
 //
 // The grid is cut into slabs of whole z-planes (units). Each unit reconstructs from the detector
 // rows its slab projects onto (plus interpolation margin), so the ramp filter runs once per row
@@ -9,15 +10,15 @@
 // a crash, SIGKILL or a reclaimed instance, the same command skips every unit whose marker and
 // data check out and computes the rest; the assembled volume is written like any output and is
 // bit-identical to an uninterrupted run of the same command (units are deterministic).
-// SIGINT / SIGTERM: the unit in progress is abandoned at its next batch of views, and the run
-// exits 130 / 143 with what is complete recorded; a second signal ends it at once.
+// A cancelled call (opt.cancel: the CLI's SIGINT / SIGTERM handler, Python's Ctrl-C) abandons
+// the unit in progress at its next batch of views and throws ctforge::cancelled saying what is
+// recorded.
 #include <fmt/format.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -27,12 +28,12 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.hpp"
+#include "ctforge/checkpoint.hpp"
 #include "ctforge/detail/atomic_write.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
 
-namespace ctforge::cli {
+namespace ctforge {
 namespace {
 
 namespace fs = std::filesystem;
@@ -47,40 +48,6 @@ std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h = 146959810
 std::string hex(std::uint64_t v) {
   return fmt::format("{:016x}", v);
 }
-
-// ---- signals: the first SIGINT / SIGTERM requests a stop, the second ends the process ----
-
-std::atomic<int> g_stop_signal{0};
-const cancellation_token* g_token = nullptr;
-
-extern "C" void on_stop_signal(int sig) {
-  if (g_stop_signal.exchange(sig) != 0) {
-    std::signal(sig, SIG_DFL);  // second signal: the default action, at once
-    std::raise(sig);
-    return;
-  }
-  if (g_token) g_token->request();
-}
-
-struct stop_handlers {
-  struct sigaction old_int {}, old_term {};
-  explicit stop_handlers(const cancellation_token& t) {
-    g_token = &t;
-    g_stop_signal = 0;
-    struct sigaction sa {};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, nullptr, &old_int);
-    sigaction(SIGTERM, nullptr, &old_term);
-    if (old_int.sa_handler != SIG_IGN) sigaction(SIGINT, &sa, nullptr);
-    if (old_term.sa_handler != SIG_IGN) sigaction(SIGTERM, &sa, nullptr);
-  }
-  ~stop_handlers() {
-    sigaction(SIGINT, &old_int, nullptr);
-    sigaction(SIGTERM, &old_term, nullptr);
-    g_token = nullptr;
-  }
-};
 
 // ---- units ----------------------------------------------------------------------------------
 
@@ -161,7 +128,7 @@ std::vector<float> load_unit(const fs::path& dir, const unit& u, const std::stri
 
 }  // namespace
 
-std::string describe_difference(const nlohmann::json& there, const nlohmann::json& here) {
+static std::string describe_difference(const json& there, const json& here) {
   std::string diff;
   for (const auto& [key, value] : here.items()) {
     const auto it = there.find(key);
@@ -209,15 +176,14 @@ void record_unit(const fs::path& dir, const std::string& stem, std::span<const f
 }
 
 [[noreturn]] void throw_stopped(const std::string& what_is_kept) {
-  const int sig = g_stop_signal;
-  throw stopped(sig, fmt::format("stopped by {}: {}; run the same command again to finish",
-                                 sig == SIGTERM ? "SIGTERM" : "SIGINT", what_is_kept));
+  throw cancelled(fmt::format("reconstruction cancelled: {}; the same call again finishes it",
+                              what_is_kept));
 }
 
 /// SIRT with its iterate saved into two alternating slots of co.dir (sirt_0, sirt_1), so that
 /// a crash while one is written leaves the other; resumes from the valid one with the most
 /// iterations.
-volume sirt_checkpointed(const projection_stack& proj, const geometry& g, const volume_geometry& vg,
+volume sirt_checkpointed(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                          recon_options ro, const checkpoint_options& co, json record,
                          const std::function<void(const std::string&)>& note) {
   // Not the iteration count: a run may be continued to more iterations.
@@ -264,7 +230,6 @@ volume sirt_checkpointed(const projection_stack& proj, const geometry& g, const 
     saved_iterations = iterations;
     if (co.after_unit) co.after_unit(iterations);
   };
-  const stop_handlers handlers(ro.cancel);
   try {
     return reconstruct(proj, g, vg, ro);
   } catch (const cancelled&) {
@@ -275,10 +240,17 @@ volume sirt_checkpointed(const projection_stack& proj, const geometry& g, const 
 
 }  // namespace
 
-volume reconstruct_checkpointed(const projection_stack& proj, const geometry& g,
-                                const volume_geometry& vg, recon_options ro,
-                                const checkpoint_options& co, const nlohmann::json& run_record,
-                                const std::function<void(const std::string&)>& note) {
+volume reconstruct_resumable(const projection_view& proj, const geometry& g,
+                             const volume_geometry& vg, recon_options ro,
+                             const checkpoint_options& co, std::string_view run_record_json,
+                             const std::function<void(const std::string&)>& note_fn) {
+  CTFORGE_EXPECTS(!co.dir.empty(), "checkpoint directory: empty path");
+  require_host(proj, "a resumable reconstruction");
+  const json run_record = json::parse(run_record_json, nullptr, /*allow_exceptions=*/false);
+  CTFORGE_EXPECTS(run_record.is_object(), "checkpoint run record: not a JSON object");
+  const auto note = [&](const std::string& t) {
+    if (note_fn) note_fn(t);
+  };
   if (ro.algo == algorithm::sirt) return sirt_checkpointed(proj, g, vg, ro, co, run_record, note);
   const fs::path dir(co.dir);
   std::int64_t planes = co.planes_per_unit;
@@ -312,12 +284,11 @@ volume reconstruct_checkpointed(const projection_stack& proj, const geometry& g,
     note(fmt::format("resuming: {} of {} units in {} are complete", reused, units.size(), co.dir));
 
   const std::vector<projection_matrix> mats = compute_projection_matrices(g);
-  const stop_handlers handlers(ro.cancel);
   const auto user_progress = ro.progress;
   std::int64_t done = reused;
   for (std::size_t n = 0; n < todo.size(); ++n) {
     const unit& u = units[todo[n]];
-    if (g_stop_signal != 0) break;
+    if (ro.cancel.requested()) break;
     // This unit's rows of the detector, and its planes of the grid.
     const auto [r0, r1] = row_band(g, vg, mats, u.k0, u.k1);
     projection_stack band(proj.views, r1 - r0, proj.cols);
@@ -347,12 +318,12 @@ volume reconstruct_checkpointed(const projection_stack& proj, const geometry& g,
     ++done;
     if (co.after_unit) co.after_unit(done);
   }
-  if (g_stop_signal != 0)
+  if (ro.cancel.requested())
     throw_stopped(fmt::format("{} of {} units complete in {}", done, units.size(), co.dir));
   return out;
 }
 
-void remove_checkpoint_units(const checkpoint_options& co) {
+void remove_checkpoint(const checkpoint_options& co) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(co.dir, ec)) {
     const std::string name = e.path().filename().string();
@@ -363,4 +334,4 @@ void remove_checkpoint_units(const checkpoint_options& co) {
   }
 }
 
-}  // namespace ctforge::cli
+}  // namespace ctforge
