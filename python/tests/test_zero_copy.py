@@ -151,3 +151,19 @@ def test_a_large_call_needs_no_memory_beyond_input_and_output(op):
     converted = peak_growth_mb(op, "float64")
     assert in_place < 30, in_place
     assert converted > 100, converted
+
+
+@pytest.mark.skipif(ctforge.backend_for()[0] != "cuda", reason="no usable CUDA device")
+def test_gpu_memory_in_and_out_equal_the_host_path():
+    g = ctforge.Geometry.cone(41, 23, 1.0, sid=200, sdd=400, angles=80)
+    p = ctforge.project_analytic(ctforge.shepp_logan(30), g)
+    grid = ctforge.VolumeGeometry(19, 25, 27, (0.6, 0.6, 0.6))
+    host = ctforge.reconstruct(p, g, grid, backend="cuda")
+    on_gpu = ctforge.reconstruct(ctforge.to_device(p), g, grid, backend="cuda")  # DLPack in
+    assert np.array_equal(on_gpu, host)
+    out = ctforge.reconstruct(p, g, grid, backend="cuda", out="device")  # stays on the GPU
+    assert out.shape == host.shape and out.__dlpack_device__() == (2, 0)
+    assert np.array_equal(out.to_numpy(), host)
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
+    assert np.array_equal(cupy.asnumpy(cupy.from_dlpack(out)), host)
+    assert np.array_equal(ctforge.reconstruct(cupy.asarray(p), g, grid, backend="cuda"), host)
