@@ -53,6 +53,30 @@ struct trilinear_border_sampler {
   }
 };
 
+/// The trilinear cell of a sample point shared by the samplers below: coordinates clamped to
+/// [-1, n], the cell's first voxel (i, j, k), possibly -1, and the fractional offsets.
+struct trilinear_cell {
+  std::int64_t i, j, k;
+  float ax, ay, az;
+};
+CTFORGE_HD trilinear_cell make_trilinear_cell(float x, float y, float z, int nx, int ny, int nz) {
+  x = clamp_f(x, -1.0f, static_cast<float>(nx));
+  y = clamp_f(y, -1.0f, static_cast<float>(ny));
+  z = clamp_f(z, -1.0f, static_cast<float>(nz));
+  const float fx = floor_f(x), fy = floor_f(y), fz = floor_f(z);
+  return {static_cast<std::int64_t>(fx), static_cast<std::int64_t>(fy),
+          static_cast<std::int64_t>(fz), x - fx, y - fy, z - fz};
+}
+/// Trilinear blend of a cell's eight taps: a (i, j, k), b (j + 1), c (k + 1), d (j + 1, k + 1),
+/// each pair [x, x + 1].
+CTFORGE_HD float trilinear_blend(const trilinear_cell& t, float a0, float a1, float b0, float b1,
+                                 float c0, float c1, float d0, float d1) {
+  const float ax = t.ax, ay = t.ay, az = t.az;
+  const float lo = (1.0f - ay) * ((1.0f - ax) * a0 + ax * a1) + ay * ((1.0f - ax) * b0 + ax * b1);
+  const float hi = (1.0f - ay) * ((1.0f - ax) * c0 + ax * c1) + ay * ((1.0f - ax) * d0 + ax * d1);
+  return (1.0f - az) * lo + az * hi;
+}
+
 /// A volume copied into a zero-bordered array: one zero plane before and two after each axis,
 /// i.e. (nx + 3) x (ny + 3) x (nz + 3) floats with voxel (0, 0, 0) at element (1, 1, 1).
 /// Clamping coordinates to [-1, n] then makes every tap that falls outside the volume read a
@@ -61,24 +85,13 @@ struct padded_volume_sampler {
   const float* data;  ///< element (-1, -1, -1) of the padded array
   int nx, ny, nz;     ///< size of the volume (not of the padded array)
   CTFORGE_HD float operator()(float x, float y, float z) const {
-    x = clamp_f(x, -1.0f, static_cast<float>(nx));
-    y = clamp_f(y, -1.0f, static_cast<float>(ny));
-    z = clamp_f(z, -1.0f, static_cast<float>(nz));
-    const float fx = floor_f(x), fy = floor_f(y), fz = floor_f(z);
-    const float ax = x - fx, ay = y - fy, az = z - fz;
+    const trilinear_cell t = make_trilinear_cell(x, y, z, nx, ny, nz);
     const std::int64_t px = nx + 3, py = ny + 3;
-    const float* a =
-        data +
-        ((static_cast<std::int64_t>(fz) + 1) * py + (static_cast<std::int64_t>(fy) + 1)) * px +
-        (static_cast<std::int64_t>(fx) + 1);
+    const float* a = data + ((t.k + 1) * py + (t.j + 1)) * px + (t.i + 1);
     const float* b = a + px;       // y + 1
     const float* c = a + px * py;  // z + 1
     const float* d = c + px;       // y + 1, z + 1
-    const float lo =
-        (1.0f - ay) * ((1.0f - ax) * a[0] + ax * a[1]) + ay * ((1.0f - ax) * b[0] + ax * b[1]);
-    const float hi =
-        (1.0f - ay) * ((1.0f - ax) * c[0] + ax * c[1]) + ay * ((1.0f - ax) * d[0] + ax * d[1]);
-    return (1.0f - az) * lo + az * hi;
+    return trilinear_blend(t, a[0], a[1], b[0], b[1], c[0], c[1], d[0], d[1]);
   }
 };
 
@@ -93,27 +106,17 @@ struct border_volume_sampler {
     return data[(k * ny + j) * nx + i];
   }
   CTFORGE_HD float operator()(float x, float y, float z) const {
-    x = clamp_f(x, -1.0f, static_cast<float>(nx));
-    y = clamp_f(y, -1.0f, static_cast<float>(ny));
-    z = clamp_f(z, -1.0f, static_cast<float>(nz));
-    const float fx = floor_f(x), fy = floor_f(y), fz = floor_f(z);
-    const float ax = x - fx, ay = y - fy, az = z - fz;
-    const auto i = static_cast<std::int64_t>(fx), j = static_cast<std::int64_t>(fy),
-               k = static_cast<std::int64_t>(fz);
-    float a0, a1, b0, b1, c0, c1, d0, d1;
+    const trilinear_cell t = make_trilinear_cell(x, y, z, nx, ny, nz);
+    const std::int64_t i = t.i, j = t.j, k = t.k;
     if (i >= 0 && j >= 0 && k >= 0 && i + 1 < nx && j + 1 < ny && k + 1 < nz) {
       const std::int64_t sx = nx, sxy = static_cast<std::int64_t>(nx) * ny;
       const float* a = data + (k * ny + j) * sx + i;
-      a0 = a[0], a1 = a[1], b0 = a[sx], b1 = a[sx + 1];
-      c0 = a[sxy], c1 = a[sxy + 1], d0 = a[sxy + sx], d1 = a[sxy + sx + 1];
-    } else {
-      a0 = at(i, j, k), a1 = at(i + 1, j, k), b0 = at(i, j + 1, k), b1 = at(i + 1, j + 1, k);
-      c0 = at(i, j, k + 1), c1 = at(i + 1, j, k + 1), d0 = at(i, j + 1, k + 1),
-      d1 = at(i + 1, j + 1, k + 1);
+      return trilinear_blend(t, a[0], a[1], a[sx], a[sx + 1], a[sxy], a[sxy + 1], a[sxy + sx],
+                             a[sxy + sx + 1]);
     }
-    const float lo = (1.0f - ay) * ((1.0f - ax) * a0 + ax * a1) + ay * ((1.0f - ax) * b0 + ax * b1);
-    const float hi = (1.0f - ay) * ((1.0f - ax) * c0 + ax * c1) + ay * ((1.0f - ax) * d0 + ax * d1);
-    return (1.0f - az) * lo + az * hi;
+    return trilinear_blend(t, at(i, j, k), at(i + 1, j, k), at(i, j + 1, k), at(i + 1, j + 1, k),
+                           at(i, j, k + 1), at(i + 1, j, k + 1), at(i, j + 1, k + 1),
+                           at(i + 1, j + 1, k + 1));
   }
 };
 
