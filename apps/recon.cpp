@@ -181,15 +181,11 @@ void run(const recon_cli_options& o) {
     try {
       vol = reconstruct_resumable(proj, g, vg, ro, co, record.dump(),
                                   [&](const std::string& t) { note(o.quiet, t); });
-    } catch (const cancelled& e) {
+    } catch (const checkpoint_stopped& e) {
       if (stop.signal() == 0) throw;
-      std::string what = e.what();
-      const std::string prefix = "reconstruction cancelled: ";
-      if (what.starts_with(prefix)) what = what.substr(prefix.size());
-      what = what.substr(0, what.find("; the same call again"));
       throw stopped(stop.signal(),
                     fmt::format("stopped by {}: {}; run the same command again to finish",
-                                stop.signal() == SIGTERM ? "SIGTERM" : "SIGINT", what));
+                                stop.signal() == SIGTERM ? "SIGTERM" : "SIGINT", e.recorded));
     }
   }
   const double s_recon = t_recon.seconds();

@@ -13,6 +13,17 @@
 
 namespace ctforge {
 
+/// Thrown by a cancelled reconstruct_resumable; `recorded` says what the directory holds
+/// ("5 of 24 units complete in ck/", "the iterate after 30 of 200 iterations is kept in ck/").
+class checkpoint_stopped : public cancelled {
+ public:
+  explicit checkpoint_stopped(const std::string& recorded_work)
+      : cancelled("reconstruction cancelled: " + recorded_work +
+                  "; the same call again finishes it"),
+        recorded(recorded_work) {}
+  std::string recorded;
+};
+
 struct checkpoint_options {
   std::string dir;                   ///< the checkpoint directory (created when missing)
   std::int64_t planes_per_unit = 0;  ///< FDK / FBP: z-planes per unit; 0: about 16 M voxels
@@ -31,7 +42,7 @@ struct checkpoint_options {
 /// `run_record_json` (a JSON object) describes the inputs and options; co.dir keeps it as
 /// run.json and refuses units of a different record (usage_error naming the differing keys).
 /// Complete, checksum-valid units are reused, so the result is bit-identical to an
-/// uninterrupted call. opt.cancel stops at the next batch / iteration: ctforge::cancelled says
+/// uninterrupted call. opt.cancel stops at the next batch / iteration: checkpoint_stopped says
 /// what is recorded. `note` receives one-line notes (resuming, a corrupted unit recomputed).
 volume reconstruct_resumable(const projection_view& proj, const geometry& g,
                              const volume_geometry& vg, recon_options opt,

@@ -14,12 +14,9 @@
 // the unit in progress at its next batch of views and throws ctforge::cancelled saying what is
 // recorded.
 #include <fmt/format.h>
-#include <sys/stat.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -100,20 +97,25 @@ void write_text(const fs::path& p, const std::string& text) {
   });
 }
 
-/// The unit's data when its marker and file check out; empty (with the reason) otherwise.
-std::vector<float> load_unit(const fs::path& dir, const unit& u, const std::string& run_hash,
-                             std::size_t count, std::string* why) {
-  const json m = read_json_file(dir / (u.stem() + ".json"));
+/// A recorded unit or state slot (<stem>.json + <stem>.f32) of run `run_hash`: its marker and
+/// its `count` floats when both check out; an empty marker with the reason otherwise.
+struct recorded {
+  json marker;
+  std::vector<float> data;
+};
+recorded read_recorded(const fs::path& dir, const std::string& stem, const std::string& run_hash,
+                       std::size_t count, std::string* why) {
+  json m = read_json_file(dir / (stem + ".json"));
   if (m.is_null() || !m.is_object()) {
     *why = "no marker";
     return {};
   }
-  if (m.value("run", "") != run_hash || m.value("k0", -1) != u.k0 || m.value("k1", -1) != u.k1) {
+  if (m.value("run", "") != run_hash) {
     *why = "marker of another run";
     return {};
   }
   std::vector<float> data(count);
-  std::ifstream in(dir / (u.stem() + ".f32"), std::ios::binary);
+  std::ifstream in(dir / (stem + ".f32"), std::ios::binary);
   if (!in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(count * 4)) ||
       in.peek() != std::char_traits<char>::eof()) {
     *why = "data file missing or of the wrong size";
@@ -123,12 +125,10 @@ std::vector<float> load_unit(const fs::path& dir, const unit& u, const std::stri
     *why = "checksum mismatch (corrupted data)";
     return {};
   }
-  return data;
+  return {std::move(m), std::move(data)};
 }
 
-}  // namespace
-
-static std::string describe_difference(const json& there, const json& here) {
+std::string describe_difference(const json& there, const json& here) {
   std::string diff;
   for (const auto& [key, value] : here.items()) {
     const auto it = there.find(key);
@@ -140,8 +140,6 @@ static std::string describe_difference(const json& there, const json& here) {
   return diff.empty() ? "the run record differs" : diff;
 }
 
-namespace {
-
 /// Creates co.dir and checks (or writes) its run record; returns the record's hash.
 std::string open_run_dir(const checkpoint_options& co, const json& record) {
   const fs::path dir(co.dir);
@@ -149,7 +147,8 @@ std::string open_run_dir(const checkpoint_options& co, const json& record) {
   fs::create_directories(dir, ec);
   CTFORGE_CHECK(fs::is_directory(dir), fmt::format("--checkpoint-dir: cannot create '{}'{}",
                                                    co.dir, ec ? ": " + ec.message() : ""));
-  const std::string run_hash = hex(fnv1a(record.dump().data(), record.dump().size()));
+  const std::string text = record.dump();
+  const std::string run_hash = hex(fnv1a(text.data(), text.size()));
   const fs::path run_file = dir / "run.json";
   const json there = read_json_file(run_file);
   if (!there.is_null()) {
@@ -176,8 +175,7 @@ void record_unit(const fs::path& dir, const std::string& stem, std::span<const f
 }
 
 [[noreturn]] void throw_stopped(const std::string& what_is_kept) {
-  throw cancelled(fmt::format("reconstruction cancelled: {}; the same call again finishes it",
-                              what_is_kept));
+  throw checkpoint_stopped(what_is_kept);
 }
 
 /// SIRT with its iterate saved into two alternating slots of co.dir (sirt_0, sirt_1), so that
@@ -199,20 +197,18 @@ volume sirt_checkpointed(const projection_view& proj, const geometry& g, const v
   std::vector<float> best;
   for (int slot = 0; slot < 2; ++slot) {
     const std::string stem = fmt::format("sirt_{}", slot);
-    const json m = read_json_file(dir / (stem + ".json"));
-    if (m.is_null() || m.value("run", "") != run_hash) continue;
-    const int iterations = m.value("iterations", 0);
-    if (iterations <= best_iterations || iterations > ro.iterations) continue;
-    std::vector<float> data(count);
-    std::ifstream in(dir / (stem + ".f32"), std::ios::binary);
-    if (!in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(count * 4)) ||
-        m.value("checksum", "") != hex(fnv1a(data.data(), count * sizeof(float)))) {
-      note(fmt::format("note: {}: checksum mismatch (corrupted data); not used", stem));
+    std::string why;
+    recorded r = read_recorded(dir, stem, run_hash, count, &why);
+    if (r.marker.is_null()) {
+      if (why != "no marker" && why != "marker of another run")
+        note(fmt::format("note: {}: {}; not used", stem, why));
       continue;
     }
+    const int iterations = r.marker.value("iterations", 0);
+    if (iterations <= best_iterations || iterations > ro.iterations) continue;
     best_slot = slot;
     best_iterations = iterations;
-    best = std::move(data);
+    best = std::move(r.data);
   }
   if (best_slot >= 0)
     note(fmt::format("resuming SIRT after iteration {} of {} from {}", best_iterations,
@@ -270,14 +266,19 @@ volume reconstruct_resumable(const projection_view& proj, const geometry& g,
   std::int64_t reused = 0;
   for (std::size_t i = 0; i < units.size(); ++i) {
     std::string why;
-    std::vector<float> d = load_unit(dir, units[i], run_hash,
-                                     static_cast<std::size_t>((units[i].k1 - units[i].k0) * plane), &why);
-    if (d.empty()) {
+    recorded r = read_recorded(dir, units[i].stem(), run_hash,
+                               static_cast<std::size_t>((units[i].k1 - units[i].k0) * plane), &why);
+    if (!r.marker.is_null() &&
+        (r.marker.value("k0", -1) != units[i].k0 || r.marker.value("k1", -1) != units[i].k1)) {
+      why = "marker of another run";
+      r.marker = nullptr;
+    }
+    if (r.marker.is_null()) {
       if (why != "no marker") note(fmt::format("note: {}: {}; computing it again", units[i].stem(), why));
       todo.push_back(i);
       continue;
     }
-    std::copy(d.begin(), d.end(), out.data.begin() + units[i].k0 * plane);
+    std::copy(r.data.begin(), r.data.end(), out.data.begin() + units[i].k0 * plane);
     ++reused;
   }
   if (reused > 0)
