@@ -66,7 +66,7 @@ def _dlpack_device(x: Any) -> Optional[Tuple[int, int]]:
     return int(t), int(i)
 
 
-def _device_capsule(x: Any, what: str) -> Any:
+def _device_capsule(x: Any) -> Any:
     """DLPack capsule of an array in CUDA memory (the producer orders its pending work before
     the legacy default stream, which the call then waits for)."""
     try:
@@ -440,7 +440,7 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
         raise UsageError(f"out: expected 'host' or 'device' (got {out!r})")
     where = _dlpack_device(projections)
     if where is not None and where[0] in _DLPACK_CUDA:
-        data = _device_capsule(projections, "projections")
+        data = _device_capsule(projections)
     else:
         data = _as_float32(projections, 3, "projections")
     record = "{}"
