@@ -49,6 +49,7 @@ struct recon_cli_options {
   std::int64_t unit_planes = 0;
   int checkpoint_every = 0;
   double checkpoint_seconds = 30;
+  std::string memory_limit;  // host memory for FDK / FBP data; empty: no limit
 };
 
 /// What a checkpointed run depends on, for its run record: a file by path, size and mtime.
@@ -60,6 +61,28 @@ nlohmann::json file_identity(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) return abs.string();
   return {abs.string(), static_cast<std::int64_t>(st.st_size),
           static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+/// Bytes an FDK / FBP unit holds at its peak: its band of views (and the filtered copy) and
+/// its slab (and the copy handed on).
+std::int64_t unit_bytes(const geometry& g, const volume_geometry& vg, const slab_unit& u) {
+  return 2 * 4 * (g.view_count() * (u.r1 - u.r0) * g.cols + (u.k1 - u.k0) * vg.nx * vg.ny);
+}
+
+/// The most planes per unit (at most `planes`, 0: the default) whose units fit in `limit`
+/// bytes; usage_error naming --memory-limit when not even one plane does.
+std::int64_t planes_within(const geometry& g, const volume_geometry& vg, std::int64_t planes,
+                           std::int64_t limit) {
+  std::int64_t p = planes > 0 ? planes : default_unit_planes(vg);
+  for (;;) {
+    std::int64_t peak = 0;
+    for (const auto& u : plan_slab_units(g, vg, p)) peak = std::max(peak, unit_bytes(g, vg, u));
+    if (peak <= limit) return p;
+    CTFORGE_EXPECTS(p > 1, fmt::format("--memory-limit: {} bytes do not hold one plane of the "
+                                       "volume and the detector rows it needs ({} bytes)",
+                                       limit, peak));
+    p = std::max<std::int64_t>(1, p / 2);
+  }
 }
 
 void run(const recon_cli_options& o) {
@@ -112,12 +135,37 @@ void run(const recon_cli_options& o) {
   read.geometry_path = o.geometry;
   read.pixel_size_mm = o.pixel_size;
   read.bin_rows = read.bin_cols = o.bin;
-  io::loaded_projections in = io::read_projections_any(o.input, read);
-  if (!in.warnings.empty()) note(o.quiet, "note: " + in.warnings);
+  const std::int64_t memory_limit =
+      o.memory_limit.empty() ? 0 : parse_byte_size("--memory-limit", o.memory_limit);
+  // FDK / FBP with a checkpoint directory or a memory limit run slab by slab, each unit
+  // reading only its detector rows from the file (the geometry is read first, alone).
+  geometry g = io::read_projection_geometry(o.input, read);
+  ro.algo = !o.algorithm.empty() ? parse_algorithm(o.algorithm) : default_algorithm(g);
+  const bool analytic = ro.algo != algorithm::sirt;
+  const volume_geometry vg_guess = make_grid(o.grid, g);
+  const std::int64_t whole_bytes =
+      2 * 4 * (g.view_count() * g.rows * g.cols + vg_guess.voxel_count());
+  const bool slabwise =
+      analytic && (!o.checkpoint_dir.empty() || (memory_limit > 0 && whole_bytes > memory_limit));
+  CTFORGE_EXPECTS(analytic || memory_limit == 0 || whole_bytes <= memory_limit,
+                  fmt::format("--memory-limit: SIRT holds the projections and the volume whole "
+                              "({} bytes); raise the limit or use fdk / fbp",
+                              whole_bytes));
+  io::loaded_projections in;
+  if (!slabwise || o.center_of_rotation == "auto") {
+    io::projection_read_options whole = read;
+    if (slabwise) {  // the centre of rotation from 32 rows about the middle
+      const std::int64_t mid = g.rows / 2, half = std::min<std::int64_t>(16, (g.rows + 1) / 2);
+      whole = io::row_band_options(read, g.rows, std::max<std::int64_t>(0, mid - half),
+                                   std::min(g.rows, mid + half));
+    }
+    in = io::read_projections_any(o.input, whole);
+    if (!in.warnings.empty()) note(o.quiet, "note: " + in.warnings);
+    if (!slabwise) g = *in.geom;
+  }
   const projection_stack& proj = in.projections;
-  geometry g = *in.geom;
   if (o.center_of_rotation == "auto") {
-    const double col = estimate_center_of_rotation(proj, g);
+    const double col = estimate_center_of_rotation(proj, *in.geom);
     fmt::print("center of rotation: column {:.2f} (estimated; detector middle {:.1f})\n", col,
                0.5 * static_cast<double>(g.cols - 1));
     g = with_center_of_rotation(g, col);
@@ -125,9 +173,6 @@ void run(const recon_cli_options& o) {
     g = with_center_of_rotation(
         g, parse_doubles("--center-of-rotation", o.center_of_rotation, {1})[0]);
   }
-  // Default: the analytic method of a circular orbit (vector geometries included), SIRT for
-  // other trajectories.
-  ro.algo = !o.algorithm.empty() ? parse_algorithm(o.algorithm) : default_algorithm(g);
   ro.iterations = o.iterations;
   ro.relaxation = o.relaxation;
   ro.nonnegative = o.nonnegative;
@@ -156,7 +201,20 @@ void run(const recon_cli_options& o) {
   co.every_iterations = o.checkpoint_every;
   co.every_seconds = o.checkpoint_seconds;
   volume vol;
-  if (co.dir.empty()) {
+  const bool streamed = slabwise && io::volume_format_of(o.output) == io::volume_format::hdf5;
+  std::int64_t planes = o.unit_planes;
+  if (slabwise && memory_limit > 0) {
+    CTFORGE_EXPECTS(streamed, fmt::format("--memory-limit: the volume ({} bytes with the "
+                                          "projections) is written slab by slab to .h5 outputs "
+                                          "only; write {} as .h5 and convert it",
+                                          whole_bytes, o.output));
+    CTFORGE_EXPECTS(o.preview.empty(),
+                    "--preview: needs the whole volume in memory; drop it with --memory-limit");
+    planes = planes_within(g, vg, planes, memory_limit);
+  }
+  std::unique_ptr<io::volume_file_writer> writer;
+  if (streamed) writer = std::make_unique<io::volume_file_writer>(o.output, vg);
+  if (!slabwise && co.dir.empty()) {
     vol = reconstruct(proj, g, vg, ro);
   } else {
     const nlohmann::json record = {
@@ -178,14 +236,36 @@ void run(const recon_cli_options& o) {
     // SIGINT / SIGTERM stop the run at its next batch or iteration with what is complete
     // recorded (exit 130 / 143); a second signal ends it at once.
     const stop_on_signals stop(ro.cancel);
+    const row_band_source rows = [&](std::int64_t r0, std::int64_t r1) {
+      return io::read_projections_any(o.input, io::row_band_options(read, g.rows, r0, r1))
+          .projections;
+    };
+    if (slabwise && !streamed) vol = volume(vg);
+    const std::int64_t plane = vg.nx * vg.ny;
+    const slab_sink sink = [&](const slab_unit& u, std::span<const float> data) {
+      if (writer) {
+        writer->write_planes(u.k0, data);
+      } else {
+        std::copy(data.begin(), data.end(), vol.data.begin() + u.k0 * plane);
+      }
+    };
+    const auto print_note = [&](const std::string& t) { note(o.quiet, t); };
     try {
-      vol = reconstruct_resumable(proj, g, vg, ro, co, record.dump(),
-                                  [&](const std::string& t) { note(o.quiet, t); });
-    } catch (const checkpoint_stopped& e) {
+      if (slabwise) {
+        reconstruct_slabwise(rows, g, vg, ro, planes, co, co.dir.empty() ? "{}" : record.dump(),
+                             sink, print_note);
+      } else {  // SIRT: its iterate saved in co.dir
+        vol = reconstruct_resumable(proj, g, vg, ro, co, record.dump(), print_note);
+      }
+    } catch (const cancelled& e) {
       if (stop.signal() == 0) throw;
+      const auto* kept = dynamic_cast<const checkpoint_stopped*>(&e);
       throw stopped(stop.signal(),
-                    fmt::format("stopped by {}: {}; run the same command again to finish",
-                                stop.signal() == SIGTERM ? "SIGTERM" : "SIGINT", e.recorded));
+                    kept ? fmt::format("stopped by {}: {}; run the same command again to finish",
+                                       stop.signal() == SIGTERM ? "SIGTERM" : "SIGINT",
+                                       kept->recorded)
+                         : fmt::format("stopped by {}; nothing was written",
+                                       stop.signal() == SIGTERM ? "SIGTERM" : "SIGINT"));
     }
   }
   const double s_recon = t_recon.seconds();
@@ -204,8 +284,15 @@ void run(const recon_cli_options& o) {
   io::volume_write_options wo;
   wo.mu_water_per_mm = o.mu_water;
   wo.series_description = "ctforge " + algo_name + " reconstruction";
-  io::write_volume_any(o.output, vol, wo);
-  if (!o.preview.empty()) io::write_preview_png(o.preview, vol);
+  if (writer) {
+    writer->commit();
+  } else {
+    io::write_volume_any(o.output, vol, wo);
+  }
+  if (!o.preview.empty()) {
+    if (writer) vol = io::read_volume(o.output);  // --checkpoint-dir without --memory-limit
+    io::write_preview_png(o.preview, vol);
+  }
   if (!co.dir.empty()) remove_checkpoint(co);  // the output holds them now
   note(o.quiet,
        fmt::format("recon: wrote {}{} ({} x {} x {} voxels of {:g} x {:g} x {:g} mm; {} {} "
@@ -302,6 +389,11 @@ runner add_recon(CLI::App& app) {
   sub->add_option("--unit-planes", o->unit_planes,
                   "--checkpoint-dir: z-planes per unit (default: about 16 M voxels per unit)")
       ->type_name("N");
+  sub->add_option("--memory-limit", o->memory_limit,
+                  "FDK / FBP: host memory for projections and volume (e.g. 8G). A larger job "
+                  "runs slab by slab, each slab reading only its detector rows from the input "
+                  "and written straight into the .h5 output")
+      ->type_name("SIZE");
   sub->add_flag("--quiet", o->quiet, "Print nothing but errors");
   sub->add_flag("--reference", o->reference,
                 "Use the slow double-precision CPU reference path (for validation)");

@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ctforge/recon.hpp"
 
@@ -32,6 +34,82 @@ struct checkpoint_options {
   /// Called after each unit (FDK / FBP: units complete; SIRT: iterations saved). May be empty.
   std::function<void(std::int64_t)> after_unit;
 };
+
+/// One FDK / FBP work unit: z-planes [k0, k1) of the grid, reconstructed from detector rows
+/// [r0, r1) of every view (the rows those planes project onto, plus the interpolation margin).
+struct slab_unit {
+  std::int64_t k0 = 0, k1 = 0;  ///< planes of the grid (z indices)
+  std::int64_t r0 = 0, r1 = 0;  ///< detector rows (0-based) of the geometry the unit is cut from
+  std::string name() const;     ///< "slab_<k0>_<k1>", the stem of its files in a checkpoint dir
+};
+
+/// Planes per unit when none are asked for: about 16 M voxels (64 MB), at least one plane.
+std::int64_t default_unit_planes(const volume_geometry& vg);
+
+/// The units of an FDK / FBP run on grid `vg` with `planes` z-planes each (0: the default),
+/// in z order, each with its detector-row band in `g`.
+std::vector<slab_unit> plan_slab_units(const geometry& g, const volume_geometry& vg,
+                                       std::int64_t planes);
+
+/// Planes [u.k0, u.k1) of reconstruct(proj, g, vg, opt) computed from rows [u.r0, u.r1) of the
+/// projections only: `band` holds those rows of every view ([views][r1 - r0][cols]). The ramp
+/// filter runs once on the band. Deterministic: the same inputs give the same floats.
+volume reconstruct_unit(const projection_view& band, const geometry& g, const volume_geometry& vg,
+                        const recon_options& opt, const slab_unit& u);
+
+/// An FDK / FBP run recorded unit by unit in a checkpoint directory. Several processes (the
+/// workers of a cluster on one shared file system) may open the same run at once and record
+/// different units; every file is written atomically (temporary name, fsync, rename), the
+/// marker after the data, so a reader sees a unit complete or not at all.
+class slab_run {
+ public:
+  /// Opens (creating) `co.dir` for the run described by `run_record_json` (a JSON object: the
+  /// inputs and options; the version and the units are added). A directory holding another
+  /// run's record is refused (usage_error naming the keys that differ).
+  slab_run(const geometry& g, const volume_geometry& vg, const checkpoint_options& co,
+           std::string_view run_record_json);
+
+  const std::vector<slab_unit>& units() const noexcept { return units_; }
+  const std::string& dir() const noexcept { return dir_; }
+  /// Hash of the run record, stamped into every marker.
+  const std::string& fingerprint() const noexcept { return hash_; }
+
+  /// Whether unit i is recorded and checks out (marker of this run, size, checksum);
+  /// otherwise false with the reason in `why` ("no marker" when it was never recorded).
+  bool is_recorded(std::size_t i, std::string* why = nullptr) const;
+  /// The recorded planes of unit i ([k1 - k0][ny][nx]); throws error naming the files when
+  /// the unit is missing or corrupt.
+  std::vector<float> read_unit(std::size_t i) const;
+  /// Reconstructs unit i from its band (reconstruct_unit) and records it. A cancelled
+  /// opt.cancel throws ctforge::cancelled and records nothing.
+  void compute_unit(std::size_t i, const projection_view& band, const recon_options& opt) const;
+
+ private:
+  geometry g_;
+  volume_geometry vg_;
+  std::string dir_, hash_;
+  std::vector<slab_unit> units_;
+};
+
+/// Source of detector-row bands: rows [r0, r1) of every view ([views][r1 - r0][cols]), e.g. read
+/// from a file with io::row_band_options, so that only one unit's rows are in memory.
+using row_band_source = std::function<projection_stack(std::int64_t r0, std::int64_t r1)>;
+
+/// Receives each unit's planes in z order: `planes` holds [u.k1 - u.k0][ny][nx] floats.
+using slab_sink = std::function<void(const slab_unit& u, std::span<const float> planes)>;
+
+/// FDK / FBP slab by slab with bounded memory: the units of `plan_slab_units(g, vg, planes)`
+/// are computed from the bands `rows` gives and handed to `sink` in z order (an HDF5 volume
+/// written as it comes: io::volume_file_writer), so that one band and one slab are in memory
+/// at a time. With co.dir set the units are also recorded there, and recorded ones are read
+/// back instead of computed (resume); `run_record_json` is then the run record as for
+/// reconstruct_resumable. opt.cancel stops at the next batch: checkpoint_stopped (co.dir set)
+/// or cancelled.
+void reconstruct_slabwise(const row_band_source& rows, const geometry& g,
+                          const volume_geometry& vg, recon_options opt, std::int64_t planes,
+                          const checkpoint_options& co, std::string_view run_record_json,
+                          const slab_sink& sink,
+                          const std::function<void(const std::string&)>& note = {});
 
 /// reconstruct(proj, g, vg, opt), recorded unit by unit in co.dir:
 ///  * FDK / FBP: slabs of whole z-planes, each from the detector rows it projects onto (the ramp

@@ -108,6 +108,17 @@ struct loaded_projections : projection_file {
 loaded_projections read_projections_any(const std::string& path,
                                         const projection_read_options& opt = {});
 
+/// The geometry read_projections_any(path, opt) returns, without reading the projections (one
+/// pixel of one view is read; the same checks of ranges, sizes and geometry apply).
+geometry read_projection_geometry(const std::string& path, const projection_read_options& opt = {});
+
+/// Options that read only rows [r0, r1) of what read_projections_any(path, opt) returns (rows of
+/// the selected, binned and reoriented detector of `total_rows` rows): the same values, bit for
+/// bit, from a hyperslab of the stored data. The geometry read with them describes the band.
+projection_read_options row_band_options(const projection_read_options& opt,
+                                         std::int64_t total_rows, std::int64_t r0,
+                                         std::int64_t r1);
+
 /// "ctforge", "dxchange", "nxtomo" or "tiff" for a projection file, from its content (HDF5) or
 /// its name (directory, glob, .tif/.tiff). Throws error when the file is none of those.
 std::string projection_format(const std::string& path);

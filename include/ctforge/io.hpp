@@ -10,7 +10,9 @@
 // earlier output.
 #pragma once
 
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "ctforge/geometry.hpp"
@@ -32,6 +34,32 @@ void write_projections(const std::string& path, const projection_view& p, const 
 
 volume read_volume(const std::string& path);
 void write_volume(const std::string& path, const volume_view& v);
+
+/// A native HDF5 volume file written a few z-planes at a time, for volumes that need not fit
+/// in memory (slab-wise and distributed reconstructions). The file is built under a unique
+/// temporary name in the destination directory with the volume's whole size reserved at once
+/// (a full disk is an error at construction, naming the file), each plane written with
+/// checked writes; commit() checks that every plane was written, flushes and renames it over
+/// `path`. Destroyed without commit() (an error, an interruption) it removes the temporary and
+/// leaves any earlier file of that name untouched. Uncompressed (contiguous) storage.
+class volume_file_writer {
+ public:
+  volume_file_writer(const std::string& path, const volume_geometry& g);
+  ~volume_file_writer();
+  volume_file_writer(const volume_file_writer&) = delete;
+  volume_file_writer& operator=(const volume_file_writer&) = delete;
+
+  /// Writes planes [k0, k0 + n) from `planes` ([n][ny][nx] floats, n >= 1, any order of
+  /// calls). Non-finite values are refused (error naming the file and the voxel).
+  void write_planes(std::int64_t k0, std::span<const float> planes);
+  /// Every plane written: flushed to the device and renamed into place.
+  void commit();
+  const std::string& path() const noexcept;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
 
 /// Short human-readable description of any ctforge HDF5 file (datasets, shapes, value range,
 /// geometry summary, volume spacing/origin).

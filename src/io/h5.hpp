@@ -390,6 +390,9 @@ struct create_options {
   dims_t chunk;          ///< chunk shape (same rank); empty = contiguous storage
   int deflate = 0;       ///< gzip level 0..9 (0 = none; needs chunks; skipped if unavailable)
   bool shuffle = false;  ///< byte shuffle before deflate (helps float data)
+  /// Contiguous storage only: the data's space is allocated at creation and no fill value is
+  /// ever written, so dataset::data_offset() is known and the data can be written in place.
+  bool preallocate = false;
 };
 
 /// An open dataset. Reads/writes convert between the stored type and T.
@@ -406,6 +409,12 @@ class dataset : public location {
   const std::string& name() const noexcept { return name_; }
   const std::string& file_path() const noexcept { return file_; }
 
+  /// Byte offset of the data in the file (contiguous storage, allocated); throws otherwise.
+  std::uint64_t data_offset() const {
+    const haddr_t a = H5Dget_offset(id_);
+    CTFORGE_CHECK(a != HADDR_UNDEF, context_ + ": H5Dget_offset (storage not allocated)");
+    return static_cast<std::uint64_t>(a);
+  }
   /// Dimensions, slowest first (empty for a scalar).
   dims_t shape() const {
     dataspace_id s(check_id(H5Dget_space(id_), context_, "H5Dget_space"));
@@ -717,6 +726,12 @@ class file : public location {
         check(H5Pset_deflate(dcpl.get(), static_cast<unsigned>(std::min(opt.deflate, 9))), ctx,
               "H5Pset_deflate");
       }
+    }
+    if (opt.preallocate) {
+      CTFORGE_CHECK(opt.chunk.empty(), ctx + ": preallocated storage must be contiguous");
+      check(H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS), ctx, "H5Pset_layout");
+      check(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY), ctx, "H5Pset_alloc_time");
+      check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), ctx, "H5Pset_fill_time");
     }
     plist_id lcpl = link_plist(ctx);
     return dataset(dataset_id(check_id(H5Dcreate2(id_, n.c_str(), type, s.get(), lcpl.get(),

@@ -1,5 +1,12 @@
 // Native HDF5 projection and volume files (schema in include/ctforge/io.hpp).
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <memory>
 
 #include <algorithm>
 #include <cmath>
@@ -311,6 +318,101 @@ void write_volume(const std::string& path, const volume_view& v) {
     f.close();
     write_file_bytes(tmp, bytes.data(), bytes.size(), path);
   });
+}
+
+struct volume_file_writer::impl {
+  std::string path;
+  volume_geometry g;
+  std::unique_ptr<temporary_output> out;
+  std::uint64_t offset = 0;
+  int fd = -1;
+  std::vector<bool> written;
+  ~impl() {
+    if (fd >= 0) ::close(fd);
+  }
+  [[noreturn]] void fail(const std::string& action, int err) const {
+    CTFORGE_FAIL(fmt::format("{}: {}: {}", path, action, std::strerror(err)));
+  }
+};
+
+volume_file_writer::volume_file_writer(const std::string& path, const volume_geometry& g)
+    : impl_(std::make_unique<impl>()) {
+  static_assert(std::endian::native == std::endian::little,
+                "volume_file_writer writes the host's floats as little-endian float32");
+  g.validate();
+  impl& m = *impl_;
+  m.path = path;
+  m.g = g;
+  m.written.assign(static_cast<std::size_t>(g.nz), false);
+  m.out = std::make_unique<temporary_output>(path);
+  {
+    // The skeleton (metadata and the reserved data space) through HDF5; the data afterwards
+    // with checked writes at the data's offset.
+    h5::file f = h5::file::create(m.out->path());
+    h5::create_options opt;
+    opt.preallocate = true;
+    const h5::dims_t dims{static_cast<hsize_t>(g.nz), static_cast<hsize_t>(g.ny),
+                          static_cast<hsize_t>(g.nx)};
+    h5::dataset ds = f.create_dataset<float>(k_volume, dims, opt);
+    ds.write_double_attribute(k_spacing, g.spacing_mm);
+    ds.write_double_attribute(k_origin, g.origin_mm);
+    ds.write_string_attribute("axes", "z:y:x");
+    m.offset = ds.data_offset();
+    ds.close();
+    f.write_string_attribute("creator", "ctforge " CTFORGE_VERSION);
+    f.close();
+  }
+  m.fd = ::open(m.out->path().c_str(), O_WRONLY | O_CLOEXEC);
+  if (m.fd < 0) m.fail("cannot open the temporary " + m.out->path(), errno);
+  const auto bytes = static_cast<off_t>(g.voxel_count() * static_cast<std::int64_t>(sizeof(float)));
+  const int err = ::posix_fallocate(m.fd, static_cast<off_t>(m.offset), bytes);
+  if (err != 0 && err != EOPNOTSUPP && err != EINVAL)
+    m.fail(fmt::format("cannot reserve {} bytes for the volume", bytes), err);
+}
+
+volume_file_writer::~volume_file_writer() = default;
+
+const std::string& volume_file_writer::path() const noexcept {
+  return impl_->path;
+}
+
+void volume_file_writer::write_planes(std::int64_t k0, std::span<const float> planes) {
+  impl& m = *impl_;
+  const std::int64_t plane = m.g.nx * m.g.ny;
+  const auto n = static_cast<std::int64_t>(planes.size()) / plane;
+  CTFORGE_EXPECTS(m.fd >= 0, m.path + ": volume_file_writer: already committed");
+  CTFORGE_EXPECTS(n >= 1 && n * plane == static_cast<std::int64_t>(planes.size()) && k0 >= 0 &&
+                      k0 + n <= m.g.nz,
+                  fmt::format("{}: {} values are not whole planes of {} x {} voxels at z {} of {}",
+                              m.path, planes.size(), m.g.nx, m.g.ny, k0, m.g.nz));
+  const std::string axes = fmt::format("z - {}, y, x", k0);
+  detail::refuse_non_finite(planes.data(), n, m.g.ny, m.g.nx, m.path, axes.c_str());
+  const auto* p = reinterpret_cast<const char*>(planes.data());
+  const std::size_t total = planes.size() * sizeof(float);
+  const std::uint64_t at = m.offset + static_cast<std::uint64_t>(k0 * plane) * sizeof(float);
+  std::size_t done = 0;
+  while (done < total) {
+    const ssize_t w = ::pwrite(m.fd, p + done, std::min<std::size_t>(total - done, 1u << 30),
+                               static_cast<off_t>(at + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) m.fail(fmt::format("write of planes {}..{} failed", k0, k0 + n - 1),
+                       w < 0 ? errno : ENOSPC);
+    done += static_cast<std::size_t>(w);
+  }
+  for (std::int64_t k = k0; k < k0 + n; ++k) m.written[static_cast<std::size_t>(k)] = true;
+}
+
+void volume_file_writer::commit() {
+  impl& m = *impl_;
+  CTFORGE_EXPECTS(m.fd >= 0, m.path + ": volume_file_writer: already committed");
+  const auto missing = std::find(m.written.begin(), m.written.end(), false);
+  CTFORGE_CHECK(missing == m.written.end(),
+                fmt::format("{}: plane {} of {} was never written; the file is not complete", m.path,
+                            missing - m.written.begin(), m.g.nz));
+  const int fd = m.fd;
+  m.fd = -1;
+  if (::close(fd) != 0) m.fail("closing failed", errno);
+  m.out->commit();
 }
 
 std::string describe_file(const std::string& path) {

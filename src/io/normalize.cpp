@@ -275,8 +275,13 @@ std::string projection_format(const std::string& path) {
                   path, present.empty() ? "none" : present));
 }
 
-loaded_projections read_projections_any(const std::string& path,
-                                        const projection_read_options& opt) {
+namespace {
+
+/// read_projections_any, or with `frames` false only its geometry: then one pixel of one
+/// view is read (the readers' range checks and the stored sizes, angles and geometry still
+/// apply) and no flat / dark field, normalisation or reorientation happens.
+loaded_projections load_projections(const std::string& path, const projection_read_options& opt,
+                                    bool frames) {
   CTFORGE_EXPECTS(opt.pixel_size_mm > 0 && std::isfinite(opt.pixel_size_mm),
                   fmt::format("pixel size must be positive (got {})", opt.pixel_size_mm));
   const std::string format = projection_format(path);
@@ -287,18 +292,23 @@ loaded_projections read_projections_any(const std::string& path,
   raw_scan scan;
   std::optional<geometry> stored_geometry;
   intensity_mode mode = opt.mode;
+  detector_selection read_sel = opt.select;
+  if (!frames) {
+    const auto one = [](const index_range& r) { return index_range{r.first, 1}; };
+    read_sel = {one(opt.select.views), one(opt.select.rows), one(opt.select.cols)};
+  }
   if (format == "ctforge") {
-    scan = read_native_selection(path, opt.select, stored_geometry);
+    scan = read_native_selection(path, read_sel, stored_geometry);
     CTFORGE_EXPECTS(
         mode != intensity_mode::raw,
         fmt::format("{}: ctforge projection files hold line integrals, not raw counts", path));
     if (opt.flat_path.empty() && opt.dark_path.empty()) mode = intensity_mode::line_integrals;
   } else if (format == "dxchange") {
-    scan = read_dxchange(path, opt.select);
+    scan = read_dxchange(path, read_sel);
   } else if (format == "nxtomo") {
-    scan = read_nxtomo(path, opt.select);
+    scan = read_nxtomo(path, read_sel);
   } else {
-    scan = read_tiff_stack(path, opt.select);
+    scan = read_tiff_stack(path, read_sel);
   }
 
   // Flat / dark fields given as separate images replace the stored ones.
@@ -313,14 +323,15 @@ loaded_projections read_projections_any(const std::string& path,
                     f.full_rows, f.full_cols, path, scan.full_rows, scan.full_cols));
     return std::move(f.frames);
   };
-  if (!opt.flat_path.empty()) scan.flats = read_field(opt.flat_path, "flat field");
-  if (!opt.dark_path.empty()) scan.darks = read_field(opt.dark_path, "dark field");
-
-  normalize_report report;
-  out.projections =
-      normalize(scan, mode, opt.bin_rows, opt.bin_cols, opt.min_transmission, path, &report);
-  out.clamped = report.clamped;
-  if (!report.warnings.empty()) notes.push_back(report.warnings);
+  if (frames) {
+    if (!opt.flat_path.empty()) scan.flats = read_field(opt.flat_path, "flat field");
+    if (!opt.dark_path.empty()) scan.darks = read_field(opt.dark_path, "dark field");
+    normalize_report report;
+    out.projections =
+        normalize(scan, mode, opt.bin_rows, opt.bin_cols, opt.min_transmission, path, &report);
+    out.clamped = report.clamped;
+    if (!report.warnings.empty()) notes.push_back(report.warnings);
+  }
 
   // Geometry of the whole stored data set (as reoriented), then of the selection.
   const std::int64_t full_rows = opt.transpose ? scan.full_cols : scan.full_rows;
@@ -376,12 +387,41 @@ loaded_projections read_projections_any(const std::string& path,
   if (opt.flip_u) c0 = full_cols - c0 - nc;
   if (opt.flip_v) r0 = full_rows - r0 - nr;
   const detector_selection oriented{opt.select.views, {r0, nr}, {c0, nc}};
-  if (opt.transpose || opt.flip_u || opt.flip_v)
+  if (frames && (opt.transpose || opt.flip_u || opt.flip_v))
     out.projections = reorient_projections(out.projections, opt.transpose, opt.flip_u, opt.flip_v);
   out.geom = select_geometry(full, oriented, bin_r, bin_c);
   out.geometry_json = geometry_to_json(*out.geom);
   out.warnings = join(notes);
   return out;
+}
+
+}  // namespace
+
+loaded_projections read_projections_any(const std::string& path,
+                                        const projection_read_options& opt) {
+  return load_projections(path, opt, /*frames=*/true);
+}
+
+geometry read_projection_geometry(const std::string& path, const projection_read_options& opt) {
+  return *load_projections(path, opt, /*frames=*/false).geom;
+}
+
+projection_read_options row_band_options(const projection_read_options& opt,
+                                         std::int64_t total_rows, std::int64_t r0,
+                                         std::int64_t r1) {
+  CTFORGE_EXPECTS(0 <= r0 && r0 < r1 && r1 <= total_rows,
+                  fmt::format("detector rows [{}, {}) are not within the {} rows read", r0, r1,
+                              total_rows));
+  // Rows of the reoriented detector are rows (or, transposed, columns) of the binned stored
+  // data, reversed by flip_v: the band is one contiguous range of stored pixels, and reading
+  // it with the same options gives exactly these rows.
+  const std::int64_t a = opt.flip_v ? total_rows - r1 : r0;
+  const std::int64_t b = opt.flip_v ? total_rows - r0 : r1;
+  projection_read_options band = opt;
+  index_range& axis = opt.transpose ? band.select.cols : band.select.rows;
+  const std::int64_t bin = opt.transpose ? opt.bin_cols : opt.bin_rows;
+  axis = {axis.first + a * bin, (b - a) * bin};
+  return band;
 }
 
 std::string content_kind(const std::string& path) {

@@ -18,6 +18,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
+#include <tuple>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <span>
@@ -47,11 +49,6 @@ std::string hex(std::uint64_t v) {
 }
 
 // ---- units ----------------------------------------------------------------------------------
-
-struct unit {
-  std::int64_t k0 = 0, k1 = 0;
-  std::string stem() const { return fmt::format("slab_{:06d}_{:06d}", k0, k1); }
-};
 
 /// Detector rows [r0, r1) that planes [k0, k1) of `vg` project onto in any view, with one row
 /// of margin beyond the bilinear taps; all rows when a corner is at or behind a source.
@@ -236,6 +233,170 @@ volume sirt_checkpointed(const projection_view& proj, const geometry& g, const v
 
 }  // namespace
 
+std::string slab_unit::name() const {
+  return fmt::format("slab_{:06d}_{:06d}", k0, k1);
+}
+
+std::int64_t default_unit_planes(const volume_geometry& vg) {
+  return std::max<std::int64_t>(
+      1, (std::int64_t{1} << 24) / std::max<std::int64_t>(1, vg.nx * vg.ny));
+}
+
+std::vector<slab_unit> plan_slab_units(const geometry& g, const volume_geometry& vg,
+                                       std::int64_t planes) {
+  CTFORGE_EXPECTS(planes >= 0, fmt::format("planes per unit: must be >= 0 (got {})", planes));
+  if (planes == 0) planes = default_unit_planes(vg);
+  planes = std::min(planes, vg.nz);
+  const std::vector<projection_matrix> mats = compute_projection_matrices(g);
+  std::vector<slab_unit> units;
+  for (std::int64_t k0 = 0; k0 < vg.nz; k0 += planes) {
+    slab_unit u;
+    u.k0 = k0;
+    u.k1 = std::min(vg.nz, k0 + planes);
+    std::tie(u.r0, u.r1) = row_band(g, vg, mats, u.k0, u.k1);
+    units.push_back(u);
+  }
+  return units;
+}
+
+volume reconstruct_unit(const projection_view& band, const geometry& g, const volume_geometry& vg,
+                        const recon_options& opt, const slab_unit& u) {
+  require_host(band, "a slab unit");
+  CTFORGE_EXPECTS(0 <= u.k0 && u.k0 < u.k1 && u.k1 <= vg.nz && 0 <= u.r0 && u.r0 < u.r1 &&
+                      u.r1 <= g.rows,
+                  fmt::format("{}: planes [{}, {}) / rows [{}, {}) outside the {}-plane grid / "
+                              "{}-row detector",
+                              u.name(), u.k0, u.k1, u.r0, u.r1, vg.nz, g.rows));
+  CTFORGE_EXPECTS(band.views == g.view_count() && band.rows == u.r1 - u.r0 && band.cols == g.cols,
+                  fmt::format("{}: the band holds [{}][{}][{}] projections, the unit needs "
+                              "[{}][{}][{}] (views, rows {}..{}, cols)",
+                              u.name(), band.views, band.rows, band.cols, g.view_count(),
+                              u.r1 - u.r0, g.cols, u.r0, u.r1 - 1));
+  io::detector_selection sel;
+  sel.rows = {u.r0, u.r1 - u.r0};
+  const geometry gb = io::select_geometry(g, sel, 1, 1);
+  volume_geometry sub = vg;
+  sub.nz = u.k1 - u.k0;
+  sub.origin_mm[2] = vg.origin_mm[2] + static_cast<double>(u.k0) * vg.spacing_mm[2];
+  return reconstruct(band, gb, sub, opt);
+}
+
+slab_run::slab_run(const geometry& g, const volume_geometry& vg, const checkpoint_options& co,
+                   std::string_view run_record_json)
+    : g_(g), vg_(vg), dir_(co.dir) {
+  CTFORGE_EXPECTS(!co.dir.empty(), "checkpoint directory: empty path");
+  json record = json::parse(run_record_json, nullptr, /*allow_exceptions=*/false);
+  CTFORGE_EXPECTS(record.is_object(), "checkpoint run record: not a JSON object");
+  units_ = plan_slab_units(g, vg, co.planes_per_unit);
+  record["ctforge"] = CTFORGE_VERSION;
+  record["planes_per_unit"] = units_.front().k1 - units_.front().k0;
+  hash_ = open_run_dir(co, record);
+}
+
+namespace {
+
+/// Unit i of `run` as recorded, or an empty marker and the reason.
+recorded read_unit_files(const fs::path& dir, const slab_unit& u, const volume_geometry& vg,
+                         const std::string& hash, std::string* why) {
+  recorded r = read_recorded(dir, u.name(), hash,
+                             static_cast<std::size_t>((u.k1 - u.k0) * vg.nx * vg.ny), why);
+  if (!r.marker.is_null() &&
+      (r.marker.value("k0", -1) != u.k0 || r.marker.value("k1", -1) != u.k1)) {
+    *why = "marker of another run";
+    r.marker = nullptr;
+  }
+  return r;
+}
+
+}  // namespace
+
+bool slab_run::is_recorded(std::size_t i, std::string* why) const {
+  std::string reason;
+  const bool ok = !read_unit_files(dir_, units_.at(i), vg_, hash_, &reason).marker.is_null();
+  if (why) *why = ok ? "" : reason;
+  return ok;
+}
+
+std::vector<float> slab_run::read_unit(std::size_t i) const {
+  std::string why;
+  recorded r = read_unit_files(dir_, units_.at(i), vg_, hash_, &why);
+  CTFORGE_CHECK(!r.marker.is_null(),
+                fmt::format("{}: unit {} cannot be used: {}", dir_, units_[i].name(), why));
+  return std::move(r.data);
+}
+
+void slab_run::compute_unit(std::size_t i, const projection_view& band,
+                            const recon_options& opt) const {
+  const slab_unit& u = units_.at(i);
+  const volume slab = reconstruct_unit(band, g_, vg_, opt, u);
+  record_unit(dir_, u.name(), slab.data,
+              {{"k0", u.k0}, {"k1", u.k1}, {"rows", {u.r0, u.r1}}, {"run", hash_}});
+}
+
+void reconstruct_slabwise(const row_band_source& rows, const geometry& g,
+                          const volume_geometry& vg, recon_options ro, std::int64_t planes,
+                          const checkpoint_options& co_in, std::string_view run_record_json,
+                          const slab_sink& sink,
+                          const std::function<void(const std::string&)>& note_fn) {
+  const auto note = [&](const std::string& t) {
+    if (note_fn) note_fn(t);
+  };
+  checkpoint_options co = co_in;
+  co.planes_per_unit = planes;
+  std::optional<slab_run> run;
+  if (!co.dir.empty()) run.emplace(g, vg, co, run_record_json);
+  const std::vector<slab_unit> units = run ? run->units() : plan_slab_units(g, vg, planes);
+  const fs::path dir(co.dir);
+  // Recorded units (their markers) first, for the resume note; the data is checked as it is used.
+  std::int64_t marked = 0;
+  if (run) {
+    for (const auto& u : units) {
+      const json m = read_json_file(dir / (u.name() + ".json"));
+      marked += m.is_object() && m.value("run", "") == run->fingerprint();
+    }
+    if (marked > 0)
+      note(fmt::format("resuming: {} of {} units in {} are recorded", marked, units.size(),
+                       co.dir));
+  }
+  const auto user_progress = ro.progress;
+  const auto n_units = static_cast<double>(units.size());
+  std::int64_t done = 0;
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    const slab_unit& u = units[i];
+    if (run) {
+      std::string why;
+      recorded r = read_unit_files(dir, u, vg, run->fingerprint(), &why);
+      if (!r.marker.is_null()) {
+        sink(u, r.data);
+        if (co.after_unit) co.after_unit(++done);
+        continue;
+      }
+      if (why != "no marker") note(fmt::format("note: {}: {}; computing it again", u.name(), why));
+    }
+    if (ro.cancel.requested()) break;
+    if (user_progress) {
+      const double base = static_cast<double>(i) / n_units;
+      ro.progress = [&, base](double f) { user_progress(base + f / n_units); };
+    }
+    const projection_stack band = rows(u.r0, u.r1);
+    volume slab;
+    try {
+      slab = reconstruct_unit(band, g, vg, ro, u);
+    } catch (const cancelled&) {
+      break;
+    }
+    if (run)
+      record_unit(dir, u.name(), slab.data,
+                  {{"k0", u.k0}, {"k1", u.k1}, {"rows", {u.r0, u.r1}}, {"run", run->fingerprint()}});
+    sink(u, slab.data);
+    if (co.after_unit) co.after_unit(++done);
+  }
+  if (ro.cancel.requested() && done < static_cast<std::int64_t>(units.size())) {
+    if (run) throw_stopped(fmt::format("{} of {} units complete in {}", done, units.size(), co.dir));
+    throw cancelled("reconstruction cancelled");
+  }
+}
+
 volume reconstruct_resumable(const projection_view& proj, const geometry& g,
                              const volume_geometry& vg, recon_options ro,
                              const checkpoint_options& co, std::string_view run_record_json,
@@ -248,79 +409,21 @@ volume reconstruct_resumable(const projection_view& proj, const geometry& g,
     if (note_fn) note_fn(t);
   };
   if (ro.algo == algorithm::sirt) return sirt_checkpointed(proj, g, vg, ro, co, run_record, note);
-  const fs::path dir(co.dir);
-  std::int64_t planes = co.planes_per_unit;
-  if (planes <= 0)  // ~16 M voxels (64 MB) per unit, at least one plane
-    planes = std::max<std::int64_t>(1, (std::int64_t{1} << 24) / std::max<std::int64_t>(1, vg.nx * vg.ny));
-  planes = std::min(planes, vg.nz);
-  json record = run_record;
-  record["ctforge"] = CTFORGE_VERSION;
-  record["planes_per_unit"] = planes;
-  const std::string run_hash = open_run_dir(co, record);
-
-  std::vector<unit> units;
-  for (std::int64_t k0 = 0; k0 < vg.nz; k0 += planes) units.push_back({k0, std::min(vg.nz, k0 + planes)});
-  volume out(vg);
-  const std::int64_t plane = vg.nx * vg.ny;
-  std::vector<std::size_t> todo;
-  std::int64_t reused = 0;
-  for (std::size_t i = 0; i < units.size(); ++i) {
-    std::string why;
-    recorded r = read_recorded(dir, units[i].stem(), run_hash,
-                               static_cast<std::size_t>((units[i].k1 - units[i].k0) * plane), &why);
-    if (!r.marker.is_null() &&
-        (r.marker.value("k0", -1) != units[i].k0 || r.marker.value("k1", -1) != units[i].k1)) {
-      why = "marker of another run";
-      r.marker = nullptr;
-    }
-    if (r.marker.is_null()) {
-      if (why != "no marker") note(fmt::format("note: {}: {}; computing it again", units[i].stem(), why));
-      todo.push_back(i);
-      continue;
-    }
-    std::copy(r.data.begin(), r.data.end(), out.data.begin() + units[i].k0 * plane);
-    ++reused;
-  }
-  if (reused > 0)
-    note(fmt::format("resuming: {} of {} units in {} are complete", reused, units.size(), co.dir));
-
-  const std::vector<projection_matrix> mats = compute_projection_matrices(g);
-  const auto user_progress = ro.progress;
-  std::int64_t done = reused;
-  for (std::size_t n = 0; n < todo.size(); ++n) {
-    const unit& u = units[todo[n]];
-    if (ro.cancel.requested()) break;
-    // This unit's rows of the detector, and its planes of the grid.
-    const auto [r0, r1] = row_band(g, vg, mats, u.k0, u.k1);
+  // Each unit's rows of the detector, copied out of the caller's projections.
+  const row_band_source rows = [&](std::int64_t r0, std::int64_t r1) {
     projection_stack band(proj.views, r1 - r0, proj.cols);
     for (std::int64_t v = 0; v < proj.views; ++v)
       std::copy_n(proj.view(v) + r0 * proj.cols, (r1 - r0) * proj.cols, band.view(v));
-    io::detector_selection sel;
-    sel.rows = {r0, r1 - r0};
-    const geometry gb = io::select_geometry(g, sel, 1, 1);
-    volume_geometry sub = vg;
-    sub.nz = u.k1 - u.k0;
-    sub.origin_mm[2] = vg.origin_mm[2] + static_cast<double>(u.k0) * vg.spacing_mm[2];
-    if (user_progress) {
-      const double base = static_cast<double>(n) / static_cast<double>(todo.size());
-      ro.progress = [&, base](double f) {
-        user_progress(base + f / static_cast<double>(todo.size()));
-      };
-    }
-    volume slab;
-    try {
-      slab = reconstruct(band, gb, sub, ro);
-    } catch (const cancelled&) {
-      break;
-    }
-    record_unit(dir, u.stem(), slab.data, {{"k0", u.k0}, {"k1", u.k1}, {"rows", {r0, r1}},
-                                           {"run", run_hash}});
-    std::copy(slab.data.begin(), slab.data.end(), out.data.begin() + u.k0 * plane);
-    ++done;
-    if (co.after_unit) co.after_unit(done);
-  }
-  if (ro.cancel.requested())
-    throw_stopped(fmt::format("{} of {} units complete in {}", done, units.size(), co.dir));
+    return band;
+  };
+  volume out(vg);
+  const std::int64_t plane = vg.nx * vg.ny;
+  reconstruct_slabwise(
+      rows, g, vg, ro, co.planes_per_unit, co, run_record_json,
+      [&](const slab_unit& u, std::span<const float> planes) {
+        std::copy(planes.begin(), planes.end(), out.data.begin() + u.k0 * plane);
+      },
+      note_fn);
   return out;
 }
 

@@ -2,6 +2,9 @@
 // mid-unit) resumes to the bit-identical volume of an uninterrupted run; foreign or corrupted
 // units are detected; the slab-wise volume matches the one-shot reconstruction.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -192,6 +195,72 @@ TEST_F(Checkpoint, SirtResumesBitIdenticalFromEitherSlot) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("sirt_0: checksum mismatch"), std::string::npos) << r.output;
   EXPECT_TRUE(same_volume("sirt_t.h5", "sirt_plain.h5"));
+}
+
+// --memory-limit: the units' planes go straight into the .h5 output; with the same units the
+// volume is the checkpointed run's, bit for bit. A stopped run leaves nothing.
+TEST_F(Checkpoint, MemoryLimitStreamsUnitsIntoTheOutput) {
+  auto r = testing::run_cli(*dir_, std::string(k_recon) + " -o lim.h5 --memory-limit 3M");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(same_volume("lim.h5", "ref.h5"));
+  EXPECT_TRUE(testing::leftover_temporaries(*dir_).empty());
+  // Too small for one plane: a usage error naming the option and the bytes needed.
+  r = testing::run_cli(*dir_, std::string(k_recon) + " -o tiny.h5 --memory-limit 10K");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--memory-limit"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(*dir_ / "tiny.h5"));
+  // Streaming needs an HDF5 output.
+  r = testing::run_cli(*dir_, std::string(k_recon) + " -o lim.mha --memory-limit 3M");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find(".h5"), std::string::npos) << r.output;
+}
+
+/// Peak resident memory (KiB) of `ctforge <args>` run in `dir`.
+long peak_rss_kib(const fs::path& dir, const std::string& args) {
+  const std::string cmd =
+      "cd '" + dir.string() + "' && exec '" + CTFORGE_CLI_PATH + "' " + args + " > /dev/null";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  struct rusage ru {};
+  ::wait4(pid, &status, 0, &ru);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << args;
+  return ru.ru_maxrss;
+}
+
+// A volume several times larger than --memory-limit: the peak memory above the program's
+// own (the small run's) stays within the limit and its slack, far below the volume alone;
+// without the limit the same run holds the whole volume and projections (negative control).
+TEST_F(Checkpoint, MemoryLimitBoundsPeakMemory) {
+  std::ofstream(*dir_ / "big.json")
+      << R"({"type":"cone","source_to_isocenter_mm":400,"source_to_detector_mm":800,
+             "detector":{"cols":256,"rows":160,"pixel_mm":[1,1]},
+             "angles_deg":{"start":0,"step":3,"count":120}})";
+  auto r = testing::run_cli(*dir_, "simulate --phantom shepp-logan --phantom-size 100 "
+                                   "--geometry big.json -o big.h5 --quiet");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string recon = "recon big.h5 --size-xyz 256,256,192 --backend cpu --threads 2 --quiet";
+  const long volume_kib = 256L * 256 * 192 * 4 / 1024;       // 48 MiB
+  const long projections_kib = 120L * 160 * 256 * 4 / 1024;  // 19 MiB
+  const long limit_kib = 12 * 1024;
+  const long base = peak_rss_kib(*dir_, "recon p.h5 --size 8 --backend cpu --threads 2 --quiet "
+                                        "-o small.h5 --memory-limit 3M");
+  const long limited = peak_rss_kib(*dir_, recon + " -o big_lim.h5 --memory-limit 12M");
+  const long whole = peak_rss_kib(*dir_, recon + " -o big_whole.h5");
+  std::cout << "[ metric   ] peak RSS: program " << base << " KiB, 256x256x192 with "
+            << "--memory-limit 12M " << limited << " KiB, without " << whole << " KiB\n";
+  // The limit counts data only; allocator and library slack come on top: 1.5 x the limit.
+  EXPECT_LT(limited - base, limit_kib * 3 / 2);
+  EXPECT_LT(limited - base, volume_kib / 2);
+  EXPECT_GT(whole - base, volume_kib + projections_kib / 2);
+  const volume a = io::read_volume((*dir_ / "big_lim.h5").string());
+  const volume b = io::read_volume((*dir_ / "big_whole.h5").string());
+  float peak = 0;
+  for (float v : b.data) peak = std::max(peak, std::abs(v));
+  EXPECT_LT(mean_abs_error(a.data, b.data), 1e-6 * peak);
 }
 
 }  // namespace

@@ -527,3 +527,67 @@ TEST(Hdf5Strings, FixedLengthGeometryReadsWhole) {
 
 }  // namespace
 }  // namespace ctforge
+
+// ---- volume_file_writer: a volume written slab by slab -------------------------------------------
+
+namespace {
+
+volume_geometry odd_grid() {
+  volume_geometry g = volume_geometry::centered(5, 3, 7, {0.5, 0.75, 1.25});
+  g.origin_mm = {-1.0, 2.0, 3.5};
+  return g;
+}
+
+}  // namespace
+
+// Planes written in any order, in slabs of any size, read back as the volume written whole.
+TEST_F(Hdf5Files, VolumeFileWriterAssemblesSlabsInAnyOrder) {
+  const volume_geometry g = odd_grid();
+  volume v(g);
+  v.data = random_values(v.data.size(), 7);
+  const std::int64_t plane = g.nx * g.ny;
+  {
+    io::volume_file_writer w(path("slabs.h5"), g);
+    const std::span<const float> all(v.data);
+    w.write_planes(4, all.subspan(4 * plane, 3 * plane));
+    w.write_planes(0, all.subspan(0, plane));
+    w.write_planes(1, all.subspan(plane, 3 * plane));
+    EXPECT_FALSE(fs::exists(path("slabs.h5")));  // nothing under the name before commit()
+    w.commit();
+  }
+  const volume back = io::read_volume(path("slabs.h5"));
+  EXPECT_EQ(back.data, v.data);
+  EXPECT_EQ(back.geom.nx, 5);
+  EXPECT_EQ(back.geom.nz, 7);
+  EXPECT_EQ(back.geom.spacing_mm, g.spacing_mm);
+  EXPECT_EQ(back.geom.origin_mm, g.origin_mm);
+  EXPECT_EQ(entries(), std::vector<std::string>{"slabs.h5"});
+}
+
+// A writer abandoned (an error, an interruption) or committed with a plane missing leaves the
+// earlier file of that name untouched and no temporary; non-finite planes and planes out of
+// the grid are refused naming the file.
+TEST_F(Hdf5Files, VolumeFileWriterNeverLeavesAnIncompleteFile) {
+  const volume_geometry g = odd_grid();
+  volume earlier(g);
+  earlier.data = random_values(earlier.data.size(), 3);
+  io::write_volume(path("v.h5"), earlier);
+  const std::int64_t plane = g.nx * g.ny;
+  std::vector<float> slab(static_cast<std::size_t>(2 * plane), 1.0f);
+  {
+    io::volume_file_writer w(path("v.h5"), g);
+    w.write_planes(0, slab);
+    ctforge::testing::expect_runtime_error_naming([&] { w.commit(); }, "plane 2 of 7");
+  }
+  {
+    io::volume_file_writer w(path("v.h5"), g);
+    w.write_planes(2, slab);
+    slab[5] = std::numeric_limits<float>::quiet_NaN();
+    ctforge::testing::expect_runtime_error_naming([&] { w.write_planes(4, slab); }, path("v.h5"));
+    ctforge::testing::expect_error_naming([&] { w.write_planes(6, slab); }, path("v.h5"));
+    ctforge::testing::expect_error_naming(
+        [&] { w.write_planes(0, std::span<const float>(slab).first(plane + 1)); }, "planes");
+  }  // abandoned
+  EXPECT_EQ(io::read_volume(path("v.h5")).data, earlier.data);
+  EXPECT_EQ(entries(), std::vector<std::string>{"v.h5"});
+}
