@@ -84,7 +84,7 @@ void add_grid_options(CLI::App* sub, grid_options& o);
 ///    and (rows * pixel_v / M) / nz in z, with the magnification M = SDD / SID for cone beams
 ///    (1 for parallel beams). Without a size option this is pixel pitch * SID / SDD;
 ///  * --origin X,Y,Z: centre of voxel (0, 0, 0) in mm; default: grid centred on the isocentre.
-volume_geometry make_grid(const grid_options& o, const geometry& g);
+volume_geometry make_grid(const grid_options& o, const geometry& g, bool whole_in_memory = true);
 
 // ---- backend ------------------------------------------------------------------------------
 

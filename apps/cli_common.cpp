@@ -252,8 +252,9 @@ void add_grid_options(CLI::App* sub, grid_options& o) {
                      ->type_name("X,Y,Z");
 }
 
-volume_geometry make_grid(const grid_options& o, const geometry& g) {
+volume_geometry make_grid(const grid_options& o, const geometry& g, bool whole_in_memory) {
   grid_request r;
+  r.whole_in_memory = whole_in_memory;
   if (o.size) {
     CTFORGE_EXPECTS(*o.size >= 1,
                     fmt::format("--size: must be a positive integer (got {})", *o.size));

@@ -142,11 +142,13 @@ void run(const recon_cli_options& o) {
   geometry g = io::read_projection_geometry(o.input, read);
   ro.algo = !o.algorithm.empty() ? parse_algorithm(o.algorithm) : default_algorithm(g);
   const bool analytic = ro.algo != algorithm::sirt;
-  const volume_geometry vg_guess = make_grid(o.grid, g);
+  const volume_geometry vg_guess = make_grid(o.grid, g, /*whole_in_memory=*/memory_limit == 0);
   const std::int64_t whole_bytes =
       2 * 4 * (g.view_count() * g.rows * g.cols + vg_guess.voxel_count());
   const bool slabwise =
       analytic && (!o.checkpoint_dir.empty() || (memory_limit > 0 && whole_bytes > memory_limit));
+  // Slab-wise runs into an HDF5 output never hold the volume whole.
+  const bool streamed = slabwise && io::volume_format_of(o.output) == io::volume_format::hdf5;
   CTFORGE_EXPECTS(analytic || memory_limit == 0 || whole_bytes <= memory_limit,
                   fmt::format("--memory-limit: SIRT holds the projections and the volume whole "
                               "({} bytes); raise the limit or use fdk / fbp",
@@ -176,7 +178,7 @@ void run(const recon_cli_options& o) {
   ro.iterations = o.iterations;
   ro.relaxation = o.relaxation;
   ro.nonnegative = o.nonnegative;
-  const volume_geometry vg = make_grid(o.grid, g);
+  const volume_geometry vg = make_grid(o.grid, g, /*whole_in_memory=*/!streamed);
   const double s_read = t_read.seconds();
 
   if (!notice.empty() && ro.where == backend::automatic) note(o.quiet, "note: " + notice);
@@ -201,7 +203,6 @@ void run(const recon_cli_options& o) {
   co.every_iterations = o.checkpoint_every;
   co.every_seconds = o.checkpoint_seconds;
   volume vol;
-  const bool streamed = slabwise && io::volume_format_of(o.output) == io::volume_format::hdf5;
   std::int64_t planes = o.unit_planes;
   if (slabwise && memory_limit > 0) {
     CTFORGE_EXPECTS(streamed, fmt::format("--memory-limit: the volume ({} bytes with the "

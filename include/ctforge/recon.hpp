@@ -41,6 +41,9 @@ struct grid_request {
   const char* size_option = "--size";
   const char* spacing_option = "--spacing";
   const char* origin_option = "--origin";
+  /// Refuse grids larger than this machine's memory (false: the volume is never held whole,
+  /// e.g. written slab by slab into a file).
+  bool whole_in_memory = true;
 };
 
 /// The grid the command line reconstructs on (README, "Default grid"): without a size,

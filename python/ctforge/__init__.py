@@ -44,7 +44,8 @@ __all__ = [
     "Error", "UsageError", "Geometry", "VolumeGeometry", "Phantom", "__version__",
     "shepp_logan", "phantom", "project_analytic", "voxelize", "add_poisson_noise",
     "forward_project", "back_project", "reconstruct", "default_grid", "default_algorithm",
-    "estimate_center_of_rotation", "read_projections", "write_projections", "read_volume",
+    "estimate_center_of_rotation", "read_projections", "read_projection_geometry",
+    "write_projections", "read_volume",
     "write_volume", "write_preview", "info", "compare", "backend_for", "last_gpu_call",
     "DeviceArray", "to_device",
 ]
@@ -511,7 +512,7 @@ def read_projections(path: PathLike, *, flat: Optional[PathLike] = None,
                      bin_cols: int = 1, pixel_size: float = 1.0, mode: str = "auto",
                      min_transmission: float = 1e-4, transpose: bool = False,
                      flip_u: bool = False, flip_v: bool = False,
-                     return_info: bool = False):
+                     band: Optional[Tuple[int, int]] = None, return_info: bool = False):
     """Projections from any file ``ctforge recon`` reads (ctforge HDF5, DataExchange, NXtomo,
     TIFF stacks), as line integrals: ``(array (views, rows, cols), Geometry)``, plus a dict
     (format, warnings, clamped pixels) with ``return_info=True``.
@@ -519,13 +520,41 @@ def read_projections(path: PathLike, *, flat: Optional[PathLike] = None,
     ``views`` / ``rows`` / ``cols``: a ``slice(first, stop)`` or ``(first, count)`` in the
     file's indexing; ``flat`` / ``dark`` replace the file's fields; ``geometry``: geometry JSON
     (required for TIFF stacks); ``mode``: "auto", "raw" or "line-integrals"; ``pixel_size``
-    (mm) when the file does not record it; detector flips as --transpose/--flip-u/--flip-v."""
+    (mm) when the file does not record it; detector flips as --transpose/--flip-u/--flip-v.
+
+    ``band=(r0, r1)``: only rows ``r0 .. r1 - 1`` of the result (after selection, binning and
+    flips), read from the file alone (HDF5 hyperslabs, TIFF scan lines): the same values, bit
+    for bit, as those rows of the whole read, with the geometry of that band of the detector."""
     p, g, inf = _core.read_projections(
-        _os.fspath(path), _os.fspath(flat) if flat else "", _os.fspath(dark) if dark else "",
-        _os.fspath(geometry) if geometry else "", _range(views, "views"), _range(rows, "rows"),
-        _range(cols, "cols"), int(bin_rows), int(bin_cols), float(pixel_size), mode,
-        float(min_transmission), bool(transpose), bool(flip_u), bool(flip_v))
+        *_read_args(path, flat, dark, geometry, views, rows, cols, bin_rows, bin_cols,
+                    pixel_size, mode, min_transmission, transpose, flip_u, flip_v),
+        band=None if band is None else (int(band[0]), int(band[1])))
     return (p, Geometry(g), inf) if return_info else (p, Geometry(g))
+
+
+def _read_args(path, flat, dark, geometry, views, rows, cols, bin_rows, bin_cols, pixel_size,
+               mode, min_transmission, transpose, flip_u, flip_v) -> tuple:
+    return (_os.fspath(path), _os.fspath(flat) if flat else "", _os.fspath(dark) if dark else "",
+            _os.fspath(geometry) if geometry else "", _range(views, "views"),
+            _range(rows, "rows"), _range(cols, "cols"), int(bin_rows), int(bin_cols),
+            float(pixel_size), mode, float(min_transmission), bool(transpose), bool(flip_u),
+            bool(flip_v))
+
+
+def read_projection_geometry(path: PathLike, *, flat: Optional[PathLike] = None,
+                             dark: Optional[PathLike] = None, geometry: Optional[PathLike] = None,
+                             views: Any = None, rows: Any = None, cols: Any = None,
+                             bin_rows: int = 1, bin_cols: int = 1, pixel_size: float = 1.0,
+                             mode: str = "auto", min_transmission: float = 1e-4,
+                             transpose: bool = False, flip_u: bool = False,
+                             flip_v: bool = False) -> "Geometry":
+    """The geometry :func:`read_projections` returns with the same options, without reading the
+    projections (one pixel is read): for planning work on files larger than memory."""
+    _, g, _ = _core.read_projections(
+        *_read_args(path, flat, dark, geometry, views, rows, cols, bin_rows, bin_cols,
+                    pixel_size, mode, min_transmission, transpose, flip_u, flip_v),
+        geometry_only=True)
+    return Geometry(g)
 
 
 def write_projections(path: PathLike, projections: Any, geometry: Any) -> None:

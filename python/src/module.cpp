@@ -12,6 +12,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -238,6 +239,73 @@ projector_options projector_opts(const std::string& where, int device, int threa
   return po;
 }
 
+/// The reconstruction options every reconstructing entry point takes.
+recon_options make_recon_options(const std::string& algo, const std::string& filter,
+                                 double cutoff, int iterations, double relaxation,
+                                 bool nonnegative, const std::string& where, int device,
+                                 int threads, std::int64_t gpu_memory_limit,
+                                 const std::string& interpolation, bool reference) {
+  recon_options opt;
+  opt.algo = parse_algorithm(algo);
+  opt.filter = parse_filter(filter);
+  opt.cutoff = cutoff;
+  opt.iterations = iterations;
+  opt.relaxation = relaxation;
+  opt.nonnegative = nonnegative;
+  const projector_options po =
+      projector_opts(where, device, threads, gpu_memory_limit, interpolation);
+  opt.where = po.where;
+  opt.device = po.device;
+  opt.threads = po.threads;
+  opt.gpu_memory_limit_bytes = po.gpu_memory_limit_bytes;
+  opt.gpu_hardware_interpolation = po.gpu_hardware_interpolation;
+  opt.reference = reference;
+  return opt;
+}
+
+/// Projection read options from the arguments of read_projections.
+io::projection_read_options read_options(const std::string& flat, const std::string& dark,
+                                         const std::string& geometry_path,
+                                         std::array<std::int64_t, 2> views,
+                                         std::array<std::int64_t, 2> rows,
+                                         std::array<std::int64_t, 2> cols, std::int64_t bin_rows,
+                                         std::int64_t bin_cols, double pixel_size,
+                                         const std::string& mode, double min_transmission,
+                                         bool transpose, bool flip_u, bool flip_v) {
+  io::projection_read_options o;
+  o.flat_path = flat;
+  o.dark_path = dark;
+  o.geometry_path = geometry_path;
+  o.select.views = {views[0], views[1]};
+  o.select.rows = {rows[0], rows[1]};
+  o.select.cols = {cols[0], cols[1]};
+  o.bin_rows = bin_rows;
+  o.bin_cols = bin_cols;
+  o.pixel_size_mm = pixel_size;
+  if (mode == "auto")
+    o.mode = io::intensity_mode::automatic;
+  else if (mode == "raw")
+    o.mode = io::intensity_mode::raw;
+  else if (mode == "line-integrals")
+    o.mode = io::intensity_mode::line_integrals;
+  else
+    throw usage_error("mode: expected 'auto', 'raw' or 'line-integrals' (got '" + mode + "')");
+  o.min_transmission = min_transmission;
+  o.transpose = transpose;
+  o.flip_u = flip_u;
+  o.flip_v = flip_v;
+  return o;
+}
+
+/// A native HDF5 volume written slab by slab; close() without commit() abandons it.
+struct py_volume_writer {
+  std::unique_ptr<io::volume_file_writer> w;
+  io::volume_file_writer& get() {
+    CTFORGE_EXPECTS(w != nullptr, "VolumeFileWriter: closed");
+    return *w;
+  }
+};
+
 py::dict info_dict(const io::loaded_projections& lp) {
   py::dict d;
   d["format"] = lp.format;
@@ -321,8 +389,10 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "default_grid",
       [](const geometry& g, std::optional<std::array<std::int64_t, 3>> shape_zyx,
-         std::optional<std::array<double, 3>> spacing, std::optional<std::array<double, 3>> origin) {
+         std::optional<std::array<double, 3>> spacing, std::optional<std::array<double, 3>> origin,
+         bool whole_in_memory) {
         grid_request r;
+        r.whole_in_memory = whole_in_memory;
         if (shape_zyx) r.size = std::array<std::int64_t, 3>{(*shape_zyx)[2], (*shape_zyx)[1],
                                                             (*shape_zyx)[0]};
         r.spacing_mm = spacing;
@@ -333,7 +403,7 @@ PYBIND11_MODULE(_core, m) {
         return default_grid(g, r);
       },
       py::arg("geometry"), py::arg("shape") = py::none(), py::arg("spacing") = py::none(),
-      py::arg("origin") = py::none());
+      py::arg("origin") = py::none(), py::arg("whole_in_memory") = true);
 
   py::class_<geometry>(m, "Geometry")
       .def_property_readonly("type", &geometry::type_name)
@@ -575,21 +645,9 @@ PYBIND11_MODULE(_core, m) {
           in = require_array(proj_obj, 3, "projections");
           p = projection_arg(in);
         }
-        recon_options opt;
-        opt.algo = parse_algorithm(algo);
-        opt.filter = parse_filter(filter);
-        opt.cutoff = cutoff;
-        opt.iterations = iterations;
-        opt.relaxation = relaxation;
-        opt.nonnegative = nonnegative;
-        const projector_options po =
-            projector_opts(where, device, threads, gpu_memory_limit, interpolation);
-        opt.where = po.where;
-        opt.device = po.device;
-        opt.threads = po.threads;
-        opt.gpu_memory_limit_bytes = po.gpu_memory_limit_bytes;
-        opt.gpu_hardware_interpolation = po.gpu_hardware_interpolation;
-        opt.reference = reference;
+        recon_options opt =
+            make_recon_options(algo, filter, cutoff, iterations, relaxation, nonnegative, where,
+                               device, threads, gpu_memory_limit, interpolation, reference);
         auto hook = std::make_shared<python_progress>();
         hook->callback = std::move(progress);
         opt.cancel = hook->token;
@@ -667,42 +725,128 @@ PYBIND11_MODULE(_core, m) {
          std::array<std::int64_t, 2> rows, std::array<std::int64_t, 2> cols,
          std::int64_t bin_rows, std::int64_t bin_cols, double pixel_size,
          const std::string& mode, double min_transmission, bool transpose, bool flip_u,
-         bool flip_v) {
-        io::projection_read_options o;
-        o.flat_path = flat;
-        o.dark_path = dark;
-        o.geometry_path = geometry_path;
-        o.select.views = {views[0], views[1]};
-        o.select.rows = {rows[0], rows[1]};
-        o.select.cols = {cols[0], cols[1]};
-        o.bin_rows = bin_rows;
-        o.bin_cols = bin_cols;
-        o.pixel_size_mm = pixel_size;
-        if (mode == "auto")
-          o.mode = io::intensity_mode::automatic;
-        else if (mode == "raw")
-          o.mode = io::intensity_mode::raw;
-        else if (mode == "line-integrals")
-          o.mode = io::intensity_mode::line_integrals;
-        else
-          throw usage_error("mode: expected 'auto', 'raw' or 'line-integrals' (got '" + mode + "')");
-        o.min_transmission = min_transmission;
-        o.transpose = transpose;
-        o.flip_u = flip_u;
-        o.flip_v = flip_v;
+         bool flip_v, std::optional<std::array<std::int64_t, 2>> band,
+         bool geometry_only) -> py::tuple {
+        io::projection_read_options o =
+            read_options(flat, dark, geometry_path, views, rows, cols, bin_rows, bin_cols,
+                         pixel_size, mode, min_transmission, transpose, flip_u, flip_v);
         io::loaded_projections lp;
         {
           py::gil_scoped_release nogil;
-          lp = io::read_projections_any(path, o);
+          if (geometry_only || band) {
+            const geometry whole = io::read_projection_geometry(path, o);
+            if (geometry_only) {
+              lp.geom = whole;
+              lp.format = io::projection_format(path);
+            } else {
+              o = io::row_band_options(o, whole.rows, (*band)[0], (*band)[1]);
+            }
+          }
+          if (!geometry_only) lp = io::read_projections_any(path, o);
         }
         geometry g = *lp.geom;
         py::dict d = info_dict(lp);
+        if (geometry_only) return py::make_tuple(py::none(), g, d);
         return py::make_tuple(to_numpy(std::move(lp.projections)), g, d);
       },
       py::arg("path"), py::arg("flat"), py::arg("dark"), py::arg("geometry"), py::arg("views"),
       py::arg("rows"), py::arg("cols"), py::arg("bin_rows"), py::arg("bin_cols"),
       py::arg("pixel_size"), py::arg("mode"), py::arg("min_transmission"), py::arg("transpose"),
-      py::arg("flip_u"), py::arg("flip_v"));
+      py::arg("flip_u"), py::arg("flip_v"), py::arg("band") = py::none(),
+      py::arg("geometry_only") = false);
+
+  // ---- work units (ctforge.distributed)
+  py::class_<slab_run>(m, "SlabRun")
+      .def(py::init([](const geometry& g, const volume_geometry& vg, const std::string& dir,
+                       std::int64_t planes, const std::string& record) {
+             checkpoint_options co;
+             co.dir = dir;
+             co.planes_per_unit = planes;
+             py::gil_scoped_release nogil;
+             return std::make_unique<slab_run>(g, vg, co, record);
+           }),
+           py::arg("geometry"), py::arg("grid"), py::arg("dir"), py::arg("planes"),
+           py::arg("record"))
+      .def_property_readonly("units",
+                             [](const slab_run& r) {
+                               py::list out;
+                               for (const auto& u : r.units())
+                                 out.append(py::make_tuple(u.k0, u.k1, u.r0, u.r1));
+                               return out;
+                             })
+      .def_property_readonly("dir", &slab_run::dir)
+      .def_property_readonly("fingerprint", &slab_run::fingerprint)
+      .def(
+          "is_recorded",
+          [](const slab_run& r, std::size_t i) {
+            CTFORGE_EXPECTS(i < r.units().size(), "unit index out of range");
+            std::string why;
+            bool ok;
+            {
+              py::gil_scoped_release nogil;
+              ok = r.is_recorded(i, &why);
+            }
+            return py::make_tuple(ok, why);
+          },
+          py::arg("unit"))
+      .def(
+          "read_unit",
+          [](const slab_run& r, std::size_t i, const volume_geometry& vg) {
+            CTFORGE_EXPECTS(i < r.units().size(), "unit index out of range");
+            const slab_unit u = r.units()[i];
+            std::vector<float> data;
+            {
+              py::gil_scoped_release nogil;
+              data = r.read_unit(i);
+            }
+            return owning_array(std::move(data), {u.k1 - u.k0, vg.ny, vg.nx});
+          },
+          py::arg("unit"), py::arg("grid"))
+      .def(
+          "compute_unit",
+          [](const slab_run& r, std::size_t i, const py::handle& band_obj,
+             const std::string& algo, const std::string& filter, double cutoff,
+             const std::string& where, int device, int threads, std::int64_t gpu_memory_limit,
+             const std::string& interpolation, bool reference) {
+            CTFORGE_EXPECTS(i < r.units().size(), "unit index out of range");
+            const farray band = require_array(band_obj, 3, "band");
+            const projection_view p = projection_arg(band);
+            const recon_options opt =
+                make_recon_options(algo, filter, cutoff, 1, 1.0, false, where, device, threads,
+                                   gpu_memory_limit, interpolation, reference);
+            py::gil_scoped_release nogil;
+            r.compute_unit(i, p, opt);
+          },
+          py::arg("unit"), py::arg("band"), py::arg("algorithm"), py::arg("filter"),
+          py::arg("cutoff"), py::arg("backend"), py::arg("device"), py::arg("threads"),
+          py::arg("gpu_memory_limit"), py::arg("gpu_interpolation"), py::arg("reference"));
+  m.def("default_unit_planes", &default_unit_planes, py::arg("grid"));
+
+  py::class_<py_volume_writer>(m, "VolumeFileWriter")
+      .def(py::init([](const std::string& path, const volume_geometry& vg) {
+             py_volume_writer w;
+             w.w = std::make_unique<io::volume_file_writer>(path, vg);
+             return w;
+           }),
+           py::arg("path"), py::arg("grid"))
+      .def(
+          "write_planes",
+          [](py_volume_writer& w, std::int64_t k0, const py::handle& planes_obj) {
+            const farray a = require_array(planes_obj, 3, "planes");
+            const std::span<const float> s = span_of(a);
+            py::gil_scoped_release nogil;
+            w.get().write_planes(k0, s);
+          },
+          py::arg("k0"), py::arg("planes"))
+      .def("commit",
+           [](py_volume_writer& w) {
+             {
+               py::gil_scoped_release nogil;
+               w.get().commit();
+             }
+             w.w.reset();
+           })
+      .def("close", [](py_volume_writer& w) { w.w.reset(); });
   m.def(
       "write_projections",
       [](const std::string& path, const py::handle& proj_obj, const geometry& g) {

@@ -82,7 +82,8 @@ volume_geometry default_grid(const geometry& g, const grid_request& r) {
   for (int a = 0; a < 3; ++a)
     CTFORGE_EXPECTS(n[a] < (std::int64_t{1} << 31),
                     fmt::format("{}: {} voxels along an axis is too many", r.size_option, n[a]));
-  detail::require_memory(static_cast<std::uint64_t>(n[0]) * static_cast<std::uint64_t>(n[1]) *
+  if (r.whole_in_memory)
+    detail::require_memory(static_cast<std::uint64_t>(n[0]) * static_cast<std::uint64_t>(n[1]) *
                              static_cast<std::uint64_t>(n[2]),
                          sizeof(float), fmt::format("a {} x {} x {} voxel grid", n[0], n[1], n[2]),
                          fmt::format("choose a smaller {}", r.size_option));
