@@ -15,7 +15,8 @@ PY_REQUIREMENTS = "scikit-build-core>=0.10" "pybind11>=2.10" "numpy>=1.22" pytes
   nbformat ipykernel matplotlib "dask>=2023.1" "distributed>=2023.1"
 PIP = $(VENV)/bin/pip --disable-pip-version-check -q
 
-.PHONY: all deps build test test-cpp test-python test-gpu demo bench clean format asan fuzz \
+.PHONY: all deps build test test-cpp test-python test-gpu demo bench bench-distributed clean \
+  format asan fuzz \
   venv python
 
 all: build
@@ -72,6 +73,10 @@ fuzz: deps
 
 bench: build
 	$(BUILD_DIR)/bench/bench_backproject
+
+# Resumable and distributed FDK: one-shot vs slab-wise, 1/2/3 Dask workers, SIGTERM lost work.
+bench-distributed: build python
+	$(VENV)/bin/python bench/bench_distributed.py --cli $(BUILD_DIR)/apps/ctforge
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.cuh' '*.cu')

@@ -38,6 +38,8 @@ constexpr const char* k_origin = "origin_mm";
 /// gzip level for every dataset: 1 is several times faster than 6 for float data and compresses
 /// almost as well once the bytes are shuffled.
 constexpr int k_deflate = 1;
+/// Detector rows per chunk of /projections (whole views of fewer rows are one chunk).
+constexpr hsize_t k_projection_chunk_rows = 16;
 
 /// Throws naming the file, dataset and the first non-finite element ([i][j][k] index).
 void check_finite(const std::vector<float>& data, const h5::dims_t& shape, const std::string& path,
@@ -242,7 +244,10 @@ void write_projections(const std::string& path, const projection_view& p, const 
     h5::file f = h5::file::create_in_memory(tmp);
     {
       h5::create_options opt;
-      opt.chunk = {1, static_cast<hsize_t>(p.rows), static_cast<hsize_t>(p.cols)};  // one view
+      // One view, in bands of k_projection_chunk_rows rows: a slab-wise or distributed
+      // reconstruction reads (and decompresses) only the bands of rows its slab needs.
+      opt.chunk = {1, std::min<hsize_t>(static_cast<hsize_t>(p.rows), k_projection_chunk_rows),
+                   static_cast<hsize_t>(p.cols)};
       opt.deflate = k_deflate;
       opt.shuffle = true;
       const h5::dims_t dims{static_cast<hsize_t>(p.views), static_cast<hsize_t>(p.rows),
