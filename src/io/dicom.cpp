@@ -21,6 +21,8 @@
 // clang-format on
 #include <gdcmUIDGenerator.h>
 #include <itkGDCMImageIO.h>
+
+#include "io/contained.hpp"
 #include <itkImage.h>
 #include <itkImageSeriesReader.h>
 #include <itkImageSeriesWriter.h>
@@ -428,7 +430,16 @@ struct series {
   std::vector<std::string> files;
 };
 
+series read_series_in_process(const std::string& path);
+
+/// GDCM asserts (aborting the process) on some corrupt files: the series is read in a child
+/// process first, and a child that dies makes the path an error instead of ending the caller.
 series read_series(const std::string& path) {
+  ctforge::detail::probe_in_child(path, "GDCM", [&] { (void)read_series_in_process(path); });
+  return read_series_in_process(path);
+}
+
+series read_series_in_process(const std::string& path) {
   series s;
   s.files = series_files(path);
   auto io = itk::GDCMImageIO::New();

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "ctforge/error.hpp"
+#include "io/contained.hpp"
 
 namespace ctforge::detail::h5 {
 
@@ -543,6 +544,9 @@ class file : public location {
     CTFORGE_CHECK(std::filesystem::exists(path, ec), path + ": no such file");
     CTFORGE_CHECK(!std::filesystem::is_directory(path, ec),
                   path + ": is a directory, not an HDF5 file");
+    // libhdf5 can crash on corrupt object headers: walk the file in a child process first.
+    if (!writable)
+      ctforge::detail::probe_in_child(path, "libhdf5", [&] { ctforge::detail::probe_hdf5_file(path); });
     const htri_t is_h5 = H5Fis_hdf5(path.c_str());
     if (is_h5 < 0) fail(path, "H5Fis_hdf5 (cannot read the file)");
     CTFORGE_CHECK(is_h5 > 0, path + ": not an HDF5 file");
