@@ -13,8 +13,10 @@
 #include <chrono>
 #include <filesystem>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -31,7 +33,8 @@ namespace {
 
 bool g_in_child = false;
 std::mutex g_mutex;
-std::set<std::string> g_probed;  // keys of files found sound
+std::set<std::string> g_probed;               // keys of files found sound
+std::map<std::string, std::string> g_refused;  // keys of files refused, with the reason
 
 /// A key for the file's current content: the bytes' hash for small files, else its identity.
 std::string file_key(const std::string& path) {
@@ -86,8 +89,19 @@ bool in_probe_child() noexcept {
   return g_in_child;
 }
 
+double default_probe_timeout() {
+  const char* env = std::getenv("CTFORGE_PARSE_TIMEOUT");
+  if (env != nullptr) {
+    char* end = nullptr;
+    const double t = std::strtod(env, &end);
+    if (end != env && t > 0) return t;
+  }
+  return 10;
+}
+
 void probe_in_child(const std::string& path, const char* library,
                     const std::function<void()>& probe, double timeout_s) {
+  if (timeout_s <= 0) timeout_s = default_probe_timeout();
   if (g_in_child) {
     probe();
     return;
@@ -97,7 +111,16 @@ void probe_in_child(const std::string& path, const char* library,
   {
     const std::lock_guard<std::mutex> lock(g_mutex);
     if (g_probed.count(key)) return;
+    if (const auto it = g_refused.find(key); it != g_refused.end())
+      CTFORGE_FAIL(fmt::format("{}: corrupt file: {}; refused", path, it->second));
   }
+  const auto refuse = [&](const std::string& reason) {
+    {
+      const std::lock_guard<std::mutex> lock(g_mutex);
+      g_refused[key] = reason;
+    }
+    CTFORGE_FAIL(fmt::format("{}: corrupt file: {}; refused", path, reason));
+  };
   const pid_t pid = ::fork();
   if (pid < 0) return;  // no process to spare: parse without the check
   if (pid == 0) child(probe);
@@ -110,9 +133,13 @@ void probe_in_child(const std::string& path, const char* library,
     if (r < 0 && errno != EINTR) return;
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
         timeout_s) {
+      // libhdf5 loops for ever on some corrupt files (a global heap it walks in circles): the
+      // same parse here would never return either.
       ::kill(pid, SIGKILL);
       ::waitpid(pid, &status, 0);
-      return;  // slow, not broken: parse it here
+      refuse(fmt::format("{} did not finish parsing its headers within {:g} s "
+                         "(CTFORGE_PARSE_TIMEOUT=seconds allows more on a slow file system)",
+                         library, timeout_s));
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(5000));
@@ -126,8 +153,7 @@ void probe_in_child(const std::string& path, const char* library,
       WIFSIGNALED(status)
           ? fmt::format("signal {}, {}", WTERMSIG(status), ::strsignal(WTERMSIG(status)))
           : fmt::format("exit status {}", WEXITSTATUS(status));
-  CTFORGE_FAIL(fmt::format("{}: corrupt file: {} crashed while parsing it ({}); refused", path,
-                           library, how));
+  refuse(fmt::format("{} crashed while parsing it ({})", library, how));
 }
 
 namespace {
