@@ -15,7 +15,8 @@ PY_REQUIREMENTS = "scikit-build-core>=0.10" "pybind11>=2.10" "numpy>=1.22" pytes
   nbformat ipykernel matplotlib "dask>=2023.1" "distributed>=2023.1"
 PIP = $(VENV)/bin/pip --disable-pip-version-check -q
 
-.PHONY: all deps build test test-cpp test-python test-gpu demo bench bench-distributed clean \
+.PHONY: all deps build test test-cpp test-python test-gpu demo bench bench-distributed bench-peers \
+  clean \
   format asan fuzz \
   venv python
 
@@ -73,6 +74,13 @@ fuzz: deps
 
 bench: build
 	$(BUILD_DIR)/bench/bench_backproject
+
+# ctforge against RTK and ASTRA (pinned wheels from PyPI, into the project's .venv) on the same
+# problems in one run: bench-out/peers.{json,md} and peers_time.png.
+PEERS = "itk-rtk==2.7.0.post1" "astra-toolbox==2.5.0"
+bench-peers: build python
+	$(PIP) install $(PEERS)
+	$(VENV)/bin/python bench/peers/bench_peers.py --out bench-out $(BENCH_ARGS)
 
 # Resumable and distributed FDK: one-shot vs slab-wise, 1/2/3 Dask workers, SIGTERM lost work.
 bench-distributed: build python

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <hdf5.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -66,8 +67,12 @@ std::string file_key(const std::string& path) {
                      st.st_mtim.tv_nsec);
 }
 
-[[noreturn]] void child(const std::function<void()>& probe) {
+[[noreturn]] void child(const std::function<void()>& probe, pid_t parent) {
   g_in_child = true;
+  // A parent that dies (killed, timed out) takes its probe with it: a parser looping on a
+  // corrupt file must not outlive it.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(0);  // it died before the line above
   if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(nullptr);
   for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) ::signal(sig, SIG_DFL);
   const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
@@ -121,9 +126,10 @@ void probe_in_child(const std::string& path, const char* library,
     }
     CTFORGE_FAIL(fmt::format("{}: corrupt file: {}; refused", path, reason));
   };
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) return;  // no process to spare: parse without the check
-  if (pid == 0) child(probe);
+  if (pid == 0) child(probe, parent);
   int status = 0;
   const auto start = std::chrono::steady_clock::now();
   auto pause = std::chrono::microseconds(20);
