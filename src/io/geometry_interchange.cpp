@@ -352,6 +352,9 @@ geometry geometry_from_rtk(std::span<const rtk_projection> projections, std::int
 
 std::vector<rtk_projection> rtk_from_geometry(const geometry& g) {
   g.validate();
+  CTFORGE_EXPECTS(!g.curved(),
+                  "RTK export: geometry field 'detector.shape' is 'cylindrical'; the exporter "
+                  "writes flat detectors only");
   std::vector<rtk_projection> out;
   if (g.orbit) {
     const auto& o = *g.orbit;
@@ -442,6 +445,9 @@ void write_rtk_geometry(const std::string& path, const geometry& g) {
 // ---- ASTRA -----------------------------------------------------------------------------------
 
 std::vector<astra_vector> astra_vectors(const geometry& g) {
+  CTFORGE_EXPECTS(!g.curved(),
+                  "ASTRA export: geometry field 'detector.shape' is 'cylindrical'; ASTRA's "
+                  "cone_vec geometry has flat detectors only");
   std::vector<astra_vector> out;
   out.reserve(g.views.size());
   for (const auto& w : g.views)
