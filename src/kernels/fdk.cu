@@ -639,7 +639,8 @@ volume cuda_reconstruct(const projection_view& proj, const geometry& g, const vo
     jb.setup = make_fdk_setup(proj, g, opt, /*check_values=*/false);  // checked on the device
   }
   jb.padded_len = static_cast<int>(padded_length(proj.cols));
-  jb.response = ramp_response(jb.padded_len, jb.setup->filter_pixel_mm, opt.filter, opt.cutoff);
+  jb.response = ramp_response(jb.padded_len, jb.setup->filter_pixel_mm, opt.filter, opt.cutoff,
+                              jb.setup->filter_equiangular_rad);
   jb.weighting =
       jb.setup->distance_weighting ? kernels::bp_weighting::fdk : kernels::bp_weighting::none;
   jb.mode =

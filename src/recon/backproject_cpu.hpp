@@ -72,8 +72,9 @@ inline padded_projections make_padded_projections(const projection_view& proj) {
 /// Back-projects every view of `proj` into one row of voxels (fixed y index j, z index k):
 /// acc[i] += sum over views of bp_contribution<W> at voxel (i, j, k), for i in [0, vg.nx).
 /// `mats` holds proj.views float projection matrices (kernels::float_matrices).
-template <kernels::bp_weighting W>
-inline void backproject_row(const padded_projections& proj, const kernels::proj_matrix* mats,
+/// `Map` is kernels::proj_matrix (flat detectors) or kernels::cyl_map (cylindrical).
+template <kernels::bp_weighting W, class Map = kernels::proj_matrix>
+inline void backproject_row(const padded_projections& proj, const Map* mats,
                             const volume_geometry& vg, std::int64_t j, std::int64_t k,
                             float* __restrict acc) {
   const float x0 = static_cast<float>(vg.origin_mm[0]);
@@ -83,7 +84,7 @@ inline void backproject_row(const padded_projections& proj, const kernels::proj_
   const int nx = static_cast<int>(vg.nx);
   for (std::int64_t v = 0; v < proj.views; ++v) {
     const kernels::padded_view pv = proj.view(v);
-    const kernels::proj_matrix P = mats[v];
+    const Map P = mats[v];
     const auto sample = [&pv](float c, float r) {
       return kernels::sample_bilinear_padded(pv, c, r);
     };
@@ -99,8 +100,8 @@ inline void backproject_row(const padded_projections& proj, const kernels::proj_
 /// volume of geometry `vg` stored [z][y][x]; the result is ADDED to `out`.
 /// `mats` holds proj.views float matrices. OpenMP over (z, y) rows; threads = 0: all cores.
 /// Must not be called from inside an OpenMP parallel region that expects it to stay serial.
-template <kernels::bp_weighting W>
-inline void backproject_cpu(const padded_projections& proj, const kernels::proj_matrix* mats,
+template <kernels::bp_weighting W, class Map = kernels::proj_matrix>
+inline void backproject_cpu(const padded_projections& proj, const Map* mats,
                             const volume_geometry& vg, float* out, std::int64_t z_begin,
                             std::int64_t z_end, int threads = 0) {
   CTFORGE_EXPECTS(z_begin >= 0 && z_begin <= z_end && z_end <= vg.nz,
@@ -117,7 +118,7 @@ inline void backproject_cpu(const padded_projections& proj, const kernels::proj_
     for (std::int64_t row = 0; row < n_rows; ++row) {
       const std::int64_t k = z_begin + row / ny, j = row % ny;
       std::fill(acc.begin(), acc.end(), 0.0f);
-      backproject_row<W>(proj, mats, vg, j, k, acc.data());
+      backproject_row<W, Map>(proj, mats, vg, j, k, acc.data());
       float* dst = out + (k * ny + j) * nx;
       for (std::int64_t i = 0; i < nx; ++i) dst[i] += acc[i];
     }

@@ -50,7 +50,9 @@ struct quality {
 /// volume beyond the circle the detector covers) and FDK / FBP is not defined there, as in RTK
 /// (FieldOfViewImageFilter), so accuracy criteria are evaluated inside.
 inline std::vector<char> fov_mask(const geometry& g, const volume_geometry& vg) {
-  const auto mats = compute_projection_matrices(g);
+  // Cylindrical detectors have no matrices: project_to_detector (its w > 0 is in front of the
+  // source plane) instead.
+  const auto mats = g.curved() ? std::vector<projection_matrix>{} : compute_projection_matrices(g);
   std::vector<char> mask(static_cast<std::size_t>(vg.voxel_count()), 1);
   const double cmax = static_cast<double>(g.cols - 1) + 1e-6,
                rmax = static_cast<double>(g.rows - 1) + 1e-6;
@@ -60,6 +62,16 @@ inline std::vector<char> fov_mask(const geometry& g, const volume_geometry& vg) 
     for (std::int64_t i = 0; i < vg.nx; ++i) {
       const vec3 x =
           vg.voxel_center(static_cast<double>(i), static_cast<double>(j), static_cast<double>(k));
+      if (g.curved()) {
+        for (std::int64_t v = 0; v < g.view_count(); ++v) {
+          const detector_coords q = project_to_detector(g, v, x);
+          if (!(q.w > 0 && q.col >= -1e-6 && q.col <= cmax && q.row >= -1e-6 && q.row <= rmax)) {
+            mask[static_cast<std::size_t>(row * vg.nx + i)] = 0;
+            break;
+          }
+        }
+        continue;
+      }
       for (const auto& m : mats) {
         const double p2 = m[8] * x.x + m[9] * x.y + m[10] * x.z + m[11];
         const double c = (m[0] * x.x + m[1] * x.y + m[2] * x.z + m[3]) / p2;
@@ -148,7 +160,7 @@ inline projection_stack project_pixel_integrated(const phantom& ph, const geomet
                                    o.angles_rad, o.offset_u_mm, o.offset_v_mm)
           : make_cone_geometry(g.cols * s, g.rows * sr, g.pixel_u_mm / s, g.pixel_v_mm / sr,
                                o.source_to_isocenter_mm, o.source_to_detector_mm, o.angles_rad,
-                               o.offset_u_mm, o.offset_v_mm);
+                               o.offset_u_mm, o.offset_v_mm, g.shape);
   return average_blocks(project_analytic(ph, fine), g.rows, g.cols, sr, s);
 }
 
