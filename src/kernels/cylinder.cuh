@@ -17,8 +17,12 @@
 // l plays the role of the flat detector's depth fraction w: 1 on the detector, 0 at the source,
 // and the curved FDK back-projection weight is 1 / l^2 (Kak & Slaney's 1 / L^2, equiangular
 // fan beam, with (SID/SDD)^2 folded into the pre-weights as for the flat detector).
+// Curved detectors exist for circular orbits only (v along z, t and n in the xy-plane), so a
+// and c depend on (x, y) only and b on z only: the mapping packs into 12 floats, the size of a
+// projection matrix, which lets the CUDA back-projector keep them in the same constant memory.
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include "kernels/geometry.cuh"
@@ -47,27 +51,34 @@ CTFORGE_HD void cylinder_pixel_center(const double s[3], const double d[3], cons
   for (int a = 0; a < 3; ++a) out[a] = s[a] + cg * rc[a] + sg * r * u[a] / un + h * vh[a];
 }
 
-/// Per-view cylindrical mapping in float for back-projection (trivially copyable; see the file
-/// comment): m rows give a, b, c of the point (x, y, z, 1).
+/// Per-view cylindrical mapping in float (trivially copyable; see the file comment):
+///   m[0..2]: a = m0 x + m1 y + m2      m[3..5]: c = m3 x + m4 y + m5
+///   m[6..7]: b = m6 z + m7             m[8]: row0   m[9]: col0   m[10]: col_scale   m[11]: 0
 struct cyl_map {
   float m[12];
-  float col0, col_scale, row0;
 };
 
 /// Detector coordinates of a world point (mm) on a cylindrical detector: col, row and the
-/// in-plane distance fraction l (w of detector_point; 1 on the detector, 0 at the source).
+/// in-plane distance fraction l (w of detector_point; 1 on the detector, 0 at the source);
+/// w = 0 at or behind the source plane (c <= 0).
 CTFORGE_HD detector_point project_point(const cyl_map& P, float x, float y, float z) {
   const float* m = P.m;
-  const float a = m[0] * x + m[1] * y + m[2] * z + m[3];
-  const float b = m[4] * x + m[5] * y + m[6] * z + m[7];
-  const float c = m[8] * x + m[9] * y + m[10] * z + m[11];
+  const float a = m[0] * x + m[1] * y + m[2];
+  const float c = m[3] * x + m[4] * y + m[5];
+  const float b = m[6] * z + m[7];
   const float l = sqrtf(a * a + c * c);
   const float li = 1.0f / (l > 1e-6f ? l : 1e-6f);
-  return {P.col0 + P.col_scale * atan2f(a, c), P.row0 + b * li, c > 0.0f ? l : 0.0f};
+  return {m[9] + m[10] * atan2f(a, c), m[8] + b * li, c > 0.0f ? l : 0.0f};
 }
 
-/// Host helper: float mappings of every view of a cylindrical-detector geometry, computed from
-/// ctforge::cylinder_frame_of in double (usage_error for a flat detector).
+/// The cyl_map of a view in double precision (the same layout), e.g. to shift rows (m[8]) for a
+/// slab before rounding to float.
+using cyl_map_d = std::array<double, 12>;
+
+/// Host helpers: the mappings of every view of a cylindrical-detector geometry, computed from
+/// ctforge::cylinder_frame_of in double (usage_error for a flat detector, or for view vectors
+/// that are not those of a circular orbit about z).
+std::vector<cyl_map_d> cylinder_maps_d(const ctforge::geometry& g);
 std::vector<cyl_map> cylinder_maps(const ctforge::geometry& g);
 
 }  // namespace ctforge::kernels

@@ -526,14 +526,8 @@ volume reconstruct_impl(const projection_view& proj, const geometry& g, const vo
     data = *padded;
   }
   // The reference path is a CPU path by definition.
-  backend where = opt.reference ? backend::cpu : resolve_backend(opt.where, nullptr, opt.device);
-  if (where == backend::cuda && geo->curved()) {
-    // The CUDA back-projector maps voxels with projection matrices only (flat detectors).
-    CTFORGE_EXPECTS(opt.where != backend::cuda && !on_device && !device_out,
-                    "--backend cuda: FDK of a cylindrical detector (geometry field "
-                    "'detector.shape') runs on the CPU only so far; use --backend cpu or auto");
-    where = backend::cpu;
-  }
+  const backend where =
+      opt.reference ? backend::cpu : resolve_backend(opt.where, nullptr, opt.device);
   if (where != backend::cuda && !checked) detail::check_finite_values(data, opt.threads);
   if (where == backend::cuda) {
 #if defined(CTFORGE_WITH_CUDA)

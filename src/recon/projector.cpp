@@ -268,12 +268,7 @@ volume back_project(const projection_view& proj, const geometry& g, const volume
                     const projector_options& opt) {
   check_back_inputs(proj, g, vg, opt.threads);  // before either backend
   detail::cuda_options copt;
-  const bool cuda = use_cuda(opt, &copt);
-  // The CUDA back-projector maps voxels with projection matrices only (flat detectors).
-  CTFORGE_EXPECTS(!(cuda && g.curved() && opt.where == backend::cuda),
-                  "--backend cuda: back-projection onto a cylindrical detector (geometry field "
-                  "'detector.shape') runs on the CPU only so far; use --backend cpu or auto");
-  if (cuda && !g.curved()) {
+  if (use_cuda(opt, &copt)) {
 #if defined(CTFORGE_WITH_CUDA)
     return detail::cuda_back_project(proj, g, vg, copt);
 #endif
