@@ -248,6 +248,10 @@ volume reconstruct_resumable(const projection_view& proj, const geometry& g,
     if (note_fn) note_fn(t);
   };
   if (ro.algo == algorithm::sirt) return sirt_checkpointed(proj, g, vg, ro, co, run_record, note);
+  // Units pick their detector rows through projection matrices (row_band).
+  CTFORGE_EXPECTS(!g.curved(),
+                  "--checkpoint-dir: resumable FDK / FBP of a cylindrical detector (geometry "
+                  "field 'detector.shape') is not supported; run without --checkpoint-dir");
   const fs::path dir(co.dir);
   std::int64_t planes = co.planes_per_unit;
   if (planes <= 0)  // ~16 M voxels (64 MB) per unit, at least one plane
