@@ -90,8 +90,9 @@ __global__ void __launch_bounds__(k_block_x* k_block_y)
       cyl_map M;
 #pragma unroll
       for (int i = 0; i < 12; ++i) M.m[i] = P.m[i];
+      const cyl_column q = cyl_column_of(M, x, y);  // shared by the thread's k_z voxels
 #pragma unroll
-      for (int k = 0; k < k_z; ++k) acc[k] += bp_contribution<W>(M, x, y, zs[k], sample);
+      for (int k = 0; k < k_z; ++k) acc[k] += bp_contribution_cyl<W>(M, q, zs[k], sample);
     } else {
 #pragma unroll
       for (int k = 0; k < k_z; ++k) acc[k] += bp_contribution<W>(P, x, y, zs[k], sample);

@@ -58,17 +58,35 @@ struct cyl_map {
   float m[12];
 };
 
+/// The part of the mapping that depends on (x, y) only: column, 1 / l (l floored at 1e-6) and
+/// l itself (0 at or behind the source plane, c <= 0). The CPU back-projector computes it once
+/// per voxel column and view and reuses it for every z (cyl_row_of).
+struct cyl_column {
+  float col, inv_l, l;
+};
+CTFORGE_HD cyl_column cyl_column_of(const cyl_map& P, float x, float y) {
+  const float* m = P.m;
+  const float a = m[0] * x + m[1] * y + m[2];
+  const float c = m[3] * x + m[4] * y + m[5];
+  const float l = sqrtf(a * a + c * c);
+  return {m[9] + m[10] * atan2f(a, c), 1.0f / (l > 1e-6f ? l : 1e-6f), c > 0.0f ? l : 0.0f};
+}
+/// The row of height z for a voxel column's 1 / l.
+CTFORGE_HD float cyl_row_of(const cyl_map& P, float z, float inv_l) {
+  return P.m[8] + (P.m[6] * z + P.m[7]) * inv_l;
+}
+/// FDK distance weight 1 / l^2 of a voxel column (l floored at 1e-6; 0 where l = 0).
+CTFORGE_HD float cyl_fdk_weight(const cyl_column& q) {
+  const float l = q.l > 1e-6f ? q.l : 1e-6f;
+  return q.l > 1e-6f ? 1.0f / (l * l) : 0.0f;
+}
+
 /// Detector coordinates of a world point (mm) on a cylindrical detector: col, row and the
 /// in-plane distance fraction l (w of detector_point; 1 on the detector, 0 at the source);
 /// w = 0 at or behind the source plane (c <= 0).
 CTFORGE_HD detector_point project_point(const cyl_map& P, float x, float y, float z) {
-  const float* m = P.m;
-  const float a = m[0] * x + m[1] * y + m[2];
-  const float c = m[3] * x + m[4] * y + m[5];
-  const float b = m[6] * z + m[7];
-  const float l = sqrtf(a * a + c * c);
-  const float li = 1.0f / (l > 1e-6f ? l : 1e-6f);
-  return {m[9] + m[10] * atan2f(a, c), m[8] + b * li, c > 0.0f ? l : 0.0f};
+  const cyl_column q = cyl_column_of(P, x, y);
+  return {q.col, cyl_row_of(P, z, q.inv_l), q.l};
 }
 
 /// The cyl_map of a view in double precision (the same layout), e.g. to shift rows (m[8]) for a

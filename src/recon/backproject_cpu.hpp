@@ -125,4 +125,53 @@ inline void backproject_cpu(const padded_projections& proj, const Map* mats,
   }
 }
 
+/// backproject_cpu for a cylindrical detector (kernels::cyl_map per view), all of `out` (ADDED
+/// to): a view's column, 1 / l and weight depend on (x, y) only, so each (y, view) computes them
+/// once per x (kernels::cyl_column_of, the atan2 and sqrt) and every z plane reuses them through
+/// kernels::bp_contribution_cyl; the per-voxel arithmetic is the CUDA kernel's. OpenMP over y.
+template <kernels::bp_weighting W>
+inline void backproject_cpu_curved(const padded_projections& proj, const kernels::cyl_map* maps,
+                                   const volume_geometry& vg, float* out, int threads = 0) {
+  CTFORGE_EXPECTS(vg.nx < (std::int64_t{1} << 31), "back-projection: nx too large");
+  const std::int64_t nx = vg.nx, ny = vg.ny, nz = vg.nz;
+  const int nt = threads > 0 ? threads : omp_get_max_threads();
+  const float x0 = static_cast<float>(vg.origin_mm[0]);
+  const float dx = static_cast<float>(vg.spacing_mm[0]);
+#pragma omp parallel num_threads(nt)
+  {
+    std::vector<kernels::cyl_column> cols(static_cast<std::size_t>(nx));
+    std::vector<float> acc(static_cast<std::size_t>(nx * nz));
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t j = 0; j < ny; ++j) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      const float y =
+          static_cast<float>(vg.origin_mm[1] + static_cast<double>(j) * vg.spacing_mm[1]);
+      for (std::int64_t v = 0; v < proj.views; ++v) {
+        const kernels::padded_view pv = proj.view(v);
+        const kernels::cyl_map P = maps[v];
+        const auto sample = [&pv](float c, float r) {
+          return kernels::sample_bilinear_padded(pv, c, r);
+        };
+        for (std::int64_t i = 0; i < nx; ++i)
+          cols[static_cast<std::size_t>(i)] =
+              kernels::cyl_column_of(P, x0 + static_cast<float>(i) * dx, y);
+        for (std::int64_t k = 0; k < nz; ++k) {
+          const float z =
+              static_cast<float>(vg.origin_mm[2] + static_cast<double>(k) * vg.spacing_mm[2]);
+          float* __restrict a = acc.data() + k * nx;
+          const kernels::cyl_column* c = cols.data();
+#pragma omp simd
+          for (std::int64_t i = 0; i < nx; ++i)
+            a[i] += kernels::bp_contribution_cyl<W>(P, c[i], z, sample);
+        }
+      }
+      for (std::int64_t k = 0; k < nz; ++k) {
+        float* dst = out + (k * ny + j) * nx;
+        const float* a = acc.data() + k * nx;
+        for (std::int64_t i = 0; i < nx; ++i) dst[i] += a[i];
+      }
+    }
+  }
+}
+
 }  // namespace ctforge::detail

@@ -269,9 +269,9 @@ void detail::backproject_filtered_cpu(const padded_projections& proj, const kern
                                       const volume_geometry& vg, bool distance_weighting,
                                       float* out, int threads) {
   if (distance_weighting)
-    backproject_cpu<kernels::bp_weighting::fdk>(proj, maps, vg, out, 0, vg.nz, threads);
+    backproject_cpu_curved<kernels::bp_weighting::fdk>(proj, maps, vg, out, threads);
   else
-    backproject_cpu<kernels::bp_weighting::none>(proj, maps, vg, out, 0, vg.nz, threads);
+    backproject_cpu_curved<kernels::bp_weighting::none>(proj, maps, vg, out, threads);
 }
 
 namespace {

@@ -17,8 +17,8 @@ namespace ctforge::detail {
 void backproject_filtered_cpu(const padded_projections& proj, const kernels::proj_matrix* mats,
                               const volume_geometry& vg, bool distance_weighting, float* out,
                               int threads);
-/// The same for a cylindrical detector: `maps` holds proj.views kernels::cyl_map (the shared
-/// per-voxel loop of backproject_cpu; no AVX2 special case).
+/// The same for a cylindrical detector: `maps` holds proj.views kernels::cyl_map
+/// (backproject_cpu_curved: each voxel column's mapping computed once for all z).
 void backproject_filtered_cpu(const padded_projections& proj, const kernels::cyl_map* maps,
                               const volume_geometry& vg, bool distance_weighting, float* out,
                               int threads);
