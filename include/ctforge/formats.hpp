@@ -256,6 +256,10 @@ struct rtk_projection {
   double proj_offset_x = 0, proj_offset_y = 0;
   double out_of_plane_deg = 0, in_plane_deg = 0;
   double source_offset_x = 0, source_offset_y = 0;
+  /// RadiusCylindricalDetector (mm): 0 = flat panel; otherwise a cylindrical detector tangent
+  /// to the flat one along its v axis through the un-offset origin, u measured along the arc.
+  /// ctforge's cylindrical detectors are those with radius = SDD (centred on the source).
+  double radius_cylindrical = 0;
 };
 
 /// Our world point (mm) from an RTK world point, and back.
@@ -278,12 +282,14 @@ std::array<double, 12> rtk_matrix(const rtk_projection& p);
 
 /// Our geometry from RTK projections, for a detector of cols x rows pixels of pitch du x dv mm.
 /// Circular cone / parallel when the tilt angles and source offsets are zero and SID/SDD are
-/// constant, a vector geometry otherwise.
+/// constant, a vector geometry otherwise. RadiusCylindricalDetector = SDD on a circular cone
+/// scan gives a cylindrical detector; any other non-zero radius is refused (usage_error).
 geometry geometry_from_rtk(std::span<const rtk_projection> projections, std::int64_t cols,
                            std::int64_t rows, double du_mm, double dv_mm);
 /// RTK projections for a geometry whose detector has orthogonal u and v of constant length
 /// (every circular geometry; vector geometries that satisfy this). Parallel beams also need the
-/// ray perpendicular to the detector. Throws usage_error otherwise.
+/// ray perpendicular to the detector. Throws usage_error otherwise. A cylindrical detector gives
+/// RadiusCylindricalDetector = SDD.
 std::vector<rtk_projection> rtk_from_geometry(const geometry& g);
 geometry read_rtk_geometry(const std::string& path, std::int64_t cols, std::int64_t rows,
                            double du_mm, double dv_mm);

@@ -14,6 +14,12 @@
 //  * Circular "parallel": ray direction (-sin t, cos t, 0), detector centre at the origin
 //    (plus offsets), same u and v.
 //  * A fan-beam / 2D scan is a geometry with rows = 1.
+//  * Circular "cone" with "detector": {"shape": "cylindrical"}: the detector is a cylinder
+//    centred on the source, axis along v (the rotation axis), radius SDD; the view vectors
+//    above are its tangent frame at the centre pixel (with an offset off_u, the centre pixel
+//    sits at fan angle off_u / SDD and u is the tangent there). Columns are equally spaced in
+//    arc length (angular step du / SDD), rows are flat along v. pixel_center() and
+//    project_to_detector() hold the curved mapping; projection matrices do not exist for it.
 #pragma once
 
 #include <array>
@@ -28,6 +34,9 @@
 namespace ctforge {
 
 enum class beam_kind { cone, parallel };
+
+/// Detector surface: flat (a plane, the default) or cylindrical (curved, circular cone only).
+enum class detector_shape { flat, cylindrical };
 
 /// One view of a vector geometry. All positions in mm, world frame.
 struct view_vectors {
@@ -55,6 +64,11 @@ struct geometry {
   double pixel_v_mm = 1;  ///< nominal pixel pitch along v
   std::vector<view_vectors> views;
   std::optional<circular_orbit> orbit;  ///< set for "cone" and "parallel"
+  /// JSON "detector.shape". cylindrical: curved detector of radius SDD centred on the source
+  /// (circular "cone" only; see the file comment).
+  detector_shape shape = detector_shape::flat;
+
+  bool curved() const { return shape == detector_shape::cylindrical; }
 
   std::int64_t view_count() const { return static_cast<std::int64_t>(views.size()); }
   /// "cone", "parallel", "cone_vec" or "parallel_vec".
@@ -64,10 +78,12 @@ struct geometry {
 };
 
 /// Circular cone beam. Angles in radians; offsets (mm) either empty, one value, or one per view.
+/// `shape` cylindrical: curved detector (offset_u is then an arc length, mm).
 geometry make_cone_geometry(std::int64_t cols, std::int64_t rows, double pixel_u_mm,
                             double pixel_v_mm, double sid_mm, double sdd_mm,
                             std::vector<double> angles_rad, std::vector<double> offset_u_mm = {},
-                            std::vector<double> offset_v_mm = {});
+                            std::vector<double> offset_v_mm = {},
+                            detector_shape shape = detector_shape::flat);
 /// Circular parallel beam. Angles in radians.
 geometry make_parallel_geometry(std::int64_t cols, std::int64_t rows, double pixel_u_mm,
                                 double pixel_v_mm, std::vector<double> angles_rad,
@@ -99,12 +115,36 @@ std::string geometry_to_json(const geometry& g);
 ///   col = p0 / p2, row = p1 / p2   (0-based pixel indices, pixel centres at integers)
 /// and p2 is the depth of x along the detector normal as a fraction of the depth of the
 /// detector plane (cone: 1 on the detector, 0 at the source; parallel: p2 == 1).
-/// Row-major 3x4.
+/// Row-major 3x4. Flat detectors only: a cylindrical detector's mapping is not projective, and
+/// asking for its matrix throws usage_error naming 'detector.shape' (use project_to_detector).
 using projection_matrix = std::array<double, 12>;
 projection_matrix compute_projection_matrix(const geometry& g, std::int64_t view);
 std::vector<projection_matrix> compute_projection_matrices(const geometry& g);
 
-/// World position (mm) of the centre of pixel (col, row) of a view.
+/// World position (mm) of the centre of pixel (col, row) of a view (flat or cylindrical).
 vec3 pixel_center(const geometry& g, std::int64_t view, double col, double row);
+
+/// Where a world point x (mm) lands on the detector of a view: pixel indices (col, row), pixel
+/// centres at integers, and w: flat detectors the depth fraction of compute_projection_matrix
+/// (cone: 1 on the detector plane, 0 at the source; parallel: 1); cylindrical detectors the
+/// in-plane distance from the source over SDD (1 on the cylinder), 0 at or behind the source
+/// plane. col and row are meaningful only where w > 0.
+struct detector_coords {
+  double col = 0, row = 0, w = 0;
+};
+detector_coords project_to_detector(const geometry& g, std::int64_t view, vec3 x);
+
+/// The frame of a cylindrical detector's view (see kernels/cylinder.cuh): source (mm), unit
+/// vectors n (in-plane, source towards the centre pixel), t (tangent, along u) and v_hat,
+/// radius (mm, = SDD), height hc (mm) of the centre pixel above the source along v_hat, and
+/// the pitches du, dv (mm). usage_error for a flat detector.
+struct cylinder_frame {
+  vec3 source, n, t, v_hat;
+  double radius = 0, hc = 0, du = 0, dv = 0;
+};
+cylinder_frame cylinder_frame_of(const geometry& g, std::int64_t view);
+
+/// "flat" or "cylindrical".
+const char* to_string(detector_shape s);
 
 }  // namespace ctforge

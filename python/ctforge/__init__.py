@@ -149,14 +149,18 @@ class Geometry:
 
     @staticmethod
     def cone(cols: int, rows: int, pixel_size: Union[float, Sequence[float]], sid: float,
-             sdd: float, angles: Any, offset_u: Any = None, offset_v: Any = None) -> "Geometry":
+             sdd: float, angles: Any, offset_u: Any = None, offset_v: Any = None,
+             detector_shape: str = "flat") -> "Geometry":
         """Circular cone beam (rows = 1: fan beam). ``pixel_size`` in mm (one value or (u, v));
         ``sid``/``sdd`` source-to-isocentre / source-to-detector distances in mm; ``angles`` in
         radians (an array, or a view count for a full circle); detector offsets in mm (one
-        value or one per view)."""
+        value or one per view). ``detector_shape="cylindrical"``: a curved detector of radius
+        ``sdd`` centred on the source, columns ``pixel_size`` apart along the arc (README,
+        "Geometry")."""
         du, dv = _pair(pixel_size, "pixel_size")
         return Geometry(_core.make_cone(int(cols), int(rows), du, dv, float(sid), float(sdd),
-                                        _angles(angles), _offsets(offset_u), _offsets(offset_v)))
+                                        _angles(angles), _offsets(offset_u), _offsets(offset_v),
+                                        str(detector_shape)))
 
     @staticmethod
     def parallel(cols: int, rows: int, pixel_size: Union[float, Sequence[float]], angles: Any,
@@ -230,6 +234,8 @@ class Geometry:
     rows = property(lambda self: self._g.rows, doc="detector rows (1: fan beam / 2D)")
     pixel_size = property(lambda self: self._g.pixel_size, doc="pixel pitch (u, v) in mm")
     view_count = property(lambda self: self._g.view_count, doc="number of views")
+    detector_shape = property(lambda self: self._g.detector_shape,
+                              doc='"flat" or "cylindrical" (curved detector of radius sdd)')
     projection_shape = property(lambda self: self._g.projection_shape, doc="(views, rows, cols)")
     views = property(lambda self: self._g.vectors,
                      doc="(n, 12) per-view vectors: source (or ray), detector centre, u, v (mm)")

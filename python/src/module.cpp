@@ -414,6 +414,8 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("pixel_size",
                              [](const geometry& g) { return py::make_tuple(g.pixel_u_mm, g.pixel_v_mm); })
       .def_property_readonly("view_count", &geometry::view_count)
+      .def_property_readonly("detector_shape",
+                             [](const geometry& g) { return std::string(to_string(g.shape)); })
       .def_property_readonly("projection_shape",
                              [](const geometry& g) { return py::make_tuple(g.view_count(), g.rows, g.cols); })
       .def_property_readonly("vectors", &view_array)
@@ -477,9 +479,23 @@ PYBIND11_MODULE(_core, m) {
         return s + ")";
       });
 
-  m.def("make_cone", &make_cone_geometry, py::arg("cols"), py::arg("rows"), py::arg("pixel_u"),
-        py::arg("pixel_v"), py::arg("sid"), py::arg("sdd"), py::arg("angles"),
-        py::arg("offset_u") = std::vector<double>{}, py::arg("offset_v") = std::vector<double>{});
+  m.def(
+      "make_cone",
+      [](std::int64_t cols, std::int64_t rows, double pixel_u, double pixel_v, double sid,
+         double sdd, std::vector<double> angles, std::vector<double> offset_u,
+         std::vector<double> offset_v, const std::string& detector_shape_name) {
+        CTFORGE_EXPECTS(detector_shape_name == "flat" || detector_shape_name == "cylindrical",
+                        "detector_shape: expected 'flat' or 'cylindrical', got '" +
+                            detector_shape_name + "'");
+        return make_cone_geometry(cols, rows, pixel_u, pixel_v, sid, sdd, std::move(angles),
+                                  std::move(offset_u), std::move(offset_v),
+                                  detector_shape_name == "cylindrical"
+                                      ? detector_shape::cylindrical
+                                      : detector_shape::flat);
+      },
+      py::arg("cols"), py::arg("rows"), py::arg("pixel_u"), py::arg("pixel_v"), py::arg("sid"),
+      py::arg("sdd"), py::arg("angles"), py::arg("offset_u") = std::vector<double>{},
+      py::arg("offset_v") = std::vector<double>{}, py::arg("detector_shape") = "flat");
   m.def("make_parallel", &make_parallel_geometry, py::arg("cols"), py::arg("rows"),
         py::arg("pixel_u"), py::arg("pixel_v"), py::arg("angles"),
         py::arg("offset_u") = std::vector<double>{}, py::arg("offset_v") = std::vector<double>{});

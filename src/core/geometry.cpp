@@ -10,6 +10,7 @@
 #include "core/json_reader.hpp"
 #include "core/text_file.hpp"
 #include "ctforge/error.hpp"
+#include "kernels/cylinder.cuh"
 
 namespace ctforge {
 namespace {
@@ -104,6 +105,12 @@ void geometry::validate() const {
       fmt::format("{} geometry: field 'detector.pixel_mm' must be non-zero and finite (a negative "
                   "pitch reverses the direction of columns or rows)",
                   t));
+  if (curved())
+    CTFORGE_EXPECTS(beam == beam_kind::cone && orbit.has_value(),
+                    fmt::format("{} geometry: field 'detector.shape' is 'cylindrical', which needs "
+                                "a circular 'cone' geometry (the cylinder is centred on the source "
+                                "of a circular orbit); use 'flat'",
+                                t));
   if (orbit) {
     const auto& o = *orbit;
     CTFORGE_EXPECTS(o.angles_rad.size() == views.size(),
@@ -157,9 +164,11 @@ std::vector<double> angle_range(double start, double step, std::int64_t count) {
 
 static geometry make_circular(beam_kind beam, std::int64_t cols, std::int64_t rows, double du,
                               double dv, double sid, double sdd, std::vector<double> angles,
-                              std::vector<double> ou, std::vector<double> ov) {
+                              std::vector<double> ou, std::vector<double> ov,
+                              detector_shape shape = detector_shape::flat) {
   geometry g;
   g.beam = beam;
+  g.shape = shape;
   g.cols = cols;
   g.rows = rows;
   g.pixel_u_mm = du;
@@ -183,6 +192,16 @@ static geometry make_circular(beam_kind beam, std::int64_t cols, std::int64_t ro
       w.source = {-s, c, 0};
       w.detector_center = {0, 0, 0};
     }
+    if (shape == detector_shape::cylindrical && beam == beam_kind::cone) {
+      // Curved: the centre pixel lies on the cylinder of radius SDD about the source, at the
+      // arc length off_u (fan angle off_u / SDD) from the central ray; u is the tangent there.
+      const vec3 nh{-s, c, 0};  // from the source towards the isocentre
+      const double g0 = o.offset_u_mm[i] / sdd, cg = std::cos(g0), sg = std::sin(g0);
+      w.detector_center = w.source + sdd * (cg * nh + sg * uh) + o.offset_v_mm[i] * vh;
+      w.u = du * (cg * uh - sg * nh);
+      w.v = dv * vh;
+      continue;
+    }
     w.detector_center = w.detector_center + o.offset_u_mm[i] * uh + o.offset_v_mm[i] * vh;
     w.u = du * uh;
     w.v = dv * vh;
@@ -194,14 +213,14 @@ static geometry make_circular(beam_kind beam, std::int64_t cols, std::int64_t ro
 
 geometry make_cone_geometry(std::int64_t cols, std::int64_t rows, double du, double dv, double sid,
                             double sdd, std::vector<double> angles, std::vector<double> ou,
-                            std::vector<double> ov) {
+                            std::vector<double> ov, detector_shape shape) {
   CTFORGE_EXPECTS(
       sid > 0 && sdd > sid,
       fmt::format(
           "cone geometry: need source_to_detector_mm ({}) > source_to_isocenter_mm ({}) > 0", sdd,
           sid));
   return make_circular(beam_kind::cone, cols, rows, du, dv, sid, sdd, std::move(angles),
-                       std::move(ou), std::move(ov));
+                       std::move(ou), std::move(ov), shape);
 }
 
 geometry make_parallel_geometry(std::int64_t cols, std::int64_t rows, double du, double dv,
@@ -237,9 +256,24 @@ geometry geometry_from_json(std::string_view text, std::string_view origin) {
   if (!type_j.is_string()) r.fail("type", "expected a string");
   const std::string type = type_j.get<std::string>();
   const json& det = r.member(j, "", "detector");
-  r.known_keys(det, "detector", {"cols", "rows", "pixel_mm", "offset_mm"});
+  r.known_keys(det, "detector", {"cols", "rows", "pixel_mm", "offset_mm", "shape"});
+  detector_shape shape = detector_shape::flat;
+  if (auto it = det.find("shape"); it != det.end()) {
+    if (!it->is_string()) r.fail("detector.shape", "expected \"flat\" or \"cylindrical\"");
+    const std::string sh = it->get<std::string>();
+    if (sh == "cylindrical")
+      shape = detector_shape::cylindrical;
+    else if (sh != "flat")
+      r.fail("detector.shape",
+             fmt::format("unknown detector shape '{}' (expected flat or cylindrical)", sh));
+  }
   const std::int64_t cols = r.integer(r.member(det, "detector", "cols"), "detector.cols");
   const std::int64_t rows = r.integer(r.member(det, "detector", "rows"), "detector.rows");
+  if (shape == detector_shape::cylindrical && type != "cone")
+    r.fail("detector.shape",
+           fmt::format("'cylindrical' needs type 'cone' (a circular cone-beam orbit, the cylinder "
+                       "centred on its source), not '{}'",
+                       type));
   if (cols < 1) r.fail("detector.cols", fmt::format("must be >= 1 (got {})", cols));
   if (rows < 1) r.fail("detector.rows", fmt::format("must be >= 1 (got {})", rows));
 
@@ -262,7 +296,8 @@ geometry geometry_from_json(std::string_view text, std::string_view origin) {
       if (!(sdd > sid))
         r.fail("source_to_detector_mm",
                fmt::format("must be greater than source_to_isocenter_mm ({} <= {})", sdd, sid));
-      return make_cone_geometry(cols, rows, px[0], px[1], sid, sdd, std::move(angles), ou, ov);
+      return make_cone_geometry(cols, rows, px[0], px[1], sid, sdd, std::move(angles), ou, ov,
+                                shape);
     }
     return make_parallel_geometry(cols, rows, px[0], px[1], std::move(angles), ou, ov);
   }
@@ -308,6 +343,7 @@ std::string geometry_to_json(const geometry& g) {
   if (g.orbit) {
     const auto& o = *g.orbit;
     j["detector"]["pixel_mm"] = {g.pixel_u_mm, g.pixel_v_mm};
+    if (g.curved()) j["detector"]["shape"] = to_string(g.shape);
     if (g.beam == beam_kind::cone) {
       j["source_to_isocenter_mm"] = o.source_to_isocenter_mm;
       j["source_to_detector_mm"] = o.source_to_detector_mm;
@@ -339,6 +375,9 @@ std::string geometry_to_json(const geometry& g) {
 
 projection_matrix compute_projection_matrix(const geometry& g, std::int64_t view) {
   CTFORGE_EXPECTS(view >= 0 && view < g.view_count(), fmt::format("view {} out of range", view));
+  CTFORGE_EXPECTS(!g.curved(),
+                  "geometry field 'detector.shape' is 'cylindrical': a curved detector has no "
+                  "projection matrix (this operation supports flat detectors only)");
   const view_vectors& w = g.views[static_cast<std::size_t>(view)];
   const double c0 = 0.5 * static_cast<double>(g.cols - 1);
   const double r0 = 0.5 * static_cast<double>(g.rows - 1);
@@ -389,10 +428,70 @@ std::vector<projection_matrix> compute_projection_matrices(const geometry& g) {
   return m;
 }
 
+namespace {
+void to_array(vec3 a, double out[3]) {
+  out[0] = a.x;
+  out[1] = a.y;
+  out[2] = a.z;
+}
+}  // namespace
+
+const char* to_string(detector_shape s) {
+  return s == detector_shape::cylindrical ? "cylindrical" : "flat";
+}
+
 vec3 pixel_center(const geometry& g, std::int64_t view, double col, double row) {
   const view_vectors& w = g.views[static_cast<std::size_t>(view)];
+  const double sc = col - 0.5 * static_cast<double>(g.cols - 1);
+  const double sr = row - 0.5 * static_cast<double>(g.rows - 1);
+  if (g.curved()) {
+    double s[3], d[3], u[3], v[3], out[3];
+    to_array(w.source, s);
+    to_array(w.detector_center, d);
+    to_array(w.u, u);
+    to_array(w.v, v);
+    kernels::cylinder_pixel_center(s, d, u, v, sc, sr, out);
+    return {out[0], out[1], out[2]};
+  }
   return w.detector_center + (col - 0.5 * static_cast<double>(g.cols - 1)) * w.u +
          (row - 0.5 * static_cast<double>(g.rows - 1)) * w.v;
+}
+
+detector_coords project_to_detector(const geometry& g, std::int64_t view, vec3 x) {
+  CTFORGE_EXPECTS(view >= 0 && view < g.view_count(), fmt::format("view {} out of range", view));
+  if (!g.curved()) {
+    const projection_matrix m = compute_projection_matrix(g, view);
+    const double p0 = m[0] * x.x + m[1] * x.y + m[2] * x.z + m[3];
+    const double p1 = m[4] * x.x + m[5] * x.y + m[6] * x.z + m[7];
+    const double p2 = m[8] * x.x + m[9] * x.y + m[10] * x.z + m[11];
+    if (!(p2 > 0)) return {0, 0, 0};
+    return {p0 / p2, p1 / p2, p2};
+  }
+  const cylinder_frame f = cylinder_frame_of(g, view);
+  const vec3 r = x - f.source;
+  const double a = dot(f.t, r), b = dot(f.v_hat, r), c = dot(f.n, r);
+  const double l = std::sqrt(a * a + c * c);
+  if (!(c > 0) || !(l > 0)) return {0, 0, 0};
+  return {0.5 * static_cast<double>(g.cols - 1) + f.radius / f.du * std::atan2(a, c),
+          0.5 * static_cast<double>(g.rows - 1) + (b * f.radius / l - f.hc) / f.dv,
+          l / f.radius};
+}
+
+cylinder_frame cylinder_frame_of(const geometry& g, std::int64_t view) {
+  CTFORGE_EXPECTS(g.curved(), "cylinder_frame_of: the detector is flat");
+  const view_vectors& w = g.views[static_cast<std::size_t>(view)];
+  cylinder_frame f;
+  f.source = w.source;
+  f.du = norm(w.u);
+  f.dv = norm(w.v);
+  f.v_hat = (1.0 / f.dv) * w.v;
+  f.t = (1.0 / f.du) * w.u;
+  const vec3 e = w.detector_center - w.source;
+  f.hc = dot(e, f.v_hat);
+  const vec3 rc = e - f.hc * f.v_hat;
+  f.radius = norm(rc);
+  f.n = (1.0 / f.radius) * rc;
+  return f;
 }
 
 }  // namespace ctforge

@@ -161,8 +161,7 @@ void XMLCALL rtk_end(void* data, const XML_Char* name) {
     }
   }
   if (iequals(n, "RadiusCylindricalDetector")) {
-    if (s.number("RadiusCylindricalDetector") != 0)
-      s.fail("cylindrical detectors (RadiusCylindricalDetector != 0) are not supported");
+    c.radius_cylindrical = s.number("RadiusCylindricalDetector");
   } else if (iequals(n, "Matrix")) {
     std::istringstream in(s.text);
     for (double& m : s.matrix) {
@@ -273,6 +272,7 @@ std::string rtk_xml(std::span<const rtk_projection> projections) {
       {"ProjectionOffsetY", &rtk_projection::proj_offset_y, true},
       {"InPlaneAngle", &rtk_projection::in_plane_deg, true},
       {"OutOfPlaneAngle", &rtk_projection::out_of_plane_deg, true},
+      {"RadiusCylindricalDetector", &rtk_projection::radius_cylindrical, true},
   };
   std::vector<bool> global;
   for (const auto& f : fields) {
@@ -313,6 +313,20 @@ geometry geometry_from_rtk(std::span<const rtk_projection> projections, std::int
         (p.sdd == 0) == parallel,
         "RTK geometry: mixes parallel (SourceToDetectorDistance 0) and divergent projections");
   const auto& p0 = projections[0];
+  // Cylindrical detectors: ctforge's are centred on the source (radius = SDD) on a circular
+  // cone orbit; RTK allows other radii, which we refuse rather than treat as flat.
+  const bool cylindrical = std::any_of(projections.begin(), projections.end(),
+                                       [](const rtk_projection& p) { return p.radius_cylindrical != 0; });
+  if (cylindrical)
+    for (std::size_t i = 0; i < projections.size(); ++i) {
+      const auto& p = projections[i];
+      CTFORGE_EXPECTS(
+          !parallel && std::abs(p.radius_cylindrical - p.sdd) <= 1e-9 * std::abs(p.sdd),
+          fmt::format("RTK geometry: projection {}: RadiusCylindricalDetector {} differs from "
+                      "SourceToDetectorDistance {}; only cylindrical detectors centred on the "
+                      "source (radius = SDD; ctforge 'detector.shape' cylindrical) are supported",
+                      i, p.radius_cylindrical, p.sdd));
+    }
   const bool circular =
       std::all_of(projections.begin(), projections.end(), [&](const rtk_projection& p) {
         return p.out_of_plane_deg == 0 && p.in_plane_deg == 0 &&
@@ -327,8 +341,12 @@ geometry geometry_from_rtk(std::span<const rtk_projection> projections, std::int
       ov.push_back(p.proj_offset_y);
     }
     if (parallel) return make_parallel_geometry(cols, rows, du, dv, std::move(angles), ou, ov);
-    return make_cone_geometry(cols, rows, du, dv, p0.sid, p0.sdd, std::move(angles), ou, ov);
+    return make_cone_geometry(cols, rows, du, dv, p0.sid, p0.sdd, std::move(angles), ou, ov,
+                              cylindrical ? detector_shape::cylindrical : detector_shape::flat);
   }
+  CTFORGE_EXPECTS(!cylindrical,
+                  "RTK geometry: a cylindrical detector (RadiusCylindricalDetector) needs a "
+                  "circular orbit (no tilt angles or source offsets, constant SID and SDD)");
   std::vector<view_vectors> views;
   for (const auto& p : projections) {
     const mat3 r = rtk_rotation(p);
@@ -352,6 +370,7 @@ geometry geometry_from_rtk(std::span<const rtk_projection> projections, std::int
 
 std::vector<rtk_projection> rtk_from_geometry(const geometry& g) {
   g.validate();
+
   std::vector<rtk_projection> out;
   if (g.orbit) {
     const auto& o = *g.orbit;
@@ -367,6 +386,8 @@ std::vector<rtk_projection> rtk_from_geometry(const geometry& g) {
       p.gantry_deg = rad_to_deg(o.angles_rad[i]);
       p.proj_offset_x = o.offset_u_mm[i];
       p.proj_offset_y = o.offset_v_mm[i];
+      // Our cylinder: radius SDD about the source, arc offsets as RTK measures them.
+      if (g.curved()) p.radius_cylindrical = o.source_to_detector_mm;
       out.push_back(p);
     }
     return out;
@@ -442,6 +463,9 @@ void write_rtk_geometry(const std::string& path, const geometry& g) {
 // ---- ASTRA -----------------------------------------------------------------------------------
 
 std::vector<astra_vector> astra_vectors(const geometry& g) {
+  CTFORGE_EXPECTS(!g.curved(),
+                  "ASTRA export: geometry field 'detector.shape' is 'cylindrical'; ASTRA's "
+                  "cone_vec geometry has flat detectors only");
   std::vector<astra_vector> out;
   out.reserve(g.views.size());
   for (const auto& w : g.views)

@@ -156,8 +156,8 @@ std::string stats_string(const value_stats& s) {
 }
 
 std::string geometry_summary(const geometry& g) {
-  std::string s = fmt::format("{}, {} views, detector {} cols x {} rows", g.type_name(),
-                              g.view_count(), g.cols, g.rows);
+  std::string s = fmt::format("{}, {} views, {}detector {} cols x {} rows", g.type_name(),
+                              g.view_count(), g.curved() ? "cylindrical " : "", g.cols, g.rows);
   if (g.orbit) {
     const auto& o = *g.orbit;
     s += fmt::format(" of {:g} x {:g} mm", g.pixel_u_mm, g.pixel_v_mm);

@@ -128,7 +128,7 @@ geometry select_geometry(const geometry& g, const detector_selection& sel, std::
     const double dv = g.pixel_v_mm * static_cast<double>(bin_rows);
     if (g.beam == beam_kind::cone)
       return make_cone_geometry(mc, mr, du, dv, o.source_to_isocenter_mm, o.source_to_detector_mm,
-                                std::move(angles), ou, ov);
+                                std::move(angles), ou, ov, g.shape);
     return make_parallel_geometry(mc, mr, du, dv, std::move(angles), ou, ov);
   }
   std::vector<view_vectors> views;

@@ -1,7 +1,9 @@
 // Voxel-driven back-projection kernel: filtered projections read through a layered texture,
 // per-view 3x4 matrices in __constant__ memory, k_z voxels per thread along z accumulated in
 // registers over every view of the batch, then one read-modify-write of the volume.
-// The per-view arithmetic is kernels::bp_contribution<W>, shared with the CPU path.
+// The per-view arithmetic is kernels::bp_contribution<W>, shared with the CPU path: with a
+// projection matrix per view (flat detectors) or, in the Curved variant, a kernels::cyl_map
+// held in the same 12 floats (cylindrical detectors).
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -52,7 +54,7 @@ __device__ __forceinline__ float sample_exact(cudaTextureObject_t tex, float col
   return (1.0f - ar) * ((1.0f - ac) * p00 + ac * p10) + ar * ((1.0f - ac) * p01 + ac * p11);
 }
 
-template <bp_weighting W, interp Mode>
+template <bp_weighting W, interp Mode, bool Curved>
 __global__ void __launch_bounds__(k_block_x* k_block_y)
     backproject_kernel(cudaTextureObject_t tex, float* __restrict__ volume) {
   const bp_slab_header& h = c_bp.slab;
@@ -84,8 +86,17 @@ __global__ void __launch_bounds__(k_block_x* k_block_y)
         return sample_exact(tex, col, row, v, h.cols, rows_valid);
       }
     };
+    if constexpr (Curved) {
+      cyl_map M;
 #pragma unroll
-    for (int k = 0; k < k_z; ++k) acc[k] += bp_contribution<W>(P, x, y, zs[k], sample);
+      for (int i = 0; i < 12; ++i) M.m[i] = P.m[i];
+      const cyl_column q = cyl_column_of(M, x, y);  // shared by the thread's k_z voxels
+#pragma unroll
+      for (int k = 0; k < k_z; ++k) acc[k] += bp_contribution_cyl<W>(M, q, zs[k], sample);
+    } else {
+#pragma unroll
+      for (int k = 0; k < k_z; ++k) acc[k] += bp_contribution<W>(P, x, y, zs[k], sample);
+    }
   }
 
   const std::int64_t plane = static_cast<std::int64_t>(h.nx) * h.ny;
@@ -97,10 +108,14 @@ __global__ void __launch_bounds__(k_block_x* k_block_y)
 }
 
 template <bp_weighting W, interp Mode>
-void launch(cudaStream_t s, cudaTextureObject_t tex, float* volume, int nx, int ny, int max_nz) {
+void launch(cudaStream_t s, cudaTextureObject_t tex, float* volume, int nx, int ny, int max_nz,
+            bool curved) {
   const dim3 block(k_block_x, k_block_y, 1);
   const dim3 grid(blocks_for(nx, k_block_x), blocks_for(ny, k_block_y), blocks_for(max_nz, k_z));
-  backproject_kernel<W, Mode><<<grid, block, 0, s>>>(tex, volume);
+  if (curved)
+    backproject_kernel<W, Mode, true><<<grid, block, 0, s>>>(tex, volume);
+  else
+    backproject_kernel<W, Mode, false><<<grid, block, 0, s>>>(tex, volume);
   CTFORGE_CUDA_CHECK_LAUNCH("launching the back-projection kernel");
 }
 
@@ -110,19 +125,28 @@ void preload_backprojection_kernels() {
   cudaFuncAttributes a{};
   CTFORGE_CUDA_TRY(cudaFuncGetAttributes(&a, assemble_constants));
   CTFORGE_CUDA_TRY(
-      cudaFuncGetAttributes(&a, backproject_kernel<bp_weighting::fdk, interp::hardware>));
-  CTFORGE_CUDA_TRY(cudaFuncGetAttributes(&a, backproject_kernel<bp_weighting::fdk, interp::exact>));
+      cudaFuncGetAttributes(&a, backproject_kernel<bp_weighting::fdk, interp::hardware, false>));
   CTFORGE_CUDA_TRY(
-      cudaFuncGetAttributes(&a, backproject_kernel<bp_weighting::none, interp::hardware>));
+      cudaFuncGetAttributes(&a, backproject_kernel<bp_weighting::fdk, interp::exact, false>));
   CTFORGE_CUDA_TRY(
-      cudaFuncGetAttributes(&a, backproject_kernel<bp_weighting::none, interp::exact>));
+      cudaFuncGetAttributes(&a, backproject_kernel<bp_weighting::none, interp::hardware, false>));
+  CTFORGE_CUDA_TRY(
+      cudaFuncGetAttributes(&a, backproject_kernel<bp_weighting::none, interp::exact, false>));
+  CTFORGE_CUDA_TRY(
+      cudaFuncGetAttributes(&a, backproject_kernel<bp_weighting::fdk, interp::hardware, true>));
+  CTFORGE_CUDA_TRY(
+      cudaFuncGetAttributes(&a, backproject_kernel<bp_weighting::fdk, interp::exact, true>));
+  CTFORGE_CUDA_TRY(
+      cudaFuncGetAttributes(&a, backproject_kernel<bp_weighting::none, interp::hardware, true>));
+  CTFORGE_CUDA_TRY(
+      cudaFuncGetAttributes(&a, backproject_kernel<bp_weighting::none, interp::exact, true>));
   void* sym = nullptr;
   CTFORGE_CUDA_TRY(cudaGetSymbolAddress(&sym, c_bp), "locating the back-projection constants");
 }
 
 void enqueue_backprojection(cudaStream_t s, bp_weighting w, interp mode, const bp_sources& src,
                             cudaTextureObject_t tex_linear, cudaTextureObject_t tex_point,
-                            float* volume, int nx, int ny, int max_nz) {
+                            float* volume, int nx, int ny, int max_nz, bool curved) {
   CTFORGE_EXPECTS(
       src.views_per_batch >= 1 && src.views_per_batch <= k_max_batch_views,
       "back-projection: views per batch must be in [1, " + std::to_string(k_max_batch_views) + "]");
@@ -137,14 +161,14 @@ void enqueue_backprojection(cudaStream_t s, bp_weighting w, interp mode, const b
   const bool fdk = w == bp_weighting::fdk;
   if (mode == interp::hardware) {
     if (fdk)
-      launch<bp_weighting::fdk, interp::hardware>(s, tex_linear, volume, nx, ny, max_nz);
+      launch<bp_weighting::fdk, interp::hardware>(s, tex_linear, volume, nx, ny, max_nz, curved);
     else
-      launch<bp_weighting::none, interp::hardware>(s, tex_linear, volume, nx, ny, max_nz);
+      launch<bp_weighting::none, interp::hardware>(s, tex_linear, volume, nx, ny, max_nz, curved);
   } else {
     if (fdk)
-      launch<bp_weighting::fdk, interp::exact>(s, tex_point, volume, nx, ny, max_nz);
+      launch<bp_weighting::fdk, interp::exact>(s, tex_point, volume, nx, ny, max_nz, curved);
     else
-      launch<bp_weighting::none, interp::exact>(s, tex_point, volume, nx, ny, max_nz);
+      launch<bp_weighting::none, interp::exact>(s, tex_point, volume, nx, ny, max_nz, curved);
   }
 }
 

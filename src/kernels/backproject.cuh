@@ -3,6 +3,7 @@
 // (which sample through the software samplers below, with identical border-zero semantics).
 #pragma once
 
+#include "kernels/cylinder.cuh"
 #include "kernels/geometry.cuh"
 #include "kernels/hd.cuh"
 
@@ -76,6 +77,27 @@ CTFORGE_HD float bp_contribution(const proj_matrix& P, float x, float y, float z
   const float s = sample(p0 * inv, p1 * inv);
   const float weight = (W == bp_weighting::fdk) ? inv * inv : 1.0f;
   return p2 > 1e-6f ? s * weight : 0.0f;
+}
+
+/// Contribution of one view of a cylindrical detector (kernels/cylinder.cuh) to the voxel at
+/// height z (mm) of the voxel column whose (x, y) gave `q` (cyl_column_of: computed once for
+/// every z of the column): the curved mapping, and with bp_weighting::fdk the weight 1 / l^2
+/// (l = the voxel's in-plane distance from the source over SDD; Kak & Slaney's 1 / L^2 for
+/// equiangular fan-beam data). Voxels at or behind the source plane receive nothing.
+template <bp_weighting W, class Sampler>
+CTFORGE_HD float bp_contribution_cyl(const cyl_map& P, const cyl_column& q, float z,
+                                     const Sampler& sample) {
+  const float s = sample(q.col, cyl_row_of(P, z, q.inv_l));
+  const float weight = (W == bp_weighting::fdk) ? cyl_fdk_weight(q) : 1.0f;
+  return q.l > 1e-6f ? s * weight : 0.0f;
+}
+
+/// The same for the voxel at (x, y, z) mm.
+template <bp_weighting W, class Sampler>
+CTFORGE_HD float bp_contribution(const cyl_map& P, float x, float y, float z,
+                                 const Sampler& sample) {
+  const cyl_column q = cyl_column_of(P, x, y);
+  return bp_contribution_cyl<W>(P, q, z, sample);
 }
 
 }  // namespace ctforge::kernels

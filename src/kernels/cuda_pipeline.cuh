@@ -66,10 +66,11 @@ struct bp_sources {
 
 /// Back-projects one batch of views from the layered texture (layer i = view i of the batch)
 /// into `volume` (the slab, [nz][ny][nx], accumulated: +=). The grid covers nx x ny x max_nz;
-/// threads beyond the slab's nz return early. Defined in backproject.cu.
+/// threads beyond the slab's nz return early. curved: the matrices are kernels::cyl_map of a
+/// cylindrical detector (same 12 floats). Defined in backproject.cu.
 void enqueue_backprojection(cudaStream_t s, bp_weighting w, interp mode, const bp_sources& src,
                             cudaTextureObject_t tex_linear, cudaTextureObject_t tex_point,
-                            float* volume, int nx, int ny, int max_nz);
+                            float* volume, int nx, int ny, int max_nz, bool curved = false);
 
 /// Loads the back-projection kernels (so that none loads lazily during stream capture).
 void preload_backprojection_kernels();

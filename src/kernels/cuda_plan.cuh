@@ -13,6 +13,7 @@
 #include "ctforge/error.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/volume.hpp"
+#include "kernels/cylinder.cuh"
 #include "kernels/geometry.cuh"
 
 namespace ctforge::kernels::cuda {
@@ -313,6 +314,74 @@ inline slab_info slab_rows(const volume_geometry& vg, const std::vector<projecti
   return s;
 }
 
+/// slab_rows for a cylindrical detector (kernels::cyl_map_d per view): row = row0 + b / l with
+/// b = bz z + bt depending on z only and l (in-plane distance to the source over SDD) on (x, y)
+/// only, so the extremes over the voxel box lie among b at its two z ends combined with the
+/// largest l (at a corner: l is convex) and the smallest (the distance from the source to the
+/// box's xy-rectangle). A source within half a voxel of the rectangle takes every row. Same
+/// widening and clamping as slab_rows.
+inline slab_info slab_rows_curved(const volume_geometry& vg, const std::vector<cyl_map_d>& maps,
+                                  std::int64_t rows, std::int64_t z0, std::int64_t nz) {
+  slab_info s;
+  s.z0 = z0;
+  s.nz = nz;
+  double lo = 1e300, hi = -1e300;
+  bool all_rows = false;
+  const double x0 = vg.origin_mm[0], x1 = x0 + static_cast<double>(vg.nx - 1) * vg.spacing_mm[0];
+  const double y0 = vg.origin_mm[1], y1 = y0 + static_cast<double>(vg.ny - 1) * vg.spacing_mm[1];
+  const double xl = std::min(x0, x1), xh = std::max(x0, x1), yl = std::min(y0, y1),
+               yh = std::max(y0, y1);
+  const double zs[2] = {vg.origin_mm[2] + static_cast<double>(z0) * vg.spacing_mm[2],
+                        vg.origin_mm[2] + static_cast<double>(z0 + nz - 1) * vg.spacing_mm[2]};
+  const double half_voxel = 0.5 * std::min(std::abs(vg.spacing_mm[0]), std::abs(vg.spacing_mm[1]));
+  for (const auto& m : maps) {
+    // a = m0 x + m1 y + m2, c = m3 x + m4 y + m5: a rotation scaled by 1 / R, so the source
+    // (a = c = 0) is the solution of that 2x2 system and l = |xy - source_xy| / R.
+    const double det = m[0] * m[4] - m[1] * m[3];
+    const double sx = (-m[2] * m[4] + m[1] * m[5]) / det;
+    const double sy = (-m[0] * m[5] + m[3] * m[2]) / det;
+    const double scale = std::sqrt(m[0] * m[0] + m[1] * m[1]);  // 1 / R
+    const double dx = std::max({xl - sx, 0.0, sx - xh}), dy = std::max({yl - sy, 0.0, sy - yh});
+    const double near = std::hypot(dx, dy);
+    if (!(near > half_voxel)) {
+      all_rows = true;
+      break;
+    }
+    double far = 0;
+    for (double x : {xl, xh})
+      for (double y : {yl, yh}) far = std::max(far, std::hypot(x - sx, y - sy));
+    for (double z : zs) {
+      const double b = m[6] * z + m[7];
+      for (double l : {near * scale, far * scale}) {
+        lo = std::min(lo, m[8] + b / l);
+        hi = std::max(hi, m[8] + b / l);
+      }
+    }
+  }
+  std::int64_t r0 = 0, r1 = rows;
+  if (!all_rows) {
+    const double last = static_cast<double>(rows);
+    r0 = static_cast<std::int64_t>(std::clamp(std::floor(lo) - 1.0, 0.0, last));
+    r1 = static_cast<std::int64_t>(std::clamp(std::floor(hi) + 3.0, 0.0, last));
+    r1 = std::max(r1, r0);
+  }
+  s.row_offset = static_cast<int>(r0);
+  s.rows_valid = static_cast<int>(r1 - r0);
+  return s;
+}
+
+/// The cylindrical mappings with rows counted from row_offset (row0 - row_offset, in double),
+/// stored in the back-projector's proj_matrix slots (the same 12 floats; see kernels::cyl_map).
+inline void shifted_cyl_maps(const std::vector<cyl_map_d>& maps, int row_offset,
+                             proj_matrix* out) {
+  for (std::size_t v = 0; v < maps.size(); ++v)
+    for (int i = 0; i < 12; ++i) {
+      double value = maps[v][static_cast<std::size_t>(i)];
+      if (i == 8) value -= static_cast<double>(row_offset);
+      out[v].m[i] = static_cast<float>(value);
+    }
+}
+
 /// Float matrices whose detector rows are counted from row_offset (row' = row - row_offset:
 /// p1' = p1 - row_offset * p2), shifted in double precision. row_offset = 0 gives
 /// kernels::float_matrices.
@@ -329,14 +398,18 @@ inline void shifted_matrices(const std::vector<projection_matrix>& mats, int row
   }
 }
 
-/// The slabs of a plan (one slab of the whole volume when not in slab mode).
+/// The slabs of a plan (one slab of the whole volume when not in slab mode). Cylindrical
+/// detectors: `maps` (mats then unused), rows from slab_rows_curved.
 inline std::vector<slab_info> make_slabs(const plan& p, const volume_geometry& vg,
                                          const std::vector<projection_matrix>& mats,
-                                         std::int64_t rows) {
+                                         std::int64_t rows,
+                                         const std::vector<cyl_map_d>* maps = nullptr) {
   std::vector<slab_info> out;
   for (std::int64_t z0 = 0; z0 < vg.nz; z0 += p.slab_nz) {
     const std::int64_t nz = std::min(p.slab_nz, vg.nz - z0);
-    if (p.slab_mode)
+    if (p.slab_mode && maps)
+      out.push_back(slab_rows_curved(vg, *maps, rows, z0, nz));
+    else if (p.slab_mode)
       out.push_back(slab_rows(vg, mats, rows, z0, nz));
     else
       out.push_back({z0, nz, 0, static_cast<int>(rows)});

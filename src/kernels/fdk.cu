@@ -178,10 +178,16 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
   const int B = pl.views_per_batch;
   const int nb = pl.batches;
   const std::int64_t batch_floats = static_cast<std::int64_t>(B) * R * C;
-  const std::vector<projection_matrix> mats_d = compute_projection_matrices(g);
+  // Flat detectors: projection matrices; cylindrical ones: kernels::cyl_map (the same 12 floats
+  // per view in the back-projector's constant memory, read by its curved variant).
+  const bool curved = g.curved();
+  const std::vector<projection_matrix> mats_d =
+      curved ? std::vector<projection_matrix>{} : compute_projection_matrices(g);
+  const std::vector<cyl_map_d> maps_d =
+      curved ? cylinder_maps_d(g) : std::vector<cyl_map_d>{};
 
   // Slabs and the detector rows each needs.
-  const std::vector<slab_info> slabs = make_slabs(pl, vg, mats_d, R);
+  const std::vector<slab_info> slabs = make_slabs(pl, vg, mats_d, R, curved ? &maps_d : nullptr);
   int max_rows_valid = 0;
   for (const auto& s : slabs) max_rows_valid = std::max(max_rows_valid, s.rows_valid);
   const std::int64_t array_rows = pl.slab_mode ? std::min<std::int64_t>(R, max_rows_valid + 1) : R;
@@ -341,7 +347,7 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
     src.total_views = static_cast<int>(V);
     enqueue_backprojection(s, jb.weighting, jb.mode, src, tex_lin[p]->get(), tex_pt[p]->get(),
                            vol_dev.data(), static_cast<int>(vg.nx), static_cast<int>(vg.ny),
-                           static_cast<int>(pl.slab_nz));
+                           static_cast<int>(pl.slab_nz), curved);
     enqueue_bump(s, cnt_b);
   };
 
@@ -405,7 +411,10 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
     h.sx = static_cast<float>(vg.spacing_mm[0]);
     h.sy = static_cast<float>(vg.spacing_mm[1]);
     h.sz = static_cast<float>(vg.spacing_mm[2]);
-    shifted_matrices(mats_d, sl.row_offset, mats_host.data());
+    if (curved)
+      shifted_cyl_maps(maps_d, sl.row_offset, mats_host.data());
+    else
+      shifted_matrices(mats_d, sl.row_offset, mats_host.data());
     CTFORGE_CUDA_TRY(cudaMemcpyAsync(slab_dev.data(), slab_host.data(), sizeof(bp_slab_header),
                                      cudaMemcpyHostToDevice, s_b));
     CTFORGE_CUDA_TRY(cudaMemcpyAsync(mats_dev.data(), mats_host.data(), mats_host.bytes(),
@@ -639,7 +648,8 @@ volume cuda_reconstruct(const projection_view& proj, const geometry& g, const vo
     jb.setup = make_fdk_setup(proj, g, opt, /*check_values=*/false);  // checked on the device
   }
   jb.padded_len = static_cast<int>(padded_length(proj.cols));
-  jb.response = ramp_response(jb.padded_len, jb.setup->filter_pixel_mm, opt.filter, opt.cutoff);
+  jb.response = ramp_response(jb.padded_len, jb.setup->filter_pixel_mm, opt.filter, opt.cutoff,
+                              jb.setup->filter_equiangular_rad);
   jb.weighting =
       jb.setup->distance_weighting ? kernels::bp_weighting::fdk : kernels::bp_weighting::none;
   jb.mode =

@@ -3,6 +3,10 @@
 //   weight = view_scale * cosine(a, b) * redundancy(beta, a)
 // with a, b the detector coordinates (mm) relative to the principal point (the foot of the
 // perpendicular from the source), gamma = atan(a / SDD) the fan angle of the column.
+// Cylindrical (curved) detectors: a is the arc length (mm) from the central ray, so the fan
+// angle gamma = a / SDD is linear in the column, and cosine(a, b) = cos(gamma) SDD /
+// sqrt(SDD^2 + b^2): the cosine between the ray and the central ray, as for the flat detector
+// (Kak & Slaney's D cos(gamma) for equiangular fan data, extended to rows as in curved FDK).
 //
 // Redundancy: every line through the object is measured by the ray (beta, gamma) and by its
 // conjugate (beta + pi - 2 gamma, -gamma), i.e. at detector coordinate -a on another view, and
@@ -37,6 +41,7 @@ struct preweight_params {
   float overlap_mm;
   float wide_sign;   ///< +1 when the detector extends further along +a than along -a, else -1
   float scan_range;  ///< covered arc (rad); the window of displaced short scans
+  int curved;        ///< 1: cylindrical detector (a = arc length, gamma = a / SDD)
 };
 
 /// Per-view constants.
@@ -117,7 +122,11 @@ CTFORGE_HD float preweight(const preweight_params& p, const preweight_view& v, i
   const float b = (static_cast<float>(row) - p.r0) * p.dv + v.offset_v;
   float w = v.scale;
   float gamma = 0.0f;
-  if (p.sdd > 0.0f) {
+  if (p.sdd > 0.0f && p.curved) {
+    const float g = a / p.sdd;
+    w *= cosf(g) * p.sdd / sqrtf(p.sdd * p.sdd + b * b);
+    gamma = p.gamma_sign * g;
+  } else if (p.sdd > 0.0f) {
     w *= p.sdd / sqrtf(p.sdd * p.sdd + a * a + b * b);
     gamma = p.gamma_sign * atanf(a / p.sdd);
   }

@@ -23,6 +23,7 @@
 #include "kernels/cuda_host_api.cuh"
 #include "kernels/cuda_pipeline.cuh"
 #include "kernels/cuda_raii.cuh"
+#include "kernels/cylinder.cuh"
 #include "kernels/forward_project.cuh"
 #include "kernels/pinned_pool.cuh"
 #include "recon/cuda_dispatch.hpp"
@@ -40,6 +41,7 @@ struct fp_params {
   int nx, ny, nz;  ///< the whole volume
   int cols, rows;
   int cone;
+  int curved;        ///< 1: cylindrical detector (kernels::cylinder_pixel_center)
   int z0, tex_nz;    ///< slab in the texture: planes [z0, z0 + tex_nz) of the volume
   float z_lo, z_hi;  ///< ray window of the slab: z0 - 1 <= z <= z0 + tex_nz
   double org[3];     ///< centre of voxel (0, 0, 0), mm
@@ -90,7 +92,10 @@ __global__ void __launch_bounds__(k_block_x* k_block_y)
   const double sc = static_cast<double>(c) - 0.5 * static_cast<double>(p.cols - 1);
   const double sr = static_cast<double>(r) - 0.5 * static_cast<double>(p.rows - 1);
   double px[3], dir[3];
-  for (int a = 0; a < 3; ++a) px[a] = w.det[a] + sc * w.u[a] + sr * w.v[a];
+  if (p.curved)
+    cylinder_pixel_center(w.src, w.det, w.u, w.v, sc, sr, px);
+  else
+    for (int a = 0; a < 3; ++a) px[a] = w.det[a] + sc * w.u[a] + sr * w.v[a];
   for (int a = 0; a < 3; ++a) dir[a] = p.cone ? px[a] - w.src[a] : w.src[a];
   const double len2 = dir[0] * dir[0] + dir[1] * dir[1] + dir[2] * dir[2];
   const double t = ((p.centre[0] - px[0]) * dir[0] + (p.centre[1] - px[1]) * dir[1] +
@@ -206,6 +211,7 @@ projection_stack cuda_forward_project(const volume_view& vol, const geometry& g,
   p.cols = static_cast<int>(C);
   p.rows = static_cast<int>(R);
   p.cone = g.beam == beam_kind::cone ? 1 : 0;
+  p.curved = g.curved() ? 1 : 0;
   p.tex_nz = static_cast<int>(tex_nz);
   const vec3 centre =
       vg.voxel_center(0.5 * static_cast<double>(vg.nx - 1), 0.5 * static_cast<double>(vg.ny - 1),

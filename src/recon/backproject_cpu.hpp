@@ -72,8 +72,9 @@ inline padded_projections make_padded_projections(const projection_view& proj) {
 /// Back-projects every view of `proj` into one row of voxels (fixed y index j, z index k):
 /// acc[i] += sum over views of bp_contribution<W> at voxel (i, j, k), for i in [0, vg.nx).
 /// `mats` holds proj.views float projection matrices (kernels::float_matrices).
-template <kernels::bp_weighting W>
-inline void backproject_row(const padded_projections& proj, const kernels::proj_matrix* mats,
+/// `Map` is kernels::proj_matrix (flat detectors) or kernels::cyl_map (cylindrical).
+template <kernels::bp_weighting W, class Map = kernels::proj_matrix>
+inline void backproject_row(const padded_projections& proj, const Map* mats,
                             const volume_geometry& vg, std::int64_t j, std::int64_t k,
                             float* __restrict acc) {
   const float x0 = static_cast<float>(vg.origin_mm[0]);
@@ -83,7 +84,7 @@ inline void backproject_row(const padded_projections& proj, const kernels::proj_
   const int nx = static_cast<int>(vg.nx);
   for (std::int64_t v = 0; v < proj.views; ++v) {
     const kernels::padded_view pv = proj.view(v);
-    const kernels::proj_matrix P = mats[v];
+    const Map P = mats[v];
     const auto sample = [&pv](float c, float r) {
       return kernels::sample_bilinear_padded(pv, c, r);
     };
@@ -99,8 +100,8 @@ inline void backproject_row(const padded_projections& proj, const kernels::proj_
 /// volume of geometry `vg` stored [z][y][x]; the result is ADDED to `out`.
 /// `mats` holds proj.views float matrices. OpenMP over (z, y) rows; threads = 0: all cores.
 /// Must not be called from inside an OpenMP parallel region that expects it to stay serial.
-template <kernels::bp_weighting W>
-inline void backproject_cpu(const padded_projections& proj, const kernels::proj_matrix* mats,
+template <kernels::bp_weighting W, class Map = kernels::proj_matrix>
+inline void backproject_cpu(const padded_projections& proj, const Map* mats,
                             const volume_geometry& vg, float* out, std::int64_t z_begin,
                             std::int64_t z_end, int threads = 0) {
   CTFORGE_EXPECTS(z_begin >= 0 && z_begin <= z_end && z_end <= vg.nz,
@@ -117,9 +118,58 @@ inline void backproject_cpu(const padded_projections& proj, const kernels::proj_
     for (std::int64_t row = 0; row < n_rows; ++row) {
       const std::int64_t k = z_begin + row / ny, j = row % ny;
       std::fill(acc.begin(), acc.end(), 0.0f);
-      backproject_row<W>(proj, mats, vg, j, k, acc.data());
+      backproject_row<W, Map>(proj, mats, vg, j, k, acc.data());
       float* dst = out + (k * ny + j) * nx;
       for (std::int64_t i = 0; i < nx; ++i) dst[i] += acc[i];
+    }
+  }
+}
+
+/// backproject_cpu for a cylindrical detector (kernels::cyl_map per view), all of `out` (ADDED
+/// to): a view's column, 1 / l and weight depend on (x, y) only, so each (y, view) computes them
+/// once per x (kernels::cyl_column_of, the atan2 and sqrt) and every z plane reuses them through
+/// kernels::bp_contribution_cyl; the per-voxel arithmetic is the CUDA kernel's. OpenMP over y.
+template <kernels::bp_weighting W>
+inline void backproject_cpu_curved(const padded_projections& proj, const kernels::cyl_map* maps,
+                                   const volume_geometry& vg, float* out, int threads = 0) {
+  CTFORGE_EXPECTS(vg.nx < (std::int64_t{1} << 31), "back-projection: nx too large");
+  const std::int64_t nx = vg.nx, ny = vg.ny, nz = vg.nz;
+  const int nt = threads > 0 ? threads : omp_get_max_threads();
+  const float x0 = static_cast<float>(vg.origin_mm[0]);
+  const float dx = static_cast<float>(vg.spacing_mm[0]);
+#pragma omp parallel num_threads(nt)
+  {
+    std::vector<kernels::cyl_column> cols(static_cast<std::size_t>(nx));
+    std::vector<float> acc(static_cast<std::size_t>(nx * nz));
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t j = 0; j < ny; ++j) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      const float y =
+          static_cast<float>(vg.origin_mm[1] + static_cast<double>(j) * vg.spacing_mm[1]);
+      for (std::int64_t v = 0; v < proj.views; ++v) {
+        const kernels::padded_view pv = proj.view(v);
+        const kernels::cyl_map P = maps[v];
+        const auto sample = [&pv](float c, float r) {
+          return kernels::sample_bilinear_padded(pv, c, r);
+        };
+        for (std::int64_t i = 0; i < nx; ++i)
+          cols[static_cast<std::size_t>(i)] =
+              kernels::cyl_column_of(P, x0 + static_cast<float>(i) * dx, y);
+        for (std::int64_t k = 0; k < nz; ++k) {
+          const float z =
+              static_cast<float>(vg.origin_mm[2] + static_cast<double>(k) * vg.spacing_mm[2]);
+          float* __restrict a = acc.data() + k * nx;
+          const kernels::cyl_column* c = cols.data();
+#pragma omp simd
+          for (std::int64_t i = 0; i < nx; ++i)
+            a[i] += kernels::bp_contribution_cyl<W>(P, c[i], z, sample);
+        }
+      }
+      for (std::int64_t k = 0; k < nz; ++k) {
+        float* dst = out + (k * ny + j) * nx;
+        const float* a = acc.data() + k * nx;
+        for (std::int64_t i = 0; i < nx; ++i) dst[i] += a[i];
+      }
     }
   }
 }

@@ -270,7 +270,7 @@ geometry with_center_of_rotation(const geometry& g, double col) {
     if (g.beam == beam_kind::cone)
       return make_cone_geometry(g.cols, g.rows, g.pixel_u_mm, g.pixel_v_mm,
                                 o.source_to_isocenter_mm, o.source_to_detector_mm, o.angles_rad, ou,
-                                o.offset_v_mm);
+                                o.offset_v_mm, g.shape);
     return make_parallel_geometry(g.cols, g.rows, g.pixel_u_mm, g.pixel_v_mm, o.angles_rad, ou,
                                   o.offset_v_mm);
   }

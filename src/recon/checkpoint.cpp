@@ -245,6 +245,11 @@ std::int64_t default_unit_planes(const volume_geometry& vg) {
 std::vector<slab_unit> plan_slab_units(const geometry& g, const volume_geometry& vg,
                                        std::int64_t planes) {
   CTFORGE_EXPECTS(planes >= 0, fmt::format("planes per unit: must be >= 0 (got {})", planes));
+  // Units pick their detector rows through projection matrices (row_band).
+  CTFORGE_EXPECTS(!g.curved(),
+                  "slab units (--checkpoint-dir, --memory-limit, ctforge.distributed) of a "
+                  "cylindrical detector (geometry field 'detector.shape') are not supported; "
+                  "reconstruct it in one piece");
   if (planes == 0) planes = default_unit_planes(vg);
   planes = std::min(planes, vg.nz);
   const std::vector<projection_matrix> mats = compute_projection_matrices(g);

@@ -265,6 +265,15 @@ void detail::backproject_filtered_cpu(const padded_projections& proj,
 #endif
 }
 
+void detail::backproject_filtered_cpu(const padded_projections& proj, const kernels::cyl_map* maps,
+                                      const volume_geometry& vg, bool distance_weighting,
+                                      float* out, int threads) {
+  if (distance_weighting)
+    backproject_cpu_curved<kernels::bp_weighting::fdk>(proj, maps, vg, out, threads);
+  else
+    backproject_cpu_curved<kernels::bp_weighting::none>(proj, maps, vg, out, threads);
+}
+
 namespace {
 
 void report(const recon_options& opt, double f) {
@@ -280,7 +289,9 @@ constexpr double k_filter_share = 0.05;
 void backproject_reference(const projection_view& proj, const geometry& g,
                            const volume_geometry& vg, bool distance_weighting, volume& out,
                            int threads, const recon_options& opt) {
-  const std::vector<projection_matrix> mats = compute_projection_matrices(g);
+  // Cylindrical detectors: no matrices; project_to_detector in double instead (w = l).
+  const std::vector<projection_matrix> mats =
+      g.curved() ? std::vector<projection_matrix>{} : compute_projection_matrices(g);
   const std::int64_t nx = vg.nx, ny = vg.ny, nz = vg.nz;
   const int cols = static_cast<int>(proj.cols), rows = static_cast<int>(proj.rows);
   const std::int64_t slabs = std::min<std::int64_t>(nz, 16);
@@ -296,8 +307,20 @@ void backproject_reference(const projection_view& proj, const geometry& g,
         const double y = vg.origin_mm[1] + static_cast<double>(j) * vg.spacing_mm[1];
         const double z = vg.origin_mm[2] + static_cast<double>(k) * vg.spacing_mm[2];
         for (std::int64_t v = 0; v < proj.views; ++v) {
-          const projection_matrix& m = mats[static_cast<std::size_t>(v)];
           const float* img = proj.view(v);
+          if (g.curved()) {
+            for (std::int64_t i = 0; i < nx; ++i) {
+              const double x = vg.origin_mm[0] + static_cast<double>(i) * vg.spacing_mm[0];
+              const detector_coords q = project_to_detector(g, v, {x, y, z});
+              if (!(q.w > 1e-6)) continue;
+              const float sample = kernels::sample_bilinear_border(
+                  img, cols, rows, static_cast<float>(q.col), static_cast<float>(q.row));
+              acc[static_cast<std::size_t>(i)] +=
+                  distance_weighting ? static_cast<double>(sample) / (q.w * q.w) : sample;
+            }
+            continue;
+          }
+          const projection_matrix& m = mats[static_cast<std::size_t>(v)];
           for (std::int64_t i = 0; i < nx; ++i) {
             const double x = vg.origin_mm[0] + static_cast<double>(i) * vg.spacing_mm[0];
             const double p0 = m[0] * x + m[1] * y + m[2] * z + m[3];
@@ -324,15 +347,22 @@ void backproject_reference(const projection_view& proj, const geometry& g,
 // and back-projected by the shared vectorised loop (recon/backproject_cpu.hpp).
 void backproject_fast(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                       bool distance_weighting, volume& out, int threads, const recon_options& opt) {
-  const std::vector<kernels::proj_matrix> mats = kernels::float_matrices(g);
+  const std::vector<kernels::cyl_map> maps =
+      g.curved() ? kernels::cylinder_maps(g) : std::vector<kernels::cyl_map>{};
+  const std::vector<kernels::proj_matrix> mats =
+      g.curved() ? std::vector<kernels::proj_matrix>{} : kernels::float_matrices(g);
   const std::int64_t batches = std::min<std::int64_t>(proj.views, 8);
   const std::int64_t pixels = proj.rows * proj.cols;
   for (std::int64_t b = 0; b < batches; ++b) {
     const std::int64_t v0 = proj.views * b / batches, v1 = proj.views * (b + 1) / batches;
     const detail::padded_projections padded = detail::make_padded_projections(
         proj.data.data() + v0 * pixels, v1 - v0, proj.rows, proj.cols);
-    detail::backproject_filtered_cpu(padded, mats.data() + v0, vg, distance_weighting,
-                                     out.data.data(), threads);
+    if (g.curved())
+      detail::backproject_filtered_cpu(padded, maps.data() + v0, vg, distance_weighting,
+                                       out.data.data(), threads);
+    else
+      detail::backproject_filtered_cpu(padded, mats.data() + v0, vg, distance_weighting,
+                                       out.data.data(), threads);
     report(opt, k_filter_share + (1 - k_filter_share) * static_cast<double>(b + 1) /
                                      static_cast<double>(batches));
   }
@@ -344,7 +374,8 @@ volume reconstruct_cpu(const projection_view& proj, const geometry& g, const vol
   report(opt, 0.0);
   projection_stack work = to_stack(proj);
   detail::apply_preweights(setup, work, threads);
-  const detail::ramp_filter filter(work.cols, setup.filter_pixel_mm, opt.filter, opt.cutoff);
+  const detail::ramp_filter filter(work.cols, setup.filter_pixel_mm, opt.filter, opt.cutoff,
+                                   setup.filter_equiangular_rad);
   filter.apply(work, threads);
   report(opt, k_filter_share);
   volume out(vg);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "ctforge/volume.hpp"
+#include "kernels/cylinder.cuh"
 #include "kernels/geometry.cuh"
 #include "recon/backproject_cpu.hpp"
 
@@ -14,6 +15,11 @@ namespace ctforge::detail {
 /// distance_weighting: FDK weight 1/w^2 (cone beam) or none (parallel beam).
 /// threads = 0: all cores.
 void backproject_filtered_cpu(const padded_projections& proj, const kernels::proj_matrix* mats,
+                              const volume_geometry& vg, bool distance_weighting, float* out,
+                              int threads);
+/// The same for a cylindrical detector: `maps` holds proj.views kernels::cyl_map
+/// (backproject_cpu_curved: each voxel column's mapping computed once for all z).
+void backproject_filtered_cpu(const padded_projections& proj, const kernels::cyl_map* maps,
                               const volume_geometry& vg, bool distance_weighting, float* out,
                               int threads);
 

@@ -127,7 +127,10 @@ fdk_setup make_fdk_setup(const projection_view& proj, const geometry& g, const r
     for (std::int64_t i = 0; i < n; ++i) {
       const double off = o.offset_u_mm[static_cast<std::size_t>(i)];
       const double a_lo = -c0 * g.pixel_u_mm + off, a_hi = c0 * g.pixel_u_mm + off;
-      fan = std::max({fan, std::abs(std::atan(a_lo / sdd)), std::abs(std::atan(a_hi / sdd))});
+      // Curved detectors: a is an arc length, the fan angle a / SDD.
+      const double g_lo = g.curved() ? a_lo / sdd : std::atan(a_lo / sdd);
+      const double g_hi = g.curved() ? a_hi / sdd : std::atan(a_hi / sdd);
+      fan = std::max({fan, std::abs(g_lo), std::abs(g_hi)});
     }
   }
   s.fan_half_angle_rad = fan;
@@ -217,6 +220,8 @@ fdk_setup make_fdk_setup(const projection_view& proj, const geometry& g, const r
   p.overlap_mm = s.displaced ? static_cast<float>(s.overlap_mm) : 0.0f;
   p.wide_sign = static_cast<float>(s.wide_sign);
   p.scan_range = static_cast<float>(s.scan_range_rad);
+  p.curved = g.curved() ? 1 : 0;
+  if (g.curved()) s.filter_equiangular_rad = std::abs(g.pixel_u_mm) / sdd;
 
   // Full scans measure every line twice: 1/2 each, unless the displaced-detector weights share
   // the line between its two measurements.
@@ -260,6 +265,13 @@ geometry pad_narrow_side(const geometry& g, const narrow_side_padding& pad) {
   for (auto& w : out.views) w.detector_center = w.detector_center + sign * half * w.u;
   if (out.orbit)
     for (double& off : out.orbit->offset_u_mm) off += sign * half * g.pixel_u_mm;
+  if (out.curved()) {
+    // A curved detector's centre moves along the arc: rebuild its views from the orbit.
+    const circular_orbit& o = *out.orbit;
+    return make_cone_geometry(out.cols, out.rows, out.pixel_u_mm, out.pixel_v_mm,
+                              o.source_to_isocenter_mm, o.source_to_detector_mm, o.angles_rad,
+                              o.offset_u_mm, o.offset_v_mm, out.shape);
+  }
   out.validate();
   return out;
 }

@@ -25,6 +25,10 @@ struct fdk_setup {
   /// Pixel pitch (mm) the ramp filter is built for: cone beam du * SID / SDD (the pitch on the
   /// virtual detector through the isocentre), parallel beam du.
   double filter_pixel_mm = 1;
+  /// Cylindrical detectors: the angular pitch du / SDD (rad) of the equiangular columns; the
+  /// ramp kernel is then Kak & Slaney's equiangular one, h[n] (n alpha / sin(n alpha))^2
+  /// (ramp_response). 0: flat detector (plain ramp).
+  double filter_equiangular_rad = 0;
   /// true (cone beam): back-project with kernels::bp_weighting::fdk (1/w^2);
   /// false (parallel beam): kernels::bp_weighting::none.
   bool distance_weighting = true;

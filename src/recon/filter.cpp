@@ -35,12 +35,16 @@ std::int64_t padded_length(std::int64_t cols) {
   return n;
 }
 
-double ramp_kernel(std::int64_t n, double pixel_mm) {
+double ramp_kernel(std::int64_t n, double pixel_mm, double equiangular_rad) {
   const double t2 = pixel_mm * pixel_mm;
   if (n == 0) return 1.0 / (4.0 * t2);
   if (n % 2 == 0) return 0.0;
   const double d = static_cast<double>(n);
-  return -1.0 / (d * d * k_pi * k_pi * t2);
+  const double h = -1.0 / (d * d * k_pi * k_pi * t2);
+  const double x = std::abs(d * equiangular_rad);
+  if (!(equiangular_rad > 0) || x >= 3.0) return h;
+  const double f = x / std::sin(x);
+  return h * f * f;
 }
 
 double window_value(filter_window w, double x, double cutoff) {
@@ -64,7 +68,7 @@ double window_value(filter_window w, double x, double cutoff) {
 }
 
 std::vector<float> ramp_response(std::int64_t padded_len, double pixel_mm, filter_window w,
-                                 double cutoff) {
+                                 double cutoff, double equiangular_rad) {
   const std::int64_t n = padded_len;
   CTFORGE_EXPECTS(n >= 2 && n % 2 == 0,
                   fmt::format("ramp filter: padded length must be even and >= 2 (got {})", n));
@@ -82,13 +86,13 @@ std::vector<float> ramp_response(std::int64_t padded_len, double pixel_mm, filte
   //   H[k] = h[0] + 2 sum_{0 < d < n/2} h[d] cos(2 pi k d / n) + h[n/2] cos(pi k).
   // Only odd d contribute.
   std::vector<float> out(static_cast<std::size_t>(half + 1));
-  const double h_half = ramp_kernel(half, pixel_mm);
+  const double h_half = ramp_kernel(half, pixel_mm, equiangular_rad);
   for (std::int64_t k = 0; k <= half; ++k) {
     double sum = 0;
     std::int64_t idx = k % n;               // (k * d) mod n for d = 1
     const std::int64_t step = (2 * k) % n;  // d advances by 2
     for (std::int64_t d = 1; d < half; d += 2) {
-      sum += ramp_kernel(d, pixel_mm) * cos_tab[static_cast<std::size_t>(idx)];
+      sum += ramp_kernel(d, pixel_mm, equiangular_rad) * cos_tab[static_cast<std::size_t>(idx)];
       idx += step;
       if (idx >= n) idx -= n;
     }
@@ -139,10 +143,11 @@ const ramp_filter::plan_pair& cached_plans(std::int64_t n, std::int64_t batch) {
 
 }  // namespace
 
-ramp_filter::ramp_filter(std::int64_t cols, double pixel_mm, filter_window w, double cutoff)
+ramp_filter::ramp_filter(std::int64_t cols, double pixel_mm, filter_window w, double cutoff,
+                         double equiangular_rad)
     : cols_(cols),
       padded_(padded_length(cols)),
-      response_(ramp_response(padded_, pixel_mm, w, cutoff)) {}
+      response_(ramp_response(padded_, pixel_mm, w, cutoff, equiangular_rad)) {}
 
 ramp_filter::~ramp_filter() = default;
 

@@ -23,7 +23,13 @@ namespace ctforge::detail {
 std::int64_t padded_length(std::int64_t cols);
 
 /// Value of the Kak-Slaney spatial kernel h[n] (1/mm^2) for a pitch of `pixel_mm`.
-double ramp_kernel(std::int64_t n, double pixel_mm);
+/// equiangular_rad > 0: the kernel for equiangular (curved-detector) fan data with that angular
+/// pitch alpha (rad), Kak & Slaney eq. 3.89 g[n] = (n alpha / sin(n alpha))^2 h[n] (the 1/2 of
+/// that equation is the full-scan redundancy, which the pre-weights hold). With pixel_mm =
+/// alpha * SID (the pitch at the isocentre) it is g / SID^2 in 1/mm^2, which keeps the flat
+/// detector's pre-weight and back-projection scale. Lags with n alpha >= 3 rad (never within a
+/// detector whose fan is below 170 deg) keep h[n].
+double ramp_kernel(std::int64_t n, double pixel_mm, double equiangular_rad = 0);
 
 /// Window value at `x` = frequency / Nyquist in [0, 1] for a cut-off `cutoff` in (0, 1]
 /// (0 above the cut-off). ram-lak 1; shepp-logan sinc(pi x / (2 c)); cosine cos(pi x / (2 c));
@@ -38,7 +44,7 @@ double window_value(filter_window w, double x, double cutoff);
 /// The DFT of the (real, even) kernel is computed directly in double precision.
 /// padded_len must be even and >= 2; pixel_mm > 0; cutoff in (0, 1].
 std::vector<float> ramp_response(std::int64_t padded_len, double pixel_mm, filter_window w,
-                                 double cutoff);
+                                 double cutoff, double equiangular_rad = 0);
 
 /// FFTW's planner is not thread-safe: every fftwf_plan_* / fftwf_destroy_plan call in the
 /// library must hold this mutex.
@@ -50,7 +56,9 @@ std::mutex& fftw_planner_mutex();
 /// buffers, through the new-array execute functions.
 class ramp_filter {
  public:
-  ramp_filter(std::int64_t cols, double pixel_mm, filter_window w, double cutoff);
+  /// equiangular_rad > 0: curved-detector kernel (see ramp_kernel).
+  ramp_filter(std::int64_t cols, double pixel_mm, filter_window w, double cutoff,
+              double equiangular_rad = 0);
   ~ramp_filter();
   ramp_filter(const ramp_filter&) = delete;
   ramp_filter& operator=(const ramp_filter&) = delete;

@@ -157,6 +157,37 @@ volume back_project_checked(const projection_view& proj, const geometry& g,
                             const volume_geometry& vg, int threads, bool reference) {
   volume out(vg);
   const int nt = thread_count(threads);
+  if (g.curved()) {
+    // Cylindrical detector: the curved mapping (kernels::cyl_map), shared loop; `reference`
+    // uses project_to_detector in double.
+    const auto maps = kernels::cylinder_maps(g);
+    const int cols = static_cast<int>(g.cols), rows = static_cast<int>(g.rows);
+    if (!reference) {
+      const auto padded = detail::make_padded_projections(proj.data.data(), proj.views,
+                                                          proj.rows, proj.cols);
+      detail::backproject_filtered_cpu(padded, maps.data(), vg, /*distance_weighting=*/false,
+                                       out.data.data(), nt);
+      return out;
+    }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+    for (std::int64_t row = 0; row < vg.nz * vg.ny; ++row) {
+      const std::int64_t k = row / vg.ny, j = row % vg.ny;
+      for (std::int64_t i = 0; i < vg.nx; ++i) {
+        const vec3 x = vg.voxel_center(static_cast<double>(i), static_cast<double>(j),
+                                       static_cast<double>(k));
+        double acc = 0;
+        for (std::int64_t v = 0; v < g.view_count(); ++v) {
+          const detector_coords q = project_to_detector(g, v, x);
+          if (!(q.w > 1e-6)) continue;
+          acc += kernels::sample_bilinear_border(proj.view(v), cols, rows,
+                                                 static_cast<float>(q.col),
+                                                 static_cast<float>(q.row));
+        }
+        out.data[static_cast<std::size_t>(row * vg.nx + i)] = static_cast<float>(acc);
+      }
+    }
+    return out;
+  }
   if (!reference) {
     const auto mats = kernels::float_matrices(g);
     // The loop FDK/FBP run (AVX2 where the library is built for it, else backproject_cpu), on

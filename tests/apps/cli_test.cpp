@@ -165,6 +165,45 @@ TEST_F(Cli, EndToEnd) {
   EXPECT_LE(m["MAE"], m["RMSE"]) << "MAE <= RMSE always";
 }
 
+// A cylindrical detector from the command line: the geometry JSON's "shape" travels through
+// simulate, the projection file and recon, and info names it. FDK of the curved data scores as
+// the flat scan of EndToEnd does without noise (measured: curved MAE 0.00260, correlation
+// 0.955; the same scan on a flat detector 0.00259, 0.955). This small fan (+-4.4 deg, 2 mm
+// voxels) cannot tell curved from flat; the recon tests (tests/recon/cylindrical_test.cpp)
+// do. The RTK export round-trips the shape; ASTRA export refuses it.
+TEST_F(Cli, CylindricalDetectorEndToEnd) {
+  // 48 columns of 3.2 mm along an arc of radius 1000 mm about the source: as k_cone, curved.
+  std::string cyl = k_cone;
+  cyl.replace(cyl.find("\"cols\""), 0, "\"shape\": \"cylindrical\", ");
+  write("cyl.json", cyl);
+  result r = run("simulate --phantom shepp-logan --phantom-size 64 --geometry cyl.json -o proj.h5 "
+                 "--truth truth.h5 --size 32 --spacing 2");
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run("info proj.h5");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("cone, 60 views, cylindrical detector 48 cols x 40 rows"),
+            std::string::npos)
+      << r.output;
+  r = run("recon proj.h5 -o vol.h5 --size 32 --spacing 2");
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run("compare vol.h5 truth.h5");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto m = parse_metrics(r.output);
+  EXPECT_LT(m.at("MAE"), 0.004) << r.output;
+  EXPECT_GT(m.at("correlation"), 0.9) << r.output;
+  // RTK XML keeps the shape (RadiusCylindricalDetector = SDD); ASTRA vectors cannot.
+  r = run("convert cyl.json cyl.xml");
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run("convert cyl.xml back.json --detector 48,40 --pixel 3.2");
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream in(path("back.json"));
+  const std::string back((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(back.find("\"shape\":\"cylindrical\""), std::string::npos) << back;
+  r = run("convert cyl.json cyl.txt");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("detector.shape"), std::string::npos) << r.output;
+}
+
 // SIRT from the command line: --algorithm sirt with its options, named in the summary line;
 // on this noise-free 60-view scan 30 non-negative iterations beat FDK (measured: SIRT MAE
 // 0.0012, correlation 0.974; FDK ram-lak 0.0026, 0.955). A vector geometry (here the orbit

@@ -343,3 +343,120 @@ TEST(GeometryJson, UnknownKeysSizesAndFiles) {
     EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
   }
 }
+
+// ---- cylindrical (curved) detectors -------------------------------------------------------------
+
+namespace ctforge {
+namespace {
+
+vec3 normalized_xy(vec3 a) {
+  const double n = std::hypot(a.x, a.y);
+  return {a.x / n, a.y / n, 0};
+}
+
+const std::string k_cyl_json =
+    R"({"type": "cone", "detector": {"shape": "cylindrical", "cols": 64, "rows": 8,
+        "pixel_mm": [1.5, 1.2], "offset_mm": [[4, -1], [3.5, 0], [0, 2]]},
+        "source_to_isocenter_mm": 600, "source_to_detector_mm": 1100,
+        "angles_deg": [0, 100, 230]})";
+
+TEST(GeometryCylindrical, JsonRoundTrip) {
+  const geometry g = geometry_from_json(k_cyl_json);
+  EXPECT_EQ(g.shape, detector_shape::cylindrical);
+  EXPECT_TRUE(g.curved());
+  const std::string text = geometry_to_json(g);
+  EXPECT_NE(text.find(R"("shape":"cylindrical")"), std::string::npos) << text;
+  const geometry back = geometry_from_json(text);
+  EXPECT_EQ(back.shape, detector_shape::cylindrical);
+  expect_same_views(g, back);
+  // "flat" is the default and is what a flat geometry means; it is not written out.
+  const geometry flat = geometry_from_json(
+      R"({"type": "cone", "detector": {"shape": "flat", "cols": 4, "rows": 4, "pixel_mm": [1, 1]},
+          "source_to_isocenter_mm": 100, "source_to_detector_mm": 200, "angles_deg": [0]})");
+  EXPECT_EQ(flat.shape, detector_shape::flat);
+  EXPECT_EQ(geometry_to_json(flat).find("shape"), std::string::npos);
+}
+
+TEST(GeometryCylindrical, BadCombinationsNameTheField) {
+  const auto expect_refused = [](const std::string& text, const std::string& needle) {
+    try {
+      (void)geometry_from_json(text);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const usage_error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_refused(R"({"type": "parallel", "detector": {"shape": "cylindrical", "cols": 4,
+                  "rows": 4, "pixel_mm": [1, 1]}, "angles_deg": [0]})",
+                 "detector.shape");
+  expect_refused(R"({"type": "cone_vec", "detector": {"shape": "cylindrical", "cols": 4,
+                  "rows": 4}, "views": [{"source": [0, -100, 0], "detector_center": [0, 50, 0],
+                  "u": [1, 0, 0], "v": [0, 0, 1]}]})",
+                 "detector.shape");
+  expect_refused(R"({"type": "cone", "detector": {"shape": "round", "cols": 4, "rows": 4,
+                  "pixel_mm": [1, 1]}, "source_to_isocenter_mm": 100,
+                  "source_to_detector_mm": 200, "angles_deg": [0]})",
+                 "detector.shape");
+  expect_refused(R"({"type": "cone", "detector": {"shape": 1, "cols": 4, "rows": 4,
+                  "pixel_mm": [1, 1]}, "source_to_isocenter_mm": 100,
+                  "source_to_detector_mm": 200, "angles_deg": [0]})",
+                 "detector.shape");
+  // Through the API: a curved vector geometry is not a thing.
+  geometry g = make_cone_geometry(4, 4, 1, 1, 100, 200, {0.0});
+  g.orbit.reset();
+  g.shape = detector_shape::cylindrical;
+  EXPECT_THROW(g.validate(), usage_error);
+  // Projection matrices describe flat detectors only.
+  try {
+    (void)compute_projection_matrix(geometry_from_json(k_cyl_json), 0);
+    ADD_FAILURE() << "a curved detector got a projection matrix";
+  } catch (const usage_error& e) {
+    EXPECT_NE(std::string(e.what()).find("detector.shape"), std::string::npos) << e.what();
+  }
+}
+
+// Every pixel centre lies on the cylinder of radius SDD about the source (axis along z), at
+// height (row - r0) dv + off_v; columns are equally spaced in arc length (du apart, measured as
+// the angle between adjacent pixels times SDD); the centre pixel of an unshifted curved detector
+// is the flat detector's.
+TEST(GeometryCylindrical, PixelCentresLieOnTheCylinder) {
+  const geometry g = geometry_from_json(k_cyl_json);
+  const double sdd = 1100, du = 1.5, dv = 1.2;
+  for (std::int64_t v = 0; v < g.view_count(); ++v) {
+    const vec3 s = g.views[static_cast<std::size_t>(v)].source;
+    const double ou = g.orbit->offset_u_mm[static_cast<std::size_t>(v)];
+    const double ov = g.orbit->offset_v_mm[static_cast<std::size_t>(v)];
+    const double t = g.orbit->angles_rad[static_cast<std::size_t>(v)];
+    const vec3 central{-std::sin(t), std::cos(t), 0};  // source towards the isocentre
+    for (double row : {0.0, 3.5, 7.0}) {
+      for (double col : {0.0, 13.0, 31.5, 63.0}) {
+        const vec3 p = pixel_center(g, v, col, row);
+        const vec3 r = p - s;
+        EXPECT_NEAR(std::hypot(r.x, r.y), sdd, 1e-9);
+        EXPECT_NEAR(p.z, (row - 3.5) * dv + ov, 1e-9);
+        // Signed fan angle from the central ray: arc (col - c0) du + off_u over SDD.
+        const double gamma = std::atan2(dot(r, vec3{std::cos(t), std::sin(t), 0}), dot(r, central));
+        EXPECT_NEAR(gamma * sdd, (col - 31.5) * du + ou, 1e-9);
+      }
+      const vec3 a = pixel_center(g, v, 20, row), b = pixel_center(g, v, 21, row);
+      const double ang = std::acos(dot(normalized_xy(a - s), normalized_xy(b - s)));
+      EXPECT_NEAR(ang * sdd, du, 1e-6);
+    }
+  }
+  const auto angles = std::vector<double>{0.0, 1.0, 2.5};
+  const geometry c = make_cone_geometry(65, 9, 1.5, 1.2, 600, 1100, angles, {}, {},
+                                        detector_shape::cylindrical);
+  const geometry f = make_cone_geometry(65, 9, 1.5, 1.2, 600, 1100, angles);
+  for (std::int64_t v = 0; v < 3; ++v) {
+    const vec3 pc = pixel_center(c, v, 32, 4), pf = pixel_center(f, v, 32, 4);
+    EXPECT_NEAR(norm(pc - pf), 0.0, 1e-9);
+    // Off the centre the curved pixel sits closer to the source than the flat one.
+    const auto k = static_cast<std::size_t>(v);
+    EXPECT_GT(norm(pixel_center(f, v, 0, 4) - f.views[k].source) -
+                  norm(pixel_center(c, v, 0, 4) - c.views[k].source),
+              0.5);
+  }
+}
+
+}  // namespace
+}  // namespace ctforge

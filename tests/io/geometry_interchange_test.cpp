@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 
 #include "ctforge/error.hpp"
@@ -122,6 +123,45 @@ TEST(RtkGeometry, CircularConeRoundTripThroughXmlFile) {
   expect_same_vectors(g, back);
   EXPECT_DOUBLE_EQ(back.orbit->source_to_isocenter_mm, 600);
   EXPECT_DOUBLE_EQ(back.orbit->source_to_detector_mm, 950);
+}
+
+// Cylindrical detectors travel as RTK's RadiusCylindricalDetector = SDD (RTK: the cylinder is
+// tangent to the flat panel along its v axis through the un-offset origin, u along the arc,
+// which with radius SDD is ours: centred on the source, offsets as arc lengths).
+TEST(RtkGeometry, CylindricalDetectorRoundTrip) {
+  auto angles = angle_range(deg_to_rad(5), deg_to_rad(40), 9);
+  const geometry g = make_cone_geometry(31, 7, 0.8, 1.1, 600, 950, angles, {2.5}, {-1.0},
+                                        detector_shape::cylindrical);
+  const std::string path = temp_path("cyl_rtk.xml");
+  io::write_rtk_geometry(path, g);
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("<RadiusCylindricalDetector>950</RadiusCylindricalDetector>"),
+            std::string::npos)
+      << text;
+  const geometry back = io::read_rtk_geometry(path, g.cols, g.rows, g.pixel_u_mm, g.pixel_v_mm);
+  EXPECT_EQ(back.shape, detector_shape::cylindrical);
+  expect_same_vectors(g, back);
+  // The flat geometry's file has no radius and reads back flat.
+  const geometry flat = make_cone_geometry(31, 7, 0.8, 1.1, 600, 950, angles);
+  EXPECT_EQ(io::rtk_xml(io::rtk_from_geometry(flat)).find("RadiusCylindricalDetector"),
+            std::string::npos);
+  // A radius other than SDD is a cylinder we do not model: refused, not read as flat.
+  std::ofstream(path) << "<RTKThreeDCircularGeometry version=\"3\">"
+                         "<SourceToIsocenterDistance>1000</SourceToIsocenterDistance>"
+                         "<SourceToDetectorDistance>1536</SourceToDetectorDistance>"
+                         "<RadiusCylindricalDetector>1200</RadiusCylindricalDetector>"
+                         "<Projection><GantryAngle>10</GantryAngle></Projection>"
+                         "</RTKThreeDCircularGeometry>";
+  try {
+    (void)io::read_rtk_geometry(path, 4, 4, 1, 1);
+    ADD_FAILURE() << "a cylinder of radius != SDD was accepted";
+  } catch (const usage_error& e) {
+    EXPECT_NE(std::string(e.what()).find("RadiusCylindricalDetector"), std::string::npos)
+        << e.what();
+  }
+  // ASTRA's vectors describe flat detectors only.
+  EXPECT_THROW((void)io::astra_vectors(g), usage_error);
 }
 
 TEST(RtkGeometry, ParallelRoundTrip) {

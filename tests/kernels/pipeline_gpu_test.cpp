@@ -19,6 +19,7 @@
 #include "gpu_fixture.hpp"
 #include "kernels/backproject.cuh"
 #include "kernels/cuda_plan.cuh"
+#include "kernels/cylinder.cuh"
 #include "recon/recon_quality.hpp"
 #include "test_support.hpp"
 
@@ -255,6 +256,61 @@ TEST(CudaPlan, SlabBehindTheSourceTakesAllRows) {
   const geometry g = make_cone_geometry(32, 40, 1.0, 1.0, 20, 60, angle_range(0, 0.5, 12));
   const auto vg = volume_geometry::centered(40, 40, 8, {1.5, 1.5, 1.0});
   const kc::slab_info s = kc::slab_rows(vg, compute_projection_matrices(g), 40, 2, 3);
+  EXPECT_EQ(s.row_offset, 0);
+  EXPECT_EQ(s.rows_valid, 40);
+}
+
+// The same for a cylindrical detector (slab_rows_curved, shifted_cyl_maps): every voxel's taps
+// lie in the kept rows, the shifted float maps put the voxel at row - row_offset, and a source
+// inside the volume's footprint takes all rows.
+TEST(CudaPlan, CurvedSlabRowRangesCoverEveryTap) {
+  const std::int64_t rows = 120;
+  const geometry g = make_cone_geometry(
+      64, rows, 1.0, 1.0, 300, 500, angle_range(0.1, 2 * std::numbers::pi / 30, 30), {6.0}, {4.5},
+      detector_shape::cylindrical);
+  auto vg = volume_geometry::centered(20, 22, 48, {1.5, 1.5, 1.5});
+  vg.origin_mm[2] += 3.0;
+  const auto maps = kernels::cylinder_maps_d(g);
+  std::vector<kernels::proj_matrix> shifted(maps.size());
+  for (std::int64_t nz : {1, 5, 16, 48}) {
+    for (std::int64_t z0 = 0; z0 + nz <= vg.nz; z0 += std::max<std::int64_t>(nz, 7)) {
+      const kc::slab_info s = kc::slab_rows_curved(vg, maps, rows, z0, nz);
+      ASSERT_GE(s.row_offset, 0);
+      ASSERT_GE(s.rows_valid, 0);
+      ASSERT_LE(s.row_offset + s.rows_valid, rows);
+      kc::shifted_cyl_maps(maps, s.row_offset, shifted.data());
+      for (std::int64_t k = z0; k < z0 + nz; ++k)
+        for (std::int64_t j = 0; j < vg.ny; ++j)
+          for (std::int64_t i = 0; i < vg.nx; ++i) {
+            const vec3 x = vg.voxel_center(static_cast<double>(i), static_cast<double>(j),
+                                           static_cast<double>(k));
+            for (std::int64_t v = 0; v < g.view_count(); ++v) {
+              const double r = project_to_detector(g, v, x).row;
+              kernels::cyl_map m;
+              std::copy(std::begin(shifted[static_cast<std::size_t>(v)].m),
+                        std::end(shifted[static_cast<std::size_t>(v)].m), m.m);
+              const kernels::detector_point q =
+                  kernels::project_point(m, static_cast<float>(x.x), static_cast<float>(x.y),
+                                         static_cast<float>(x.z));
+              ASSERT_NEAR(q.row, r - static_cast<double>(s.row_offset), 1e-3);
+              if (!(r > -1.0 && r < static_cast<double>(rows))) continue;  // samples 0 anyway
+              const auto t0 = static_cast<std::int64_t>(std::floor(r));
+              const std::int64_t lo = std::max<std::int64_t>(t0, 0);
+              const std::int64_t hi = std::min<std::int64_t>(t0 + 1, rows - 1);
+              ASSERT_GE(lo, s.row_offset) << "slab z0=" << z0 << " nz=" << nz;
+              ASSERT_LT(hi, s.row_offset + s.rows_valid) << "slab z0=" << z0 << " nz=" << nz;
+            }
+          }
+      if (nz == 5) {
+        EXPECT_LT(s.rows_valid, rows / 2) << "a 5-plane slab should need under half the rows";
+      }
+    }
+  }
+  // SID 20 mm: the volume (60 mm wide) surrounds the source in some views.
+  const geometry near = make_cone_geometry(32, 40, 1.0, 1.0, 20, 60, angle_range(0, 0.5, 12), {},
+                                           {}, detector_shape::cylindrical);
+  const auto vg2 = volume_geometry::centered(40, 40, 8, {1.5, 1.5, 1.0});
+  const kc::slab_info s = kc::slab_rows_curved(vg2, kernels::cylinder_maps_d(near), 40, 2, 3);
   EXPECT_EQ(s.row_offset, 0);
   EXPECT_EQ(s.rows_valid, 40);
 }

@@ -50,7 +50,9 @@ struct quality {
 /// volume beyond the circle the detector covers) and FDK / FBP is not defined there, as in RTK
 /// (FieldOfViewImageFilter), so accuracy criteria are evaluated inside.
 inline std::vector<char> fov_mask(const geometry& g, const volume_geometry& vg) {
-  const auto mats = compute_projection_matrices(g);
+  // Cylindrical detectors have no matrices: project_to_detector (its w > 0 is in front of the
+  // source plane) instead.
+  const auto mats = g.curved() ? std::vector<projection_matrix>{} : compute_projection_matrices(g);
   std::vector<char> mask(static_cast<std::size_t>(vg.voxel_count()), 1);
   const double cmax = static_cast<double>(g.cols - 1) + 1e-6,
                rmax = static_cast<double>(g.rows - 1) + 1e-6;
@@ -60,6 +62,16 @@ inline std::vector<char> fov_mask(const geometry& g, const volume_geometry& vg) 
     for (std::int64_t i = 0; i < vg.nx; ++i) {
       const vec3 x =
           vg.voxel_center(static_cast<double>(i), static_cast<double>(j), static_cast<double>(k));
+      if (g.curved()) {
+        for (std::int64_t v = 0; v < g.view_count(); ++v) {
+          const detector_coords q = project_to_detector(g, v, x);
+          if (!(q.w > 0 && q.col >= -1e-6 && q.col <= cmax && q.row >= -1e-6 && q.row <= rmax)) {
+            mask[static_cast<std::size_t>(row * vg.nx + i)] = 0;
+            break;
+          }
+        }
+        continue;
+      }
       for (const auto& m : mats) {
         const double p2 = m[8] * x.x + m[9] * x.y + m[10] * x.z + m[11];
         const double c = (m[0] * x.x + m[1] * x.y + m[2] * x.z + m[3]) / p2;
@@ -97,6 +109,28 @@ inline quality compare_in_fov(const volume& rec, const volume& truth, const geom
             << ", PSNR = " << psnr_db(span_of(rec), span_of(truth), k_peak) << " dB\n";
   ::testing::Test::RecordProperty(label + "_mae", std::to_string(q.mae));
   ::testing::Test::RecordProperty(label + "_psnr_db", std::to_string(q.psnr));
+  return q;
+}
+
+// MAE / PSNR (peak 0.1) of `rec` against `truth` over the voxels whose centres lie within
+// `radius` mm of the rotation axis (the z axis), where every scan below has complete data.
+inline quality compare_in_radius(const volume& rec, const volume& truth, double radius,
+                                            const std::string& label) {
+  std::vector<float> a, b;
+  const volume_geometry& vg = rec.geom;
+  for (std::int64_t k = 0; k < vg.nz; ++k)
+    for (std::int64_t j = 0; j < vg.ny; ++j)
+      for (std::int64_t i = 0; i < vg.nx; ++i) {
+        const vec3 x =
+            vg.voxel_center(static_cast<double>(i), static_cast<double>(j), static_cast<double>(k));
+        if (x.x * x.x + x.y * x.y > radius * radius) continue;
+        const auto n = static_cast<std::size_t>((k * vg.ny + j) * vg.nx + i);
+        a.push_back(rec.data[n]);
+        b.push_back(truth.data[n]);
+      }
+  const quality q{mean_abs_error(a, b), psnr_db(a, b, k_peak)};
+  std::cout << "[ metric   ] " << label << ": MAE " << q.mae << ", PSNR " << q.psnr << " dB over "
+            << a.size() << " voxels\n";
   return q;
 }
 
@@ -148,7 +182,7 @@ inline projection_stack project_pixel_integrated(const phantom& ph, const geomet
                                    o.angles_rad, o.offset_u_mm, o.offset_v_mm)
           : make_cone_geometry(g.cols * s, g.rows * sr, g.pixel_u_mm / s, g.pixel_v_mm / sr,
                                o.source_to_isocenter_mm, o.source_to_detector_mm, o.angles_rad,
-                               o.offset_u_mm, o.offset_v_mm);
+                               o.offset_u_mm, o.offset_v_mm, g.shape);
   return average_blocks(project_analytic(ph, fine), g.rows, g.cols, sr, s);
 }
 
