@@ -288,8 +288,6 @@ def run_problem(name, tools, repeat, threads, log):
     mask = None if kind == "forward" else fov_mask(grid)
     reference = exact if kind == "forward" else truth
     runnable = [t for t in tools if t.supports(kind)]
-    prepared = {t.name: (t.prepare(kind, g, grid, data) if hasattr(t, "prepare") else data)
-                for t in runnable}
     times = {t.name: [] for t in runnable}
     outputs = {}
     for _ in range(repeat):
@@ -299,12 +297,14 @@ def run_problem(name, tools, repeat, threads, log):
                 out = t.run(kind, g, grid, data, extra)
                 seconds = time.perf_counter() - t0
             else:
-                out, seconds = t.run(kind, g, grid, prepared[t.name], extra)
+                # Fresh inputs in the peer's types for every run, before its clock starts (ITK
+                # pipelines release their inputs' buffers).
+                prepared = t.prepare(kind, g, grid, data)
+                out, seconds = t.run(kind, g, grid, prepared, extra)
+                if hasattr(t, "release"):
+                    t.release(prepared)
             times[t.name].append(seconds)
             outputs[t.name] = out
-    for t in runnable:
-        if hasattr(t, "release"):
-            t.release(prepared[t.name])
     results = {}
     base = outputs.get("ctforge")
     for t in runnable:

@@ -149,9 +149,11 @@ def _open_run(dir: str, record: dict) -> str:
 
 
 def _remove_run(dir: str, prefixes: Sequence[str], remove_dir: bool) -> None:
+    """The run's files, and the temporaries of writers killed while recording (a lost worker)."""
     for name in os.listdir(dir):
-        if name == "run.json" or (name.startswith(tuple(prefixes))
-                                  and name.endswith((".f32", ".json"))):
+        partial = name.startswith(tuple("." + p for p in prefixes)) and ".part" in name
+        if partial or name == "run.json" or (name.startswith(tuple(prefixes))
+                                             and name.endswith((".f32", ".json"))):
             try:
                 os.unlink(os.path.join(dir, name))
             except OSError:

@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sstream>
 
 #include "core/finite_scan.hpp"
 #include "ctforge/error.hpp"
@@ -175,6 +176,76 @@ itk::ImageIOBase::Pointer read_info(const std::string& path) {
 
 }  // namespace
 
+/// The data file a detached header names (MetaImage "ElementDataFile = X", NRRD "data file: X"),
+/// or "" when `header` is missing or names none (LOCAL, lists, patterns).
+std::string data_file_named_by(const fs::path& header) {
+  std::ifstream in(header);
+  std::string line;
+  while (std::getline(in, line)) {
+    for (const char* key : {"ElementDataFile", "data file", "datafile"}) {
+      if (!line.starts_with(key)) continue;
+      std::size_t at = line.find_first_of("=:", std::strlen(key));
+      if (at == std::string::npos) continue;
+      std::string name = line.substr(at + 1);
+      name.erase(0, name.find_first_not_of(" \t"));
+      while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
+      if (name.empty() || name == "LOCAL" || name.starts_with("LIST") ||
+          name.find('/') != std::string::npos || name.find(' ') != std::string::npos)
+        return {};
+      return name;
+    }
+  }
+  return {};
+}
+
+/// Header + data written into `tmp_dir` under their final names, moved beside `path` so that
+/// the pair is replaced as a unit: when a file of the data's name exists there already (the
+/// earlier output's data), the new data takes a fresh name (<stem>.<n><ext>) and the header is
+/// rewritten to name it; the data is moved in first (replacing nothing), the header last (the
+/// one step that switches to the new pair), and the earlier data file is removed after. An
+/// interruption at any point leaves the earlier pair complete, or the new one.
+void commit_detached(temporary_output& out, const std::string& path) {
+  const fs::path header_name = fs::path(path).filename();
+  const fs::path dir = fs::path(out.path());
+  const fs::path dest = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : ".";
+  const std::string data = data_file_named_by(dir / header_name);
+  const std::string earlier = data_file_named_by(dest / header_name);
+  std::error_code ec;
+  std::string fresh;
+  if (!data.empty() && fs::exists(dest / data, ec)) {
+    const fs::path d(data);
+    // <stem>.<n><ext>, ext including ".raw.gz" style double extensions
+    std::string stem = data, ext;
+    for (const char* e : {".raw.gz", ".zraw", ".raw"})
+      if (data.size() > std::strlen(e) && data.ends_with(e)) {
+        stem = data.substr(0, data.size() - std::strlen(e));
+        ext = e;
+        break;
+      }
+    for (int n = 1;; ++n) {
+      fresh = fmt::format("{}.{}{}", stem, n, ext);
+      if (!fs::exists(dest / fresh, ec) && !fs::exists(dir / fresh, ec)) break;
+    }
+    fs::rename(dir / data, dir / fresh, ec);
+    CTFORGE_CHECK(!ec, fmt::format("{}: cannot rename {} in {}: {}", path, data, dir.string(),
+                                   ec.message()));
+    std::ifstream in(dir / header_name);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string h = text.str();
+    const std::size_t at = h.rfind(data);
+    CTFORGE_CHECK(at != std::string::npos,
+                  fmt::format("{}: the header does not name its data file {}", path, data));
+    h.replace(at, data.size(), fresh);
+    write_file_bytes((dir / header_name).string(), h.data(), h.size(), path);
+  }
+  out.commit_files({header_name.string()});
+  // The earlier pair's data file, now named by no header of this output.
+  const std::string now = fresh.empty() ? data : fresh;
+  if (!earlier.empty() && earlier != now && earlier != header_name.string())
+    fs::remove(dest / earlier, ec);
+}
+
 namespace detail {
 /// Converts an ITK image to a volume, undoing axis flips of the direction matrix; rejects
 /// oblique or permuted directions. Also used by dicom.cpp.
@@ -292,8 +363,8 @@ void write_itk_volume(const std::string& path, const volume_view& v, bool compre
 
   const std::string l = lower(path);
   // Detached headers (.mhd, .nhdr) name their data file: header and data are written into a
-  // temporary directory under the final names and moved beside `path` (data first, header
-  // last); single files are written under a temporary name with the final extension.
+  // temporary directory and replace an earlier pair as a unit (commit_detached); single files
+  // are written under a temporary name with the final extension.
   const bool detached = l.ends_with(".mhd") || l.ends_with(".nhdr");
   temporary_output out(path, detached);
   const std::string target =
@@ -325,7 +396,7 @@ void write_itk_volume(const std::string& path, const volume_view& v, bool compre
                      }),
       fmt::format("{}: the written file does not read back as written (disk full?)", path));
   if (detached)
-    out.commit_files({fs::path(path).filename().string()});
+    commit_detached(out, path);
   else
     out.commit();
 }

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <functional>
 #include <numeric>
+#include <string>
+#include <vector>
 
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
@@ -112,6 +114,51 @@ INSTANTIATE_TEST_SUITE_P(Formats, ItkRoundTrip,
                                   std::to_string(info.param.ny) + "x" +
                                   std::to_string(info.param.nz);
                          });
+
+/// Names of the regular files in `dir`, sorted.
+std::vector<std::string> files_in(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file()) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A detached header and its data are replaced as a unit: a new pair never overwrites the
+// earlier data file before its header is in place (its data takes a fresh name while the earlier
+// one exists), the earlier data file goes once the new header names another, and a file that
+// only happens to have the data file's name is never overwritten.
+TEST(VolumeFormats, DetachedHeaderAndDataAreReplacedAsAUnit) {
+  for (const std::string ext : {".mhd", ".nhdr"}) {
+    const fs::path dir = temp_dir("detached" + ext.substr(1));
+    const std::string path = (dir / ("v" + ext)).string();
+    std::vector<volume> written;
+    std::vector<std::string> seen;
+    for (int round = 0; round < 3; ++round) {
+      volume v = ramp_volume(5, 4, 3);
+      for (float& x : v.data) x += static_cast<float>(round);
+      io::write_volume_any(path, v);
+      EXPECT_EQ(io::read_volume_any(path).data, v.data) << ext << " round " << round;
+      const auto files = files_in(dir);
+      ASSERT_EQ(files.size(), 2u) << ext << ": header and one data file, got " << files.size();
+      seen.push_back(files[0] == "v" + ext ? files[1] : files[0]);
+    }
+    // The data file's name alternates: the new one never replaced the earlier one in place.
+    EXPECT_NE(seen[0], seen[1]) << ext;
+    EXPECT_NE(seen[1], seen[2]) << ext;
+    // An unrelated file with the data file's name survives the first write of a header.
+    const fs::path other = temp_dir("detached_other" + ext.substr(1));
+    const std::string data_name = ext == ".mhd" ? "w.zraw" : "w.raw.gz";
+    std::ofstream(other / data_name) << "precious";
+    io::write_volume_any((other / ("w" + ext)).string(), ramp_volume(5, 4, 3));
+    std::ifstream in(other / data_name);
+    std::string content;
+    std::getline(in, content);
+    EXPECT_EQ(content, "precious") << ext;
+    EXPECT_EQ(io::read_volume_any((other / ("w" + ext)).string()).data,
+              ramp_volume(5, 4, 3).data);
+  }
+}
 
 TEST(VolumeFormats, FormatFromPath) {
   EXPECT_EQ(io::volume_format_of("a.mha"), io::volume_format::metaimage);
