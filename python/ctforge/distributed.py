@@ -234,7 +234,8 @@ def _sirt_part(spec: dict, part: int):
         row_w = ctforge.forward_project(ones, g, grid, backend=o["backend"], device=o["device"],
                                         threads=o["threads"])
         row_w = _invert_above(row_w, 1e-3 * min(grid.spacing))
-        _SIRT_PARTS.clear()  # one run at a time per worker
+        for other in [k for k in _SIRT_PARTS if k[0] != spec["run"]]:
+            del _SIRT_PARTS[other]  # parts of earlier runs
         _SIRT_PARTS[key] = (p, g, row_w)
     return _SIRT_PARTS[key]
 
