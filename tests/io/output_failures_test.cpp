@@ -8,7 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -120,6 +123,74 @@ TEST_F(OutputFailures, FullDiskKeepsTheEarlierOutputInEveryFormat) {
   };
   for (const auto& c : cases)
     expect_failed_write_keeps_old(c, *dir_, [&](const std::string& a, int l) { return run(a, l); });
+}
+
+/// A tmpfs of `kib` KiB mounted on `dir` for the lifetime of the object (root only); `ok`
+/// false with the reason where it cannot be mounted.
+struct small_tmpfs {
+  fs::path dir;
+  bool ok = false;
+  std::string why;
+  small_tmpfs(fs::path d, int kib) : dir(std::move(d)) {
+    fs::create_directories(dir);
+    const std::string cmd = "mount -t tmpfs -o size=" + std::to_string(kib) + "k tmpfs '" +
+                            dir.string() + "' 2>&1";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    char buf[256] = {};
+    const std::size_t n = p ? std::fread(buf, 1, sizeof buf - 1, p) : 0;
+    const int st = p ? ::pclose(p) : -1;
+    ok = st == 0;
+    why = std::string(buf, n);
+  }
+  ~small_tmpfs() {
+    if (ok) (void)std::system(("umount '" + dir.string() + "'").c_str());
+  }
+};
+
+// A real full disk (a 1.5 MiB tmpfs; the 96^3 noisy volume needs 2 to 3.5 MiB in every format): each format's earlier small output on it stays byte for
+// byte, the larger new one fails with exit 1 naming it (ENOSPC from write, fsync, or the
+// reservation of a volume written slab by slab) and leaves no temporary.
+TEST_F(OutputFailures, RealFullDiskOnATmpfs) {
+  small_tmpfs disk(*dir_ / "tmpfs", 1536);
+  if (!disk.ok) GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << disk.why;
+  {
+    volume small(volume_geometry::centered(8, 8, 8, {1, 1, 1}));
+    std::fill(small.data.begin(), small.data.end(), 0.01f);
+    io::write_volume((*dir_ / "small.h5").string(), small);
+  }
+  struct full_case {
+    const char* output;
+    std::string args;  // with SRC for the input volume
+  };
+  const std::vector<full_case> cases = {
+      {"vol.h5", "convert SRC tmpfs/vol.h5 --quiet"},
+      {"vol.mha", "convert SRC tmpfs/vol.mha --quiet"},
+      {"vol.mhd", "convert SRC tmpfs/vol.mhd --quiet"},
+      {"vol.nhdr", "convert SRC tmpfs/vol.nhdr --quiet"},
+      {"vol.nii.gz", "convert SRC tmpfs/vol.nii.gz --quiet"},
+      {"series", "convert SRC tmpfs/series --quiet"},
+  };
+  for (const auto& c : cases) {
+    for (const auto& e : fs::directory_iterator(disk.dir)) fs::remove_all(e.path());
+    std::string earlier = c.args, larger = c.args;
+    earlier.replace(earlier.find("SRC"), 3, "small.h5");
+    larger.replace(larger.find("SRC"), 3, "vol.h5");
+    auto r = run(earlier);
+    ASSERT_EQ(r.status, 0) << c.output << ": " << r.output;
+    const auto before = snapshot(disk.dir);
+    r = run(larger);
+    EXPECT_EQ(r.status, 1) << c.output << ": " << r.output;
+    EXPECT_NE(r.output.find(c.output), std::string::npos) << c.output << ": " << r.output;
+    EXPECT_EQ(snapshot(disk.dir), before) << c.output << ": the earlier output changed";
+    EXPECT_TRUE(testing::leftover_temporaries(disk.dir).empty()) << c.output;
+  }
+  // Slab by slab into .h5: the volume's space is reserved before any slab is computed.
+  for (const auto& e : fs::directory_iterator(disk.dir)) fs::remove_all(e.path());
+  auto r = run("recon p.h5 -o tmpfs/rec.h5 --size 96 --backend cpu --memory-limit 1M --quiet");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("rec.h5"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("reserve"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::is_empty(disk.dir)) << "a temporary or a partial volume was left";
 }
 
 // PNG previews and geometry files are small: a smaller limit.
