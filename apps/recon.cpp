@@ -141,7 +141,7 @@ void run(const recon_cli_options& o) {
   // reading only its detector rows from the file (the geometry is read first, alone).
   geometry g = io::read_projection_geometry(o.input, read);
   ro.algo = !o.algorithm.empty() ? parse_algorithm(o.algorithm) : default_algorithm(g);
-  const bool analytic = ro.algo != algorithm::sirt;
+  const bool analytic = !is_iterative(ro.algo);
   const volume_geometry vg_guess = make_grid(o.grid, g, /*whole_in_memory=*/memory_limit == 0);
   const std::int64_t whole_bytes =
       2 * 4 * (g.view_count() * g.rows * g.cols + vg_guess.voxel_count());
@@ -183,11 +183,10 @@ void run(const recon_cli_options& o) {
 
   if (!notice.empty() && ro.where == backend::automatic) note(o.quiet, "note: " + notice);
   const bool bar_on = !o.quiet && stderr_is_terminal();
-  const std::string algo_name = ro.algo == algorithm::fdk   ? "fdk"
-                                : ro.algo == algorithm::fbp ? "fbp"
-                                                            : "sirt";
-  const std::string where_name =
-      where == backend::cuda ? "cuda" : (o.reference ? "cpu reference" : "cpu");
+  const std::string algo_name = to_string(ro.algo);
+  const std::string where_name = where == backend::cuda && ro.algo != algorithm::cgls
+                                     ? "cuda"
+                                     : (o.reference ? "cpu reference" : "cpu");
   progress_bar bar(fmt::format("{} ({}) {}x{}x{}", algo_name, where_name, vg.nx, vg.ny, vg.nz),
                    bar_on);
   if (bar_on) ro.progress = [&bar](double f) { bar.update(f); };
@@ -271,13 +270,14 @@ void run(const recon_cli_options& o) {
   }
   const double s_recon = t_recon.seconds();
   bar.done();
-  if (where == backend::cuda && ro.algo != algorithm::sirt) {
+  if (where == backend::cuda && !is_iterative(ro.algo)) {
     const std::string how = describe_last_gpu_call(gpu_call::reconstruction);
     if (!how.empty()) note(o.quiet, how);
   }
 
   const std::string method =
-      ro.algo == algorithm::sirt
+      ro.algo == algorithm::cgls ? fmt::format("{} iterations", ro.iterations)
+      : ro.algo == algorithm::sirt
           ? fmt::format("{} iterations, relaxation {:g}{}", ro.iterations, ro.relaxation,
                         ro.nonnegative ? ", non-negative" : "")
           : fmt::format("filter {} cutoff {:g}", to_string(ro.filter), ro.cutoff);
@@ -319,11 +319,11 @@ runner add_recon(CLI::App& app) {
       ->required()
       ->type_name("FILE");
   sub->add_option("--algorithm", o->algorithm,
-                  "fdk (cone / fan beam), fbp (parallel beam) or sirt (iterative, any "
+                  "fdk (cone / fan beam), fbp (parallel beam), sirt or cgls (iterative, any "
                   "geometry). Default: fdk or fbp when the orbit is circular (vector "
                   "geometries included), sirt otherwise")
       ->type_name("NAME");
-  sub->add_option("--iterations", o->iterations, "SIRT: number of iterations (>= 1)")
+  sub->add_option("--iterations", o->iterations, "SIRT / CGLS: number of iterations (>= 1)")
       ->type_name("N")
       ->capture_default_str();
   sub->add_option("--relaxation", o->relaxation, "SIRT: step length, in (0, 2)")

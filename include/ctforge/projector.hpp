@@ -49,4 +49,11 @@ volume back_project(const projection_view& proj, const geometry& g, const volume
 volume back_project(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                     const projector_options& opt);
 
+/// The exact transpose of forward_project (CPU): each ray scatters its value along the samples
+/// and trilinear weights forward_project reads it with, so that <A x, y> = <x, A^T y> up to
+/// float rounding for any volume x and projections y (the matched pair CGLS needs). Holds one
+/// volume per thread; deterministic for a given thread count.
+volume back_project_matched(const projection_view& proj, const geometry& g,
+                            const volume_geometry& vg, int threads = 0);
+
 }  // namespace ctforge

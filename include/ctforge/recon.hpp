@@ -20,10 +20,16 @@ namespace ctforge {
 /// fdk: filtered back-projection for circular cone / fan beam; fbp: for circular parallel beam;
 /// sirt: the iterative Simultaneous Iterative Reconstruction Technique, for any geometry
 /// (vector geometries included) on the Joseph forward and voxel-driven back projectors.
-enum class algorithm { fdk, fbp, sirt };
+enum class algorithm { fdk, fbp, sirt, cgls };
+
+/// SIRT and CGLS (iterations, any geometry) as opposed to FDK / FBP (analytic, circular orbits).
+inline bool is_iterative(algorithm a) {
+  return a == algorithm::sirt || a == algorithm::cgls;
+}
 enum class filter_window { ram_lak, shepp_logan, cosine, hamming, hann };
 
-algorithm parse_algorithm(std::string_view name);   ///< "fdk", "fbp", "sirt"
+algorithm parse_algorithm(std::string_view name);   ///< "fdk", "fbp", "sirt", "cgls"
+std::string to_string(algorithm a);
 filter_window parse_filter(std::string_view name);  ///< "ram-lak", "shepp-logan", ...
 std::string to_string(filter_window w);
 
@@ -75,8 +81,8 @@ struct recon_options {
   algorithm algo = algorithm::fdk;
   filter_window filter = filter_window::ram_lak;
   double cutoff = 1.0;  ///< window cut-off as a fraction of Nyquist, (0, 1]
-  // SIRT only (filter and cutoff do not apply):
-  int iterations = 50;       ///< SIRT iterations, >= 1
+  // SIRT and CGLS (filter and cutoff do not apply):
+  int iterations = 50;       ///< SIRT / CGLS iterations, >= 1
   double relaxation = 1.0;   ///< SIRT step length lambda, in (0, 2)
   bool nonnegative = false;  ///< SIRT: clamp the volume at 0 after every iteration
   backend where = backend::automatic;
@@ -117,7 +123,11 @@ struct recon_options {
 /// lengths through the grid, 0 for rays that miss it), C = 1 / B(1) (inverse count of views
 /// seeing each voxel, 0 for voxels none sees); each iteration runs one forward and one back
 /// projection on the chosen backend (on CUDA, volume and projections cross PCIe every
-/// iteration). Throws usage_error on mismatched input.
+/// iteration). CGLS (CPU) minimises ||A x - p||^2 by conjugate gradients on the normal
+/// equations from x0 = 0, with A = forward_project and its exact transpose
+/// back_project_matched: fewer iterations than SIRT for the same error on consistent data, no
+/// non-negativity, stops early when the gradient vanishes. Throws usage_error on mismatched
+/// input.
 volume reconstruct(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                    const recon_options& opt);
 

@@ -381,13 +381,17 @@ def forward_project(volume: Any, geometry: Any, grid: Any = None, *, backend: st
 
 def back_project(projections: Any, geometry: Any, grid: Any = None, *, backend: str = "auto",
                  device: int = 0, threads: int = 0, gpu_memory_limit: Any = None,
-                 gpu_interpolation: str = "exact", reference: bool = False) -> np.ndarray:
+                 gpu_interpolation: str = "exact", reference: bool = False,
+                 matched: bool = False) -> np.ndarray:
     """Unweighted voxel-driven back-projection (sum over views of the bilinearly interpolated
-    values) onto ``grid`` (default: :func:`default_grid`): float32 (nz, ny, nx)."""
+    values) onto ``grid`` (default: :func:`default_grid`): float32 (nz, ny, nx).
+    ``matched=True``: the exact transpose of :func:`forward_project` instead (ray-driven, CPU),
+    so that ``<forward_project(x), y> == <x, back_project(y, matched=True)>`` up to float
+    rounding, as CGLS and other gradient methods need."""
     g = _core_geometry(geometry)
     return _core.back_project(_as_float32(projections, 3, "projections"), g, _grid(grid, g),
                               backend, int(device), int(threads), _memory(gpu_memory_limit),
-                              gpu_interpolation, bool(reference))
+                              gpu_interpolation, bool(reference), bool(matched))
 
 
 class _ProgressBar:
@@ -420,10 +424,11 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
     """Reconstructs a volume (nz, ny, nx) on ``grid`` from line integrals (views, rows, cols):
     what ``ctforge recon`` does, with the same options (README, "Command line").
 
-    ``algorithm``: "fdk" (circular cone / fan beam), "fbp" (parallel beam) or "sirt" (any
-    geometry); default :func:`default_algorithm`. ``filter``: ram-lak, shepp-logan, cosine,
-    hamming or hann, with ``cutoff`` in (0, 1] of Nyquist. SIRT: ``iterations``,
-    ``relaxation`` in (0, 2), ``nonnegative``. ``progress``: True for a bar on stderr, or a
+    ``algorithm``: "fdk" (circular cone / fan beam), "fbp" (parallel beam), "sirt" or "cgls"
+    (any geometry); default :func:`default_algorithm`. ``filter``: ram-lak, shepp-logan,
+    cosine, hamming or hann, with ``cutoff`` in (0, 1] of Nyquist. SIRT: ``iterations``,
+    ``relaxation`` in (0, 2), ``nonnegative``. CGLS (CPU, matched projector pair):
+    ``iterations``. ``progress``: True for a bar on stderr, or a
     callable receiving the fraction done (called with the GIL, between batches). Ctrl-C raises
     KeyboardInterrupt after the batch in progress.
 

@@ -536,17 +536,7 @@ PYBIND11_MODULE(_core, m) {
                                        cols, rows, rows12);
       },
       py::arg("beam"), py::arg("cols"), py::arg("rows"), py::arg("vectors"));
-  m.def("default_algorithm", [](const geometry& g) {
-    switch (default_algorithm(g)) {
-      case algorithm::fdk:
-        return "fdk";
-      case algorithm::fbp:
-        return "fbp";
-      case algorithm::sirt:
-        return "sirt";
-    }
-    return "sirt";
-  });
+  m.def("default_algorithm", [](const geometry& g) { return to_string(default_algorithm(g)); });
 
   // ---- phantoms
   py::class_<phantom>(m, "Phantom")
@@ -622,21 +612,26 @@ PYBIND11_MODULE(_core, m) {
       "back_project",
       [](const py::handle& proj_obj, const geometry& g, const volume_geometry& vg,
          const std::string& where, int device, int threads, std::int64_t gpu_memory_limit,
-         const std::string& interpolation, bool reference) {
+         const std::string& interpolation, bool reference, bool matched) {
         const farray in = require_array(proj_obj, 3, "projections");
         const projection_view p = projection_arg(in);
         const projector_options po =
             projector_opts(where, device, threads, gpu_memory_limit, interpolation);
+        CTFORGE_EXPECTS(!matched || po.where != backend::cuda,
+                        "matched: the matched back-projector runs on the CPU; use backend='cpu' "
+                        "or 'auto'");
         volume out;
         {
           py::gil_scoped_release nogil;
-          out = reference ? back_project(p, g, vg, threads, true) : back_project(p, g, vg, po);
+          out = matched     ? back_project_matched(p, g, vg, threads)
+                : reference ? back_project(p, g, vg, threads, true)
+                            : back_project(p, g, vg, po);
         }
         return to_numpy(std::move(out));
       },
       py::arg("projections"), py::arg("geometry"), py::arg("grid"), py::arg("backend"),
       py::arg("device"), py::arg("threads"), py::arg("gpu_memory_limit"),
-      py::arg("gpu_interpolation"), py::arg("reference"));
+      py::arg("gpu_interpolation"), py::arg("reference"), py::arg("matched") = false);
   m.def(
       "reconstruct",
       [](const py::handle& proj_obj, const geometry& g, const volume_geometry& vg,

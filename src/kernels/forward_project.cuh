@@ -172,9 +172,13 @@ CTFORGE_HD float joseph_ray(const Sampler& sample, f3 p, f3 d, int nx, int ny, i
   return joseph_ray_window(sample, p, d, nx, ny, nz, dir_mm, t_min, -1.0f, static_cast<float>(nz));
 }
 
-template <class Sampler>
-CTFORGE_HD float joseph_ray_window(const Sampler& sample, f3 p, f3 d, int nx, int ny, int nz,
-                                   float dir_mm, float t_min, float z_lo, float z_hi) {
+/// The samples of joseph_ray_window: visit(x, y, z, w) for each plane sample (index
+/// coordinates, cell weight w), in order. Returns |d| along the dominant axis, so that the line
+/// integral is (sum of w * sample) * dir_mm / |d_main|; 0 when the ray misses the box (and then
+/// nothing was visited). The forward projector and its exact transpose (joseph_scatter) share it.
+template <class Visit>
+CTFORGE_HD float joseph_ray_samples(f3 p, f3 d, int nx, int ny, int nz, float t_min, float z_lo,
+                                    float z_hi, Visit&& visit) {
   const float ax = fabsf(d.x), ay = fabsf(d.y), az = fabsf(d.z);
   // Dominant axis: 0 = x, 1 = y, 2 = z (ties resolved towards x, then y).
   const int axis = (ax >= ay && ax >= az) ? 0 : (ay >= az ? 1 : 2);
@@ -211,7 +215,6 @@ CTFORGE_HD float joseph_ray_window(const Sampler& sample, f3 p, f3 d, int nx, in
   // Each plane sample stands for the main-axis cell [k - 1/2, k + 1/2]; a cell cut by t_min
   // counts with the fraction of it beyond the cut (1 everywhere without a cut).
   const float mc = pm + t_min * dm;  // main coordinate of the cut (+-inf without one)
-  float acc = 0.0f;
   for (int k = k0; k <= k1; ++k) {
     const float dk = static_cast<float>(k) - pm;
     const float kf = static_cast<float>(k);
@@ -225,9 +228,58 @@ CTFORGE_HD float joseph_ray_window(const Sampler& sample, f3 p, f3 d, int nx, in
       y = static_cast<float>(k);
     else
       z = static_cast<float>(k);
-    acc += w * sample(x, y, z);
+    visit(x, y, z, w);
   }
-  return acc * dir_mm / fabsf(dm);
+  return fabsf(dm);
+}
+
+template <class Sampler>
+CTFORGE_HD float joseph_ray_window(const Sampler& sample, f3 p, f3 d, int nx, int ny, int nz,
+                                   float dir_mm, float t_min, float z_lo, float z_hi) {
+  float acc = 0.0f;
+  const float adm = joseph_ray_samples(p, d, nx, ny, nz, t_min, z_lo, z_hi,
+                                       [&](float x, float y, float z, float w) {
+                                         acc += w * sample(x, y, z);
+                                       });
+  if (adm == 0.0f) return 0.0f;
+  return acc * dir_mm / adm;
+}
+
+/// The exact transpose of joseph_ray with border_volume_sampler: adds value * (the weight
+/// joseph_ray gives voxel v) to vol[v] for every voxel of the ray's samples (taps outside the
+/// [nz][ny][nx] volume are dropped, as the sampler reads them as zero). Not thread-safe on
+/// `vol`: the caller gives each thread its own volume.
+CTFORGE_HD void joseph_scatter(float* vol, int nx, int ny, int nz, f3 p, f3 d, float dir_mm,
+                               float t_min, float value) {
+  const std::int64_t sx = nx, sxy = static_cast<std::int64_t>(nx) * ny;
+  float scale = 0.0f;  // value * dir_mm / |d_main|, known once the samples are: first collect
+  // The scale depends on |d_main| only, which the sample walk returns at its end; it is the
+  // same for every sample, so it is computed from d up front with the walk's own arithmetic.
+  {
+    const float ax = fabsf(d.x), ay = fabsf(d.y), az = fabsf(d.z);
+    const float adm = (ax >= ay && ax >= az) ? ax : (ay >= az ? ay : az);
+    scale = value * dir_mm / adm;
+  }
+  joseph_ray_samples(p, d, nx, ny, nz, t_min, -1.0f, static_cast<float>(nz),
+                     [&](float x, float y, float z, float w) {
+    const trilinear_cell t = make_trilinear_cell(x, y, z, nx, ny, nz);
+    const float c = scale * w;
+    const float wx[2] = {1.0f - t.ax, t.ax}, wy[2] = {1.0f - t.ay, t.ay},
+                wz[2] = {1.0f - t.az, t.az};
+    for (int dz = 0; dz < 2; ++dz) {
+      const std::int64_t k = t.k + dz;
+      if (k < 0 || k >= nz) continue;
+      for (int dy = 0; dy < 2; ++dy) {
+        const std::int64_t j = t.j + dy;
+        if (j < 0 || j >= ny) continue;
+        for (int dx = 0; dx < 2; ++dx) {
+          const std::int64_t i = t.i + dx;
+          if (i < 0 || i >= nx) continue;
+          vol[k * sxy + j * sx + i] += c * wz[dz] * wy[dy] * wx[dx];
+        }
+      }
+    }
+  });
 }
 
 }  // namespace ctforge::kernels

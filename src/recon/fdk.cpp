@@ -399,8 +399,23 @@ algorithm parse_algorithm(std::string_view name) {
   if (n == "fdk") return algorithm::fdk;
   if (n == "fbp") return algorithm::fbp;
   if (n == "sirt") return algorithm::sirt;
+  if (n == "cgls") return algorithm::cgls;
   throw usage_error(
-      fmt::format("--algorithm: unknown algorithm '{}' (expected fdk, fbp or sirt)", name));
+      fmt::format("--algorithm: unknown algorithm '{}' (expected fdk, fbp, sirt or cgls)", name));
+}
+
+std::string to_string(algorithm a) {
+  switch (a) {
+    case algorithm::fdk:
+      return "fdk";
+    case algorithm::fbp:
+      return "fbp";
+    case algorithm::sirt:
+      return "sirt";
+    case algorithm::cgls:
+      return "cgls";
+  }
+  return "fdk";
 }
 
 filter_window parse_filter(std::string_view name) {
@@ -454,8 +469,9 @@ volume reconstruct_impl(const projection_view& proj, const geometry& g, const vo
   const bool on_device = proj.space == memory_space::cuda_device;
   if (on_device || device_out) {
     const char* what = on_device ? "projections in GPU memory" : "a volume kept in GPU memory";
-    CTFORGE_EXPECTS(opt.algo != algorithm::sirt,
-                    std::string(what) + " need --algorithm fdk or fbp (SIRT runs on the host)");
+    CTFORGE_EXPECTS(!is_iterative(opt.algo),
+                    std::string(what) + " need --algorithm fdk or fbp (" + to_string(opt.algo) +
+                        " runs on the host)");
     CTFORGE_EXPECTS(!opt.reference, std::string(what) + " need the CUDA backend, not --reference");
     CTFORGE_EXPECTS(opt.where != backend::cpu,
                     std::string(what) + " need the CUDA backend, not --backend cpu");
@@ -470,6 +486,17 @@ volume reconstruct_impl(const projection_view& proj, const geometry& g, const vo
     const backend where = resolve_backend(opt.where, nullptr, opt.device);
     detail::check_finite_values(proj, opt.threads);
     return detail::sirt_reconstruct(proj, g, vg, opt, where);
+  }
+  if (opt.algo == algorithm::cgls) {
+    detail::validate_sirt(proj, g, opt);
+    CTFORGE_EXPECTS(!opt.reference, "--reference: there is no reference path for CGLS");
+    CTFORGE_EXPECTS(!opt.nonnegative,
+                    "--nonnegative: CGLS has no constraint step; use --algorithm sirt");
+    CTFORGE_EXPECTS(opt.where != backend::cuda,
+                    "--backend cuda: CGLS runs on the CPU (its matched back-projector has no GPU "
+                    "version yet); use --backend cpu or auto");
+    detail::check_finite_values(proj, opt.threads);
+    return detail::cgls_reconstruct(proj, g, vg, opt);
   }
   // Vector geometries with a circular orbit are rewritten as circular ones on virtual
   // detectors (recon/fdk_geometry.hpp); their projections are resampled when those differ from

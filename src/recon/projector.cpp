@@ -53,6 +53,42 @@ void check_forward_inputs(const volume_view& vol, const geometry& g, int threads
   }
 }
 
+/// The ray through pixel (v, r, c): point p and direction d in index coordinates (re-anchored at
+/// its point nearest to the volume centre, so that the float coordinates handed to the kernel
+/// body are small), the direction's length in mm and the source's parameter (cone beam: the
+/// integral starts there). The forward projector and its transpose trace the same rays.
+struct ray_in_grid {
+  kernels::f3 p, d;
+  float dir_mm, t_min;
+};
+struct ray_setup {
+  const geometry& g;
+  vec3 org, inv_sp, centre;
+  bool cone;
+  ray_setup(const geometry& geom, const volume_geometry& vg)
+      : g(geom),
+        org{vg.origin_mm[0], vg.origin_mm[1], vg.origin_mm[2]},
+        inv_sp{1.0 / vg.spacing_mm[0], 1.0 / vg.spacing_mm[1], 1.0 / vg.spacing_mm[2]},
+        centre(vg.voxel_center(0.5 * static_cast<double>(vg.nx - 1),
+                               0.5 * static_cast<double>(vg.ny - 1),
+                               0.5 * static_cast<double>(vg.nz - 1))),
+        cone(geom.beam == beam_kind::cone) {}
+  ray_in_grid operator()(std::int64_t v, std::int64_t r, std::int64_t c) const {
+    const vec3 s = g.views[static_cast<std::size_t>(v)].source;
+    const vec3 px = pixel_center(g, v, static_cast<double>(c), static_cast<double>(r));
+    const vec3 dir = cone ? px - s : s;
+    const double len2 = dot(dir, dir);
+    const vec3 anchor = px + (dot(centre - px, dir) / len2) * dir;
+    const float t_min = cone ? static_cast<float>(dot(s - anchor, dir) / len2) : -3.0e38f;
+    const vec3 p{(anchor.x - org.x) * inv_sp.x, (anchor.y - org.y) * inv_sp.y,
+                 (anchor.z - org.z) * inv_sp.z};
+    const vec3 d{dir.x * inv_sp.x, dir.y * inv_sp.y, dir.z * inv_sp.z};
+    return {{static_cast<float>(p.x), static_cast<float>(p.y), static_cast<float>(p.z)},
+            {static_cast<float>(d.x), static_cast<float>(d.y), static_cast<float>(d.z)},
+            static_cast<float>(std::sqrt(len2)), t_min};
+  }
+};
+
 /// Projects planes [z0, z0 + nz) of `vol` (the whole volume when nz = vol.geom.nz) into `out`
 /// (adding when `accumulate`) with kernels::joseph_ray_window: the per-ray set-up and body the
 /// CUDA kernel runs (src/kernels/forward_project.cu), per z-slab as the GPU does when the
@@ -68,34 +104,15 @@ void project_planes(const volume_view& vol, const geometry& g, std::int64_t z0, 
   const int nx = static_cast<int>(vg.nx), ny = static_cast<int>(vg.ny),
             nz_all = static_cast<int>(vg.nz);
   const float z_lo = static_cast<float>(z0) - 1.0f, z_hi = static_cast<float>(z0 + nz);
-  const vec3 org{vg.origin_mm[0], vg.origin_mm[1], vg.origin_mm[2]};
-  const vec3 inv_sp{1.0 / vg.spacing_mm[0], 1.0 / vg.spacing_mm[1], 1.0 / vg.spacing_mm[2]};
-  // Volume centre (mm): rays are re-anchored at their point nearest to it, so that the float
-  // index coordinates handed to the kernel body are small.
-  const vec3 centre =
-      vg.voxel_center(0.5 * static_cast<double>(vg.nx - 1), 0.5 * static_cast<double>(vg.ny - 1),
-                      0.5 * static_cast<double>(vg.nz - 1));
-  const bool cone = g.beam == beam_kind::cone;
+  const ray_setup rays(g, vg);
   const std::int64_t n_lines = g.view_count() * g.rows;
 #pragma omp parallel for schedule(dynamic, 2) num_threads(thread_count(threads))
   for (std::int64_t line = 0; line < n_lines; ++line) {
     const std::int64_t v = line / g.rows, r = line % g.rows;
-    const vec3 s = g.views[static_cast<std::size_t>(v)].source;
     for (std::int64_t c = 0; c < g.cols; ++c) {
-      const vec3 px = pixel_center(g, v, static_cast<double>(c), static_cast<double>(r));
-      const vec3 dir = cone ? px - s : s;
-      const double len2 = dot(dir, dir);
-      const vec3 anchor = px + (dot(centre - px, dir) / len2) * dir;
-      // Cone beam: integrate from the source on (its parameter along anchor + t dir).
-      const float t_min = cone ? static_cast<float>(dot(s - anchor, dir) / len2) : -3.0e38f;
-      const vec3 p{(anchor.x - org.x) * inv_sp.x, (anchor.y - org.y) * inv_sp.y,
-                   (anchor.z - org.z) * inv_sp.z};
-      const vec3 d{dir.x * inv_sp.x, dir.y * inv_sp.y, dir.z * inv_sp.z};
-      const float value = kernels::joseph_ray_window(
-          sampler,
-          kernels::f3{static_cast<float>(p.x), static_cast<float>(p.y), static_cast<float>(p.z)},
-          kernels::f3{static_cast<float>(d.x), static_cast<float>(d.y), static_cast<float>(d.z)},
-          nx, ny, nz_all, static_cast<float>(std::sqrt(len2)), t_min, z_lo, z_hi);
+      const ray_in_grid ray = rays(v, r, c);
+      const float value = kernels::joseph_ray_window(sampler, ray.p, ray.d, nx, ny, nz_all,
+                                                     ray.dir_mm, ray.t_min, z_lo, z_hi);
       if (accumulate)
         out.at(v, r, c) += value;
       else
@@ -274,6 +291,52 @@ volume back_project(const projection_view& proj, const geometry& g, const volume
 #endif
   }
   return back_project_checked(proj, g, vg, opt.threads, false);
+}
+
+volume back_project_matched(const projection_view& proj, const geometry& g,
+                            const volume_geometry& vg, int threads) {
+  require_host(proj, "back_project_matched");
+  const int nt = thread_count(threads);
+  check_back_inputs(proj, g, vg, nt);
+  check_int_sizes(vg);
+  const ray_setup rays(g, vg);
+  const int nx = static_cast<int>(vg.nx), ny = static_cast<int>(vg.ny),
+            nz = static_cast<int>(vg.nz);
+  const auto n_vox = static_cast<std::size_t>(vg.voxel_count());
+  // One volume per thread (the rays of a static share of the detector lines scatter into it),
+  // then summed in thread order: deterministic for a given thread count.
+  detail::require_memory(static_cast<std::uint64_t>(n_vox) * static_cast<std::uint64_t>(nt),
+                         sizeof(float),
+                         fmt::format("the matched back-projection's {} per-thread volumes", nt),
+                         "use fewer threads");
+  std::vector<std::vector<float>> partial(static_cast<std::size_t>(nt));
+  const std::int64_t n_lines = g.view_count() * g.rows;
+#pragma omp parallel num_threads(nt)
+  {
+    const int t = omp_get_thread_num();
+    std::vector<float>& acc = partial[static_cast<std::size_t>(t)];
+    acc.assign(n_vox, 0.0f);
+#pragma omp for schedule(static)
+    for (std::int64_t line = 0; line < n_lines; ++line) {
+      const std::int64_t v = line / g.rows, r = line % g.rows;
+      const float* row = proj.view(v) + r * proj.cols;
+      for (std::int64_t c = 0; c < g.cols; ++c) {
+        if (row[c] == 0.0f) continue;
+        const ray_in_grid ray = rays(v, r, c);
+        kernels::joseph_scatter(acc.data(), nx, ny, nz, ray.p, ray.d, ray.dir_mm, ray.t_min,
+                                row[c]);
+      }
+    }
+  }
+  volume out(vg);
+  out.data = std::move(partial[0]);
+  for (std::size_t t = 1; t < partial.size(); ++t) {
+    const std::vector<float>& a = partial[t];
+    const auto n = static_cast<std::int64_t>(n_vox);
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (std::int64_t i = 0; i < n; ++i) out.data[static_cast<std::size_t>(i)] += a[static_cast<std::size_t>(i)];
+  }
+  return out;
 }
 
 }  // namespace ctforge

@@ -1,4 +1,4 @@
-// SIRT (src/recon/sirt.cpp), reached through ctforge::reconstruct with algorithm::sirt.
+// SIRT (src/recon/sirt.cpp) and CGLS (src/recon/cgls.cpp), reached through ctforge::reconstruct.
 #pragma once
 
 #include "ctforge/geometry.hpp"
@@ -15,5 +15,10 @@ void validate_sirt(const projection_view& proj, const geometry& g, const recon_o
 /// ctforge::reconstruct. Reports progress once per iteration.
 volume sirt_reconstruct(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                         const recon_options& opt, backend where);
+
+/// CGLS of `vg` from `proj` on the CPU with the matched projector pair; see
+/// ctforge::reconstruct. Reports progress once per iteration.
+volume cgls_reconstruct(const projection_view& proj, const geometry& g, const volume_geometry& vg,
+                        const recon_options& opt);
 
 }  // namespace ctforge::detail
