@@ -268,6 +268,21 @@ struct slab_info {
   int rows_valid = 0;           ///< rows kept: [row_offset, row_offset + rows_valid)
 };
 
+/// The rows [floor(lo) - 1, floor(hi) + 3) clamped to the detector (bilinear taps reach
+/// floor(row) and floor(row) + 1, plus one row of margin), or every row.
+inline void set_slab_row_range(slab_info& s, double lo, double hi, bool all_rows,
+                               std::int64_t rows) {
+  std::int64_t r0 = 0, r1 = rows;
+  if (!all_rows) {
+    const double last = static_cast<double>(rows);
+    r0 = static_cast<std::int64_t>(std::clamp(std::floor(lo) - 1.0, 0.0, last));
+    r1 = static_cast<std::int64_t>(std::clamp(std::floor(hi) + 3.0, 0.0, last));
+    r1 = std::max(r1, r0);
+  }
+  s.row_offset = static_cast<int>(r0);
+  s.rows_valid = static_cast<int>(r1 - r0);
+}
+
 /// Detector rows the voxel centres of planes [z0, z0 + nz) project onto under any of the
 /// (double) matrices, widened so that both bilinear taps (floor(r), floor(r) + 1) of every
 /// projected row r lie inside, with one row of margin for float rounding; clamped to
@@ -302,15 +317,7 @@ inline slab_info slab_rows(const volume_geometry& vg, const std::vector<projecti
         }
     if (all_rows) break;
   }
-  std::int64_t r0 = 0, r1 = rows;
-  if (!all_rows) {
-    const double last = static_cast<double>(rows);
-    r0 = static_cast<std::int64_t>(std::clamp(std::floor(lo) - 1.0, 0.0, last));
-    r1 = static_cast<std::int64_t>(std::clamp(std::floor(hi) + 3.0, 0.0, last));
-    r1 = std::max(r1, r0);
-  }
-  s.row_offset = static_cast<int>(r0);
-  s.rows_valid = static_cast<int>(r1 - r0);
+  set_slab_row_range(s, lo, hi, all_rows, rows);
   return s;
 }
 
@@ -358,15 +365,7 @@ inline slab_info slab_rows_curved(const volume_geometry& vg, const std::vector<c
       }
     }
   }
-  std::int64_t r0 = 0, r1 = rows;
-  if (!all_rows) {
-    const double last = static_cast<double>(rows);
-    r0 = static_cast<std::int64_t>(std::clamp(std::floor(lo) - 1.0, 0.0, last));
-    r1 = static_cast<std::int64_t>(std::clamp(std::floor(hi) + 3.0, 0.0, last));
-    r1 = std::max(r1, r0);
-  }
-  s.row_offset = static_cast<int>(r0);
-  s.rows_valid = static_cast<int>(r1 - r0);
+  set_slab_row_range(s, lo, hi, all_rows, rows);
   return s;
 }
 
