@@ -31,6 +31,8 @@
 #include "ctforge/detail/atomic_write.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
+#include "kernels/cuda_plan.cuh"
+#include "kernels/cylinder.cuh"
 
 namespace ctforge {
 namespace {
@@ -245,20 +247,28 @@ std::int64_t default_unit_planes(const volume_geometry& vg) {
 std::vector<slab_unit> plan_slab_units(const geometry& g, const volume_geometry& vg,
                                        std::int64_t planes) {
   CTFORGE_EXPECTS(planes >= 0, fmt::format("planes per unit: must be >= 0 (got {})", planes));
-  // Units pick their detector rows through projection matrices (row_band).
-  CTFORGE_EXPECTS(!g.curved(),
-                  "slab units (--checkpoint-dir, --memory-limit, ctforge.distributed) of a "
-                  "cylindrical detector (geometry field 'detector.shape') are not supported; "
-                  "reconstruct it in one piece");
+
   if (planes == 0) planes = default_unit_planes(vg);
   planes = std::min(planes, vg.nz);
-  const std::vector<projection_matrix> mats = compute_projection_matrices(g);
+  // Flat detectors: the rows through the projection matrices (row_band); cylindrical ones:
+  // the rows of the CUDA back-projector's z-slabs, from the per-view cylinder maps.
+  const std::vector<projection_matrix> mats =
+      g.curved() ? std::vector<projection_matrix>{} : compute_projection_matrices(g);
+  const std::vector<kernels::cyl_map_d> maps =
+      g.curved() ? kernels::cylinder_maps_d(g) : std::vector<kernels::cyl_map_d>{};
   std::vector<slab_unit> units;
   for (std::int64_t k0 = 0; k0 < vg.nz; k0 += planes) {
     slab_unit u;
     u.k0 = k0;
     u.k1 = std::min(vg.nz, k0 + planes);
-    std::tie(u.r0, u.r1) = row_band(g, vg, mats, u.k0, u.k1);
+    if (g.curved()) {
+      const kernels::cuda::slab_info s =
+          kernels::cuda::slab_rows_curved(vg, maps, g.rows, u.k0, u.k1 - u.k0);
+      u.r0 = std::min<std::int64_t>(s.row_offset, g.rows - 1);
+      u.r1 = std::max<std::int64_t>(s.row_offset + s.rows_valid, u.r0 + 1);
+    } else {
+      std::tie(u.r0, u.r1) = row_band(g, vg, mats, u.k0, u.k1);
+    }
     units.push_back(u);
   }
   return units;
