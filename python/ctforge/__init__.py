@@ -47,7 +47,7 @@ __all__ = [
     "estimate_center_of_rotation", "read_projections", "read_projection_geometry",
     "write_projections", "read_volume",
     "write_volume", "write_preview", "info", "compare", "backend_for", "last_gpu_call",
-    "DeviceArray", "to_device",
+    "DeviceArray", "to_device", "linear_operator",
 ]
 
 PathLike = Union[str, "_os.PathLike[str]"]
@@ -392,6 +392,33 @@ def back_project(projections: Any, geometry: Any, grid: Any = None, *, backend: 
     return _core.back_project(_as_float32(projections, 3, "projections"), g, _grid(grid, g),
                               backend, int(device), int(threads), _memory(gpu_memory_limit),
                               gpu_interpolation, bool(reference), bool(matched))
+
+
+def linear_operator(geometry: Any, grid: Any = None, *, threads: int = 0) -> Any:
+    """The projector pair as a ``scipy.sparse.linalg.LinearOperator`` of shape (rays, voxels):
+    ``A @ x`` is :func:`forward_project` of the volume ``x`` (flattened ``(nz, ny, nx)``) and
+    ``A.T @ y`` its exact transpose (``back_project(..., matched=True)``) of the flattened
+    projections, so that scipy's ``lsqr``, ``lsmr`` or ``cg`` on ``A.T A`` can be used (CPU,
+    float32). Needs scipy."""
+    try:
+        from scipy.sparse.linalg import LinearOperator
+    except ImportError as e:  # pragma: no cover - depends on the installation
+        raise UsageError("linear_operator needs scipy (pip install scipy)") from e
+    g = _core_geometry(geometry)
+    vg = _grid(grid, g)
+    vshape, pshape = tuple(vg.shape), tuple(g.projection_shape)
+
+    def matvec(x):
+        v = np.ascontiguousarray(np.asarray(x).reshape(vshape), dtype=np.float32)
+        return _core.forward_project(v, vg, g, "cpu", 0, int(threads), 0, "exact").ravel()
+
+    def rmatvec(y):
+        p = np.ascontiguousarray(np.asarray(y).reshape(pshape), dtype=np.float32)
+        return _core.back_project(p, g, vg, "cpu", 0, int(threads), 0, "exact", False,
+                                  True).ravel()
+
+    n_rays, n_vox = int(np.prod(pshape)), int(np.prod(vshape))
+    return LinearOperator((n_rays, n_vox), matvec=matvec, rmatvec=rmatvec, dtype=np.float32)
 
 
 class _ProgressBar:
