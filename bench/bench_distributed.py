@@ -15,7 +15,6 @@ writes every figure with the machine to --json.
 import argparse
 import json
 import os
-import platform
 import signal
 import statistics
 import subprocess
@@ -26,6 +25,7 @@ import time
 import numpy as np
 
 import ctforge
+from bench_machine import cpu_model
 from ctforge import distributed as cd
 
 
@@ -36,17 +36,6 @@ def timed(fn, repeat):
         out = fn()
         times.append(time.perf_counter() - t0)
     return {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times)}, out
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def sigterm_lost_work(cli, path, size, planes, workdir, after_units=3):

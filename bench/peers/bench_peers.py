@@ -21,7 +21,6 @@ Writes --out/peers.json (every figure, the machine), peers.md (the table) and pe
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -30,6 +29,8 @@ import time
 import numpy as np
 
 import ctforge
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from bench_machine import cpu_model  # noqa: E402
 
 PHANTOM_MM = 100.0  # the Shepp-Logan phantom's cube
 
@@ -259,17 +260,6 @@ def _version(dist):
 
 
 # ---- the run -------------------------------------------------------------------------------
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
 
 def run_problem(name, tools, repeat, threads, log):
     kind, make_geometry, shape, extra = PROBLEMS[name]

@@ -260,16 +260,22 @@ TEST(Cylindrical, ConeBeamFdkMatchesFlat) {
   EXPECT_LT(qx.psnr, qc.psnr - 5.0);
 }
 
+/// A curved cone scan with detector offsets (60 views of 64 x 48) of a 48 x 48 x 40 grid.
+struct offset_curved_scan {
+  geometry g = make_cone_geometry(64, 48, 4, 4, k_sid, k_sdd, angle_range(0, deg_to_rad(6), 60),
+                                  {1.5}, {0.5}, detector_shape::cylindrical);
+  volume_geometry vg = volume_geometry::centered(48, 48, 40, {2.5, 2.5, 2.5});
+  projection_stack p = project_analytic(shepp_logan_phantom(k_phantom_mm), g);
+};
+
 // Slab units (--checkpoint-dir, --memory-limit, ctforge.distributed) of a cylindrical detector
 // take the rows the curved mapping needs: the slab-wise volume equals the one-shot one up to
 // float rounding (a slab missing rows it needs, or misplaced, is off by >= 1e-3 of the peak).
 TEST(Cylindrical, SlabUnitsEqualTheOneShotVolume) {
-  const phantom ph = shepp_logan_phantom(k_phantom_mm);
-  const geometry g = make_cone_geometry(64, 48, 4, 4, k_sid, k_sdd,
-                                        angle_range(0, deg_to_rad(6), 60), {1.5}, {0.5},
-                                        detector_shape::cylindrical);
-  const auto vg = volume_geometry::centered(48, 48, 40, {2.5, 2.5, 2.5});
-  const projection_stack p = project_analytic(ph, g);
+  const offset_curved_scan scan;
+  const geometry& g = scan.g;
+  const volume_geometry& vg = scan.vg;
+  const projection_stack& p = scan.p;
   const volume whole = reconstruct(p, g, vg, cpu_fdk());
   checkpoint_options co;
   co.dir = ctforge::testing::scratch_dir("cylindrical", "slabs").string();
@@ -289,12 +295,10 @@ TEST(Cylindrical, SlabUnitsEqualTheOneShotVolume) {
 
 // The fast (float, shared per-voxel) path equals the double reference path.
 TEST(Cylindrical, FdkFastMatchesReference) {
-  const phantom ph = shepp_logan_phantom(k_phantom_mm);
-  const geometry g = make_cone_geometry(64, 48, 4, 4, k_sid, k_sdd,
-                                        angle_range(0, deg_to_rad(6), 60), {1.5}, {0.5},
-                                        detector_shape::cylindrical);
-  const auto vg = volume_geometry::centered(48, 48, 40, {2.5, 2.5, 2.5});
-  const projection_stack p = project_analytic(ph, g);
+  const offset_curved_scan scan;
+  const geometry& g = scan.g;
+  const volume_geometry& vg = scan.vg;
+  const projection_stack& p = scan.p;
   recon_options ref = cpu_fdk();
   ref.reference = true;
   ctforge::testing::expect_fast_matches_reference(reconstruct(p, g, vg, cpu_fdk()),
