@@ -7,6 +7,8 @@
 //  * Typed reads and writes (whole datasets or hyperslabs) with HDF5 converting between the
 //    stored numeric type and the C++ type; scalar string datasets and attributes (fixed or
 //    variable length); numeric array attributes; recursive listing of datasets.
+//  * float reads and writes of chunked datasets compressed with shuffle + deflate (our own
+//    files) code their chunks in parallel (io/h5_chunks.hpp), bit-identical to libhdf5's.
 //
 // HDF5's automatic printing of its error stack is switched off (once per process) the first time
 // a file is opened or created here: failures are reported through exceptions only.
@@ -28,6 +30,7 @@
 
 #include "ctforge/error.hpp"
 #include "io/contained.hpp"
+#include "io/h5_chunks.hpp"
 
 namespace ctforge::detail::h5 {
 
@@ -444,6 +447,10 @@ class dataset : public location {
     CTFORGE_CHECK(out.size() == n, fmt::format("{}: buffer of {} elements for {} stored elements",
                                                context_, out.size(), n));
     if (n == 0) return;
+    if constexpr (std::is_same_v<T, float>) {
+      const dims_t d = shape();
+      if (read_float_chunks(id_, dims_t(d.size(), 0), d, out.data(), context_)) return;
+    }
     check(H5Dread(id_, native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), context_,
           "H5Dread");
   }
@@ -460,6 +467,9 @@ class dataset : public location {
     require_numeric();
     auto [file_space, mem_space] = select(start, count, out.size());
     if (out.empty()) return;
+    if constexpr (std::is_same_v<T, float>) {
+      if (read_float_chunks(id_, start, count, out.data(), context_)) return;
+    }
     check(
         H5Dread(id_, native_type<T>(), mem_space.get(), file_space.get(), H5P_DEFAULT, out.data()),
         context_, "H5Dread (hyperslab)");
@@ -472,6 +482,10 @@ class dataset : public location {
     CTFORGE_CHECK(data.size() == n, fmt::format("{}: {} elements given for {} stored elements",
                                                 context_, data.size(), n));
     if (n == 0) return;
+    if constexpr (std::is_same_v<T, float>) {
+      const dims_t d = shape();
+      if (write_float_chunks(id_, dims_t(d.size(), 0), d, data.data(), context_)) return;
+    }
     check(H5Dwrite(id_, native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()), context_,
           "H5Dwrite");
   }
@@ -480,6 +494,9 @@ class dataset : public location {
   void write_slab(const dims_t& start, const dims_t& count, std::span<const T> data) const {
     auto [file_space, mem_space] = select(start, count, data.size());
     if (data.empty()) return;
+    if constexpr (std::is_same_v<T, float>) {
+      if (write_float_chunks(id_, start, count, data.data(), context_)) return;
+    }
     check(H5Dwrite(id_, native_type<T>(), mem_space.get(), file_space.get(), H5P_DEFAULT,
                    data.data()),
           context_, "H5Dwrite (hyperslab)");

@@ -43,7 +43,8 @@ struct padded_projections {
   }
 };
 
-/// Padded copy of `n_views` views of `n_rows` x `n_cols` floats stored [view][row][col].
+/// Padded copy of `n_views` views of `n_rows` x `n_cols` floats stored [view][row][col]
+/// (src null: zero images, for a caller that fills the interiors itself).
 inline padded_projections make_padded_projections(const float* src, std::int64_t n_views,
                                                   std::int64_t n_rows, std::int64_t n_cols) {
   // sample_bilinear_padded addresses a padded view with 32-bit offsets.
@@ -57,6 +58,7 @@ inline padded_projections make_padded_projections(const float* src, std::int64_t
   p.view_stride = kernels::padded_size(p.cols, p.rows);
   p.data.assign(static_cast<std::size_t>(n_views * p.view_stride), 0.0f);
   const std::int64_t pitch = n_cols + 3;
+  if (src == nullptr) return p;
   for (std::int64_t v = 0; v < n_views; ++v)
     for (std::int64_t r = 0; r < n_rows; ++r)
       std::memcpy(p.data.data() + v * p.view_stride + (r + 1) * pitch + 1,

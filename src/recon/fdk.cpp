@@ -343,25 +343,57 @@ void backproject_reference(const projection_view& proj, const geometry& g,
   }
 }
 
-// Fast path: views in batches (progress per batch), each batch copied into zero-bordered images
-// and back-projected by the shared vectorised loop (recon/backproject_cpu.hpp).
-void backproject_fast(const projection_view& proj, const geometry& g, const volume_geometry& vg,
-                      bool distance_weighting, volume& out, int threads, const recon_options& opt) {
+// Fast path: views in batches (progress per batch). Each batch is pre-weighted, ramp filtered
+// and copied into zero-bordered images in one pass over the input, 16 detector rows at a time
+// (the rows stay in cache between the three steps, and no filtered copy of the whole stack is
+// ever made), then back-projected by the shared vectorised loop (recon/backproject_cpu.hpp).
+void filter_and_backproject(const projection_view& proj, const geometry& g,
+                            const volume_geometry& vg, const detail::fdk_setup& setup,
+                            const detail::ramp_filter& filter, volume& out, int threads,
+                            const recon_options& opt) {
   const std::vector<kernels::cyl_map> maps =
       g.curved() ? kernels::cylinder_maps(g) : std::vector<kernels::cyl_map>{};
   const std::vector<kernels::proj_matrix> mats =
       g.curved() ? std::vector<kernels::proj_matrix>{} : kernels::float_matrices(g);
   const std::int64_t batches = std::min<std::int64_t>(proj.views, 8);
-  const std::int64_t pixels = proj.rows * proj.cols;
+  const std::int64_t rows = proj.rows, cols = proj.cols, pixels = rows * cols;
+  constexpr std::int64_t k_block_rows = 16;
+  const std::int64_t blocks_per_view = (rows + k_block_rows - 1) / k_block_rows;
+  // One zero-bordered buffer for the largest batch, reused: every batch overwrites the
+  // interior of the views it holds; the borders stay zero.
+  detail::padded_projections padded = detail::make_padded_projections(
+      nullptr, (proj.views + batches - 1) / batches, rows, cols);
+  const std::int64_t pitch = cols + 3;
+  std::vector<std::vector<float>> scratch(static_cast<std::size_t>(threads));
   for (std::int64_t b = 0; b < batches; ++b) {
     const std::int64_t v0 = proj.views * b / batches, v1 = proj.views * (b + 1) / batches;
-    const detail::padded_projections padded = detail::make_padded_projections(
-        proj.data.data() + v0 * pixels, v1 - v0, proj.rows, proj.cols);
+    padded.views = v1 - v0;
+    const std::int64_t n_blocks = (v1 - v0) * blocks_per_view;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (std::int64_t blk = 0; blk < n_blocks; ++blk) {
+      std::vector<float>& buf = scratch[static_cast<std::size_t>(omp_get_thread_num())];
+      buf.resize(static_cast<std::size_t>(k_block_rows * cols));
+      const std::int64_t vi = blk / blocks_per_view;
+      const std::int64_t r0 = (blk % blocks_per_view) * k_block_rows;
+      const std::int64_t nr = std::min(k_block_rows, rows - r0);
+      const kernels::preweight_view pv = setup.views[static_cast<std::size_t>(v0 + vi)];
+      const float* src = proj.data.data() + (v0 + vi) * pixels + r0 * cols;
+      for (std::int64_t r = 0; r < nr; ++r)
+        for (std::int64_t c = 0; c < cols; ++c)
+          buf[static_cast<std::size_t>(r * cols + c)] =
+              src[r * cols + c] * kernels::preweight(setup.params, pv, static_cast<int>(c),
+                                                     static_cast<int>(r0 + r));
+      filter.apply(buf.data(), nr, 1);
+      float* dst = padded.data.data() + vi * padded.view_stride + (r0 + 1) * pitch + 1;
+      for (std::int64_t r = 0; r < nr; ++r)
+        std::memcpy(dst + r * pitch, buf.data() + r * cols,
+                    static_cast<std::size_t>(cols) * sizeof(float));
+    }
     if (g.curved())
-      detail::backproject_filtered_cpu(padded, maps.data() + v0, vg, distance_weighting,
+      detail::backproject_filtered_cpu(padded, maps.data() + v0, vg, setup.distance_weighting,
                                        out.data.data(), threads);
     else
-      detail::backproject_filtered_cpu(padded, mats.data() + v0, vg, distance_weighting,
+      detail::backproject_filtered_cpu(padded, mats.data() + v0, vg, setup.distance_weighting,
                                        out.data.data(), threads);
     report(opt, k_filter_share + (1 - k_filter_share) * static_cast<double>(b + 1) /
                                      static_cast<double>(batches));
@@ -372,17 +404,19 @@ volume reconstruct_cpu(const projection_view& proj, const geometry& g, const vol
                        const recon_options& opt, const detail::fdk_setup& setup) {
   const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
   report(opt, 0.0);
+  const detail::ramp_filter filter(proj.cols, setup.filter_pixel_mm, opt.filter, opt.cutoff,
+                                   setup.filter_equiangular_rad);
+  volume out(vg);
+  if (!opt.reference) {
+    report(opt, k_filter_share);
+    filter_and_backproject(proj, g, vg, setup, filter, out, threads, opt);
+    return out;
+  }
   projection_stack work = to_stack(proj);
   detail::apply_preweights(setup, work, threads);
-  const detail::ramp_filter filter(work.cols, setup.filter_pixel_mm, opt.filter, opt.cutoff,
-                                   setup.filter_equiangular_rad);
   filter.apply(work, threads);
   report(opt, k_filter_share);
-  volume out(vg);
-  if (opt.reference)
-    backproject_reference(work, g, vg, setup.distance_weighting, out, threads, opt);
-  else
-    backproject_fast(work, g, vg, setup.distance_weighting, out, threads, opt);
+  backproject_reference(work, g, vg, setup.distance_weighting, out, threads, opt);
   return out;
 }
 
