@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <numeric>
 
+#include "core/finite_scan.hpp"
 #include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
@@ -40,6 +41,16 @@ std::vector<double> mean_frame(const projection_view& s) {
   return m;
 }
 
+/// Line integrals must be finite: an error naming the first that is not (view, row, col of
+/// the frames read).
+void require_finite_line_integrals(const projection_stack& in, const std::string& context) {
+  const std::int64_t k =
+      detail::first_non_finite(in.data.data(), static_cast<std::int64_t>(in.data.size()));
+  CTFORGE_CHECK(k < 0, fmt::format("{}: non-finite line integral at view {}, row {}, col {}",
+                                   context, k / (in.rows * in.cols), k / in.cols % in.rows,
+                                   k % in.cols));
+}
+
 /// Reads /projections of a native file, restricted to the selection (hyperslab).
 raw_scan read_native_selection(const std::string& path, const detector_selection& sel,
                                std::optional<geometry>& geom) {
@@ -64,9 +75,10 @@ raw_scan read_native_selection(const std::string& path, const detector_selection
   s.frames = projection_stack(nv, nr, nc);
   d.read_slab<float>({hsize_t(v0), hsize_t(r0), hsize_t(c0)},
                      {hsize_t(nv), hsize_t(nr), hsize_t(nc)}, std::span<float>(s.frames.data));
-  for (std::size_t i = 0; i < s.frames.data.size(); ++i) {
-    if (!std::isfinite(s.frames.data[i])) {
-      const auto idx = static_cast<std::int64_t>(i);
+  {
+    const std::int64_t idx = detail::first_non_finite(
+        s.frames.data.data(), static_cast<std::int64_t>(s.frames.data.size()));
+    if (idx >= 0) {
       CTFORGE_FAIL(
           fmt::format("{}: dataset /projections: non-finite value at view {}, row {}, col {}", path,
                       v0 + idx / (nr * nc), r0 + idx / nc % nr, c0 + idx % nc));
@@ -188,9 +200,20 @@ projection_stack normalize(const raw_scan& scan, intensity_mode mode, std::int64
       notes.push_back("no dark field: dark taken as 0");
     }
   }
+  if (!raw) require_finite_line_integrals(in, context);
+  if (!raw && bin_rows == 1 && bin_cols == 1) {  // nothing to compute: a parallel copy
+    projection_stack out(in.views, in.rows, in.cols);
+    detail::parallel_copy(out.data.data(), in.data.data(), in.data.size() * sizeof(float));
+    if (report) {
+      report->clamped = 0;
+      report->warnings = join(notes);
+    }
+    return out;
+  }
   projection_stack out(in.views, mr, mc);
   std::int64_t clamped = 0;
   const double inv_bin = 1.0 / static_cast<double>(bin_rows * bin_cols);
+#pragma omp parallel for schedule(static) reduction(+ : clamped)
   for (std::int64_t v = 0; v < in.views; ++v) {
     const float* f = in.view(v);
     float* o = out.view(v);
@@ -210,10 +233,7 @@ projection_stack normalize(const raw_scan& scan, intensity_mode mode, std::int64
               }
               acc += t;
             } else {
-              CTFORGE_CHECK(std::isfinite(value),
-                            fmt::format("{}: non-finite line integral at view {}, row {}, col {}",
-                                        context, v, r * bin_rows + br, c * bin_cols + bc));
-              acc += value;
+              acc += value;  // finite: checked above
             }
           }
         }
@@ -327,8 +347,14 @@ loaded_projections load_projections(const std::string& path, const projection_re
     if (!opt.flat_path.empty()) scan.flats = read_field(opt.flat_path, "flat field");
     if (!opt.dark_path.empty()) scan.darks = read_field(opt.dark_path, "dark field");
     normalize_report report;
-    out.projections =
-        normalize(scan, mode, opt.bin_rows, opt.bin_cols, opt.min_transmission, path, &report);
+    if (mode == intensity_mode::line_integrals && opt.bin_rows == 1 && opt.bin_cols == 1) {
+      // Line integrals as stored (our own files): checked, then taken without a copy.
+      require_finite_line_integrals(scan.frames, path);
+      out.projections = std::move(scan.frames);
+    } else {
+      out.projections =
+          normalize(scan, mode, opt.bin_rows, opt.bin_cols, opt.min_transmission, path, &report);
+    }
     out.clamped = report.clamped;
     if (!report.warnings.empty()) notes.push_back(report.warnings);
   }

@@ -121,6 +121,8 @@ CTFORGE_HD float preweight(const preweight_params& p, const preweight_view& v, i
   const float a = (static_cast<float>(col) - p.c0) * p.du + v.offset_u;
   const float b = (static_cast<float>(row) - p.r0) * p.dv + v.offset_v;
   float w = v.scale;
+  // The fan angle only matters to the redundancy weights (an atanf per pixel otherwise).
+  const bool redundancy = p.overlap_mm > 0.0f || p.parker_delta >= 0.0f;
   float gamma = 0.0f;
   if (p.sdd > 0.0f && p.curved) {
     const float g = a / p.sdd;
@@ -128,7 +130,7 @@ CTFORGE_HD float preweight(const preweight_params& p, const preweight_view& v, i
     gamma = p.gamma_sign * g;
   } else if (p.sdd > 0.0f) {
     w *= p.sdd / sqrtf(p.sdd * p.sdd + a * a + b * b);
-    gamma = p.gamma_sign * atanf(a / p.sdd);
+    if (redundancy) gamma = p.gamma_sign * atanf(a / p.sdd);
   }
   if (p.overlap_mm > 0.0f)
     w *= displaced_redundancy(p, v.beta, a, gamma);
