@@ -16,6 +16,7 @@ PY_REQUIREMENTS = "scikit-build-core>=0.10" "pybind11>=2.10" "numpy>=1.22" pytes
 PIP = $(VENV)/bin/pip --disable-pip-version-check -q
 
 .PHONY: all deps build test test-cpp test-python test-gpu demo bench bench-distributed bench-peers \
+  bench-recon-cli \
   clean \
   format asan fuzz \
   venv python
@@ -81,6 +82,10 @@ PEERS = "itk-rtk==2.7.0.post1" "astra-toolbox==2.5.0"
 bench-peers: build python
 	$(PIP) install $(PEERS)
 	$(VENV)/bin/python bench/peers/bench_peers.py --out bench-out $(BENCH_ARGS)
+
+# CPU FDK end to end (`ctforge recon` on a file) against its back-projection alone.
+bench-recon-cli: build python
+	$(VENV)/bin/python bench/bench_recon_cli.py --cli $(BUILD_DIR)/apps/ctforge $(BENCH_ARGS)
 
 # Resumable and distributed FDK: one-shot vs slab-wise, 1/2/3 Dask workers, SIGTERM lost work.
 bench-distributed: build python

@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -361,6 +362,48 @@ def plot(report, path):
     fig.savefig(path, dpi=110)
 
 
+def gpu_name():
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 else "GPU"
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return "GPU"
+
+
+def plot_speedup(report, path):
+    """GPU speedup of ctforge's CUDA backend per problem, against one CPU thread and against
+    all of them (never only the flattering one)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    names, one, all_threads = [], [], []
+    for n, p in report["problems"].items():
+        t = p["tools"]
+        if "ctforge-cuda" in t and "ctforge" in t and "ctforge-1-thread" in t:
+            names.append(n)
+            gpu = t["ctforge-cuda"]["median_s"]
+            one.append(t["ctforge-1-thread"]["median_s"] / gpu)
+            all_threads.append(t["ctforge"]["median_s"] / gpu)
+    if not names:
+        return False
+    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(names)), 4))
+    xs = range(len(names))
+    ax.bar([x - 0.2 for x in xs], one, 0.4, label="vs 1 CPU thread")
+    ax.bar([x + 0.2 for x in xs], all_threads, 0.4,
+           label=f"vs {report['machine']['threads']} CPU threads")
+    ax.set_yscale("log")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(names, rotation=20)
+    ax.set_ylabel("speedup of ctforge-cuda (wall time ratio)")
+    m = report["machine"]
+    ax.set_title(f"{m['cpu']}, {m.get('gpu_name', 'GPU')}, {report['date']}", fontsize=9)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problems", default=",".join(PROBLEMS),
@@ -399,7 +442,8 @@ def main():
             pass
     report = {"date": time.strftime("%Y-%m-%d"), "versions": versions,
               "machine": {"cpu": cpu_model(), "threads": args.threads,
-                          "cores": os.cpu_count(), "gpu": gpu, "python": sys.version.split()[0]},
+                          "cores": os.cpu_count(), "gpu": gpu, "gpu_name": gpu_name() if gpu else None,
+                          "python": sys.version.split()[0]},
               "repeat": args.repeat, "problems": {}}
     t0 = time.perf_counter()
     for name in names:
@@ -414,6 +458,8 @@ def main():
     with open(os.path.join(args.out, "peers.md"), "w") as f:
         f.write(md)
     plot(report, os.path.join(args.out, "peers_time.png"))
+    if gpu and plot_speedup(report, os.path.join(args.out, "peers_gpu_speedup.png")):
+        log(f"wrote {args.out}/peers_gpu_speedup.png")
     print(md)
     log(f"bench-peers: {report['seconds']:.0f} s; wrote {args.out}/peers.json, peers.md, "
         "peers_time.png")
