@@ -16,7 +16,7 @@ PY_REQUIREMENTS = "scikit-build-core>=0.10" "pybind11>=2.10" "numpy>=1.22" pytes
 PIP = $(VENV)/bin/pip --disable-pip-version-check -q
 
 .PHONY: all deps build test test-cpp test-python test-gpu demo bench bench-distributed bench-peers \
-  bench-recon-cli \
+  bench-recon-cli bench-iterative \
   clean \
   format asan fuzz \
   venv python
@@ -86,6 +86,10 @@ bench-peers: build python
 # CPU FDK end to end (`ctforge recon` on a file) against its back-projection alone.
 bench-recon-cli: build python
 	$(VENV)/bin/python bench/bench_recon_cli.py --cli $(BUILD_DIR)/apps/ctforge $(BENCH_ARGS)
+
+# Time per iteration of every iterative algorithm (CPU; CUDA when a device is present).
+bench-iterative: build python
+	cd bench && ../$(VENV)/bin/python bench_iterative.py --json ../bench-out/iterative.json $(BENCH_ARGS)
 
 # Resumable and distributed FDK: one-shot vs slab-wise, 1/2/3 Dask workers, SIGTERM lost work.
 bench-distributed: build python
