@@ -463,20 +463,23 @@ void project_group_avx2(const slab_planes& s, const ray_setup& rays, std::int64_
   }
 }
 
-/// The vectorised loop over all rays: OpenMP over (view, band of rows); in a band, the column
-/// blocks in turn and in each block the rows in turn.
+/// The vectorised loop over all rays. Work unit: a band of rows of one view; in a band, the
+/// column blocks in turn and in each block the rows in turn. Units are ordered band by band,
+/// all views of a band before the next: a band's rays cross the same slab of the volume in
+/// every view, which then stays in the cache (on 256^3, 180 views of 256^2: 1.5x faster than
+/// view by view, where each view streams the whole volume from memory again).
 void project_planes_avx2(const slab_planes& s, const ray_setup& rays, const geometry& g,
                          bool accumulate, projection_stack& out, int threads) {
-  // Rows of a band: each band's column blocks share voxels with their neighbours, still in
-  // cache when the next block comes (measured on 256^3: bands of 1 .. 32 rows within 3 %, the
-  // whole detector height as one band 25 % slower when other processes share the caches).
+  // Rows of a band: neighbouring rows and column blocks share voxels, still in the cache when
+  // the next one comes (measured on 256^3: 4 to 8 rows best, 16 -7 %, 32 -30 %).
   constexpr std::int64_t band = 8;
   const std::int64_t blocks = (g.cols + k_lanes - 1) / k_lanes;
   const std::int64_t bands = (g.rows + band - 1) / band;
-  const std::int64_t units = g.view_count() * bands;
+  const std::int64_t views = g.view_count();
+  const std::int64_t units = views * bands;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(thread_count(threads))
   for (std::int64_t u = 0; u < units; ++u) {
-    const std::int64_t v = u / bands, r0 = (u % bands) * band;
+    const std::int64_t v = u % views, r0 = (u / views) * band;
     const std::int64_t r1 = std::min(g.rows, r0 + band);
     for (std::int64_t b = 0; b < blocks; ++b) {
       const std::int64_t c0 = b * k_lanes;
