@@ -6,7 +6,10 @@
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define CTFORGE_FORWARD_AVX2 1
+// Functions compiled for AVX2 + FMA whatever the library's -march, called only after a
+// run-time check of the CPU (cpu_has_avx2_fma).
 #define CTFORGE_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#define CTFORGE_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
 #endif
 
 #include <algorithm>
@@ -142,21 +145,23 @@ void project_planes_scalar(const slab_planes& s, const ray_setup& rays, const ge
 // ---- vectorised loop -------------------------------------------------------------------------
 //
 // Eight rays of one detector row (columns c0 .. c0 + 7) are walked together, one AVX2 lane per
-// ray, when their dominant axis is the same (it is for all but the few groups of a row that
-// straddle a 45-degree ray direction; those, and groups whose rays share no axis, take the
-// scalar loop ray by ray). Each ray keeps its own walk (kernels::joseph_ray_plan: planes,
-// point, step, cut): the lanes step through the union of their plane ranges, a lane outside its
-// own range adding weight 0. In plane k every lane's sample is bilinear in the two transverse
-// axes (u, v) with the weights and zero-outside rule of kernels::border_volume_sampler (the
-// main-axis fraction is exactly 0): four masked 8-way gathers, a tap outside the slab reading 0.
-// The sample arithmetic (cell weight, point, clamp to [-1, n], floor, blend, accumulation,
-// final scale) is joseph_ray_window's; fused multiply-adds round differently from the scalar
-// code by a few ulp per sample. Work unit: a column block of one view, its rows in turn, so
-// that consecutive groups read neighbouring voxels (rows of a view a voxel apart) from cache.
+// ray and one voxel plane per step, when their dominant axis is the same (a group that
+// straddles a 45-degree ray direction takes one walk per axis, the other lanes idle). Each ray
+// keeps its own walk (kernels::joseph_ray_plan: planes, point, step, cut, computed by the scalar
+// code): the lanes step through the union of their plane ranges, a lane outside its own range
+// adding weight 0; on the planes where every lane is inside its range with cell weight 1 (all
+// of them unless a source lies inside the volume) the weights are left out. In plane k each
+// lane's sample is bilinear in the two transverse axes (u, v) with kernels::
+// border_volume_sampler's weights and zero-outside rule (the main-axis fraction is exactly 0):
+// where all four taps of all lanes lie inside the slab, plain loads (64-bit pairs when u = x),
+// otherwise clamped coordinates and masked gathers, a tap outside the slab reading 0. The
+// arithmetic (cell weight, point, clamp, floor, blend, accumulation in plane order, final
+// scale) is joseph_ray_window's, operation for operation; only fused multiply-adds may round
+// differently from the scalar build (bit-identical with GCC 12, -march=x86-64-v3).
+//
+// Units of work and their order are described at project_planes_avx2.
 
 constexpr int k_lanes = 8;
-
-#define CTFORGE_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
 
 /// Up to 8 rays with the same dominant axis, lane l = column c0 + l. Lanes without a ray
 /// (missing the volume, or past the last column) have an empty plane range and zero steps.
@@ -237,18 +242,17 @@ CTFORGE_AVX2_INLINE __m256 gather_masked(const float* data, __m256i offset, __m2
 /// (coordinates clamped to [-1, n], floor, taps outside the slab reading 0).
 template <int Axis>
 CTFORGE_AVX2_INLINE __m256 plane_sample(const lane_state<Axis>& st, int km, __m256 cu, __m256 cv) {
-  const __m256i minus_one = _mm256_set1_epi32(-1);
-  const __m256i nu_m1 = _mm256_set1_epi32(st.nu - 1), nv_m1 = _mm256_set1_epi32(st.nv - 1);
-  // Common case first: every tap of every lane inside the slab (0 <= iu <= nu - 2, same in v).
-  // There the clamp to [-1, n] changes nothing, and plain loads replace the gathers (faster on
-  // the CPUs measured). Coordinates that are huge or NaN convert to INT_MIN and take the
-  // general branch.
-  const __m256 fu = _mm256_floor_ps(cu), fv = _mm256_floor_ps(cv);
-  __m256i iu = _mm256_cvttps_epi32(fu), iv = _mm256_cvttps_epi32(fv);
-  const __m256i inside = _mm256_and_si256(
-      _mm256_and_si256(_mm256_cmpgt_epi32(iu, minus_one), _mm256_cmpgt_epi32(nu_m1, iu)),
-      _mm256_and_si256(_mm256_cmpgt_epi32(iv, minus_one), _mm256_cmpgt_epi32(nv_m1, iv)));
-  if (_mm256_movemask_ps(_mm256_castsi256_ps(inside)) == 0xFF) {
+  // Common case first: every tap of every lane inside the slab, 0 <= cu < nu - 1 (then floor(cu)
+  // lies in [0, nu - 2]) and the same in v, i.e. the sign bit of cu clear and that of cu - (nu - 1)
+  // set (a difference of distinct floats is never rounded to 0; -0, infinities and NaN test
+  // outside). There the clamp to [-1, n] changes nothing, and plain loads replace the gathers
+  // (faster on the CPUs measured).
+  const __m256 hu = _mm256_sub_ps(cu, _mm256_set1_ps(static_cast<float>(st.nu - 1)));
+  const __m256 hv = _mm256_sub_ps(cv, _mm256_set1_ps(static_cast<float>(st.nv - 1)));
+  if (_mm256_movemask_ps(_mm256_and_ps(_mm256_andnot_ps(cu, hu), _mm256_andnot_ps(cv, hv))) ==
+      0xFF) {
+    const __m256 fu = _mm256_floor_ps(cu), fv = _mm256_floor_ps(cv);
+    const __m256i iu = _mm256_cvttps_epi32(fu), iv = _mm256_cvttps_epi32(fv);
     const __m256 au = _mm256_sub_ps(cu, fu), av = _mm256_sub_ps(cv, fv);
     alignas(32) std::int32_t o[k_lanes];
     _mm256_store_si256(reinterpret_cast<__m256i*>(o), tap_offsets(st, km, iu, iv));
@@ -270,13 +274,14 @@ CTFORGE_AVX2_INLINE __m256 plane_sample(const lane_state<Axis>& st, int km, __m2
   cv = _mm256_min_ps(_mm256_max_ps(cv, minus_one_f), _mm256_set1_ps(static_cast<float>(st.nv)));
   const __m256 gu = _mm256_floor_ps(cu), gv = _mm256_floor_ps(cv);
   const __m256 au = _mm256_sub_ps(cu, gu), av = _mm256_sub_ps(cv, gv);
-  iu = _mm256_cvttps_epi32(gu);
-  iv = _mm256_cvttps_epi32(gv);
+  const __m256i iu = _mm256_cvttps_epi32(gu), iv = _mm256_cvttps_epi32(gv);
   const __m256i a_off = tap_offsets(st, km, iu, iv);
   const __m256i b_off = _mm256_add_epi32(a_off, _mm256_set1_epi32(st.stride_u));
   const __m256i c_off = _mm256_add_epi32(a_off, _mm256_set1_epi32(st.stride_v));
   const __m256i d_off = _mm256_add_epi32(b_off, _mm256_set1_epi32(st.stride_v));
   // With iu in [-1, nu]: tap u is inside for -1 < iu < nu, tap u + 1 for iu < nu - 1 (same in v).
+  const __m256i minus_one = _mm256_set1_epi32(-1);
+  const __m256i nu_m1 = _mm256_set1_epi32(st.nu - 1), nv_m1 = _mm256_set1_epi32(st.nv - 1);
   const __m256i u1 = _mm256_cmpgt_epi32(nu_m1, iu), v1 = _mm256_cmpgt_epi32(nv_m1, iv);
   const __m256i u0 =
       _mm256_andnot_si256(_mm256_cmpgt_epi32(iu, nu_m1), _mm256_cmpgt_epi32(iu, minus_one));
@@ -336,9 +341,8 @@ CTFORGE_AVX2_INLINE __m256 weighted_plane(const lane_state<Axis>& st, const lane
 /// For Axis = 2, kmin..kmax lie within the slab's planes. Lanes without a ray end with an
 /// unspecified sum.
 template <int Axis, bool Slab>
-__attribute__((target("avx2,fma"))) void walk_lanes_avx2(const ray_lanes& L, int kmin, int kmax,
-                                                         int ks0, int ks1, const slab_planes& s,
-                                                         float* acc_out) {
+CTFORGE_TARGET_AVX2 void walk_lanes_avx2(const ray_lanes& L, int kmin, int kmax, int ks0, int ks1,
+                                         const slab_planes& s, float* acc_out) {
   lane_state<Axis> st;
   st.pu = _mm256_load_ps(L.pu);
   st.pv = _mm256_load_ps(L.pv);
