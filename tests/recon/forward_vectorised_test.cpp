@@ -27,14 +27,16 @@ namespace {
 constexpr double pi = std::numbers::pi;
 
 // Both loops trace the same rays (the double-precision set-up), walk the same planes
-// (kernels::joseph_ray_plan) and compute each sample's point, cell weight and bilinear blend
-// with the same float operations in the same order; they may differ only where the compiler
-// fuses a multiply and an add in one loop and not in the other, a rounding of 2^-24 relative per
-// operation. Over the <= ~60 samples of these rays, each at most the peak voxel value, the sum
-// can then move by ~60 * 4 ops * 6e-8 = 1.4e-5 of one sample in the very worst case, i.e.
-// ~1e-6 of a ray's peak value (the peak ray crosses ~10 non-zero voxels or more). 1e-5 of the
-// peak leaves a 10x margin and is ~100x below the effect of a 1 % error in a single voxel
-// (see the negative control). Measured with GCC 12, -march=x86-64-v3: 0 (bit-identical).
+// (kernels::joseph_ray_plan) and evaluate each sample with the same float operations in the same
+// order; they can differ only where the compiler fuses a multiply and an add in one loop and not
+// in the other (e.g. a build without -march: the scalar loop unfused, the AVX2 one fused). Worst
+// case per sample: the point p + dk s moves by 1 ulp (2e-6 voxel at coordinates below 32), which
+// moves a bilinear sample by at most 2e-6 of the largest voxel value, and the blend and the sum
+// round by a few 6e-8 more. Over the <= 25 planes of these volumes that is < 6e-5 of the largest
+// voxel value times the step (<= 1.7 mm), against peak rays of >= 10 voxels x 1 mm: < 1e-5 of the
+// peak even if every error had the same sign (typically ~1e-6). A 1 % error in one voxel moves
+// rays by ~1e-4 of the peak (the negative control). Measured with GCC 12, -march=x86-64-v3: 0
+// (bit-identical).
 constexpr double k_tol = 1e-5;
 
 double max_diff_over_peak(const projection_stack& fast, const projection_stack& ref) {
