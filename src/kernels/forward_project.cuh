@@ -184,9 +184,9 @@ struct joseph_walk {
   f3 p, s;       ///< the ray's point and its step per unit of the main coordinate (s[axis] = 1)
 };
 
-/// Plans the walk of joseph_ray_samples. Returns false when the ray misses the box [-1, n] of
-/// every axis (z restricted to [z_lo, z_hi]) or no plane is left to sample; `walk` is then
-/// unspecified.
+/// Plans the walk of joseph_ray_samples. Returns false when the ray (its part t >= t_min) misses
+/// the box [-1, nx] x [-1, ny] x [-1, nz] (z further restricted to [z_lo, z_hi]) or no plane is
+/// left to sample; `walk` is then unspecified.
 CTFORGE_HD bool joseph_ray_plan(f3 p, f3 d, int nx, int ny, int nz, float t_min, float z_lo,
                                 float z_hi, joseph_walk& walk) {
   const float ax = fabsf(d.x), ay = fabsf(d.y), az = fabsf(d.z);
