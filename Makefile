@@ -75,6 +75,7 @@ fuzz: deps
 
 bench: build
 	$(BUILD_DIR)/bench/bench_backproject
+	$(BUILD_DIR)/bench/bench_forward
 
 # ctforge against RTK and ASTRA (pinned wheels from PyPI, into the project's .venv) on the same
 # problems in one run: bench-out/peers.{json,md} and peers_time.png.

@@ -172,21 +172,31 @@ CTFORGE_HD float joseph_ray(const Sampler& sample, f3 p, f3 d, int nx, int ny, i
   return joseph_ray_window(sample, p, d, nx, ny, nz, dir_mm, t_min, -1.0f, static_cast<float>(nz));
 }
 
-/// The samples of joseph_ray_window: visit(x, y, z, w) for each plane sample (index
-/// coordinates, cell weight w), in order. Returns |d| along the dominant axis, so that the line
-/// integral is (sum of w * sample) * dir_mm / |d_main|; 0 when the ray misses the box (and then
-/// nothing was visited). The forward projector and its exact transpose (joseph_scatter) share it.
-template <class Visit>
-CTFORGE_HD float joseph_ray_samples(f3 p, f3 d, int nx, int ny, int nz, float t_min, float z_lo,
-                                    float z_hi, Visit&& visit) {
+/// The plane walk of one ray, as joseph_ray_samples takes it (index coordinates): the dominant
+/// axis, the planes k0..k1 of that axis it samples, and what the sample point and cell weight
+/// of plane k are computed from (joseph_plane_sample). The CPU's vectorised forward projector
+/// walks several rays at once from the same plans, so both visit the same samples.
+struct joseph_walk {
+  int axis;      ///< dominant axis: 0 = x, 1 = y, 2 = z (ties resolved towards x, then y)
+  int k0, k1;    ///< first and last plane sampled (index along `axis`)
+  float pm, dm;  ///< main-axis coordinate of p and of d
+  float mc;      ///< main coordinate of the t_min cut (+-inf or huge without one)
+  f3 p, s;       ///< the ray's point and its step per unit of the main coordinate (s[axis] = 1)
+};
+
+/// Plans the walk of joseph_ray_samples. Returns false when the ray (its part t >= t_min) misses
+/// the box [-1, nx] x [-1, ny] x [-1, nz] (z further restricted to [z_lo, z_hi]) or no plane is
+/// left to sample; `walk` is then unspecified.
+CTFORGE_HD bool joseph_ray_plan(f3 p, f3 d, int nx, int ny, int nz, float t_min, float z_lo,
+                                float z_hi, joseph_walk& walk) {
   const float ax = fabsf(d.x), ay = fabsf(d.y), az = fabsf(d.z);
   // Dominant axis: 0 = x, 1 = y, 2 = z (ties resolved towards x, then y).
   const int axis = (ax >= ay && ax >= az) ? 0 : (ay >= az ? 1 : 2);
   float t0 = t_min, t1 = 3.0e38f;
-  if (!clip_axis(p.x, d.x, -1.0f, static_cast<float>(nx), t0, t1)) return 0.0f;
-  if (!clip_axis(p.y, d.y, -1.0f, static_cast<float>(ny), t0, t1)) return 0.0f;
+  if (!clip_axis(p.x, d.x, -1.0f, static_cast<float>(nx), t0, t1)) return false;
+  if (!clip_axis(p.y, d.y, -1.0f, static_cast<float>(ny), t0, t1)) return false;
   if (!clip_axis(p.z, d.z, max_f(z_lo, -1.0f), min_f(z_hi, static_cast<float>(nz)), t0, t1))
-    return 0.0f;
+    return false;
 
   // Main-axis quantities, and the step per unit of the main coordinate.
   const float pm = axis == 0 ? p.x : (axis == 1 ? p.y : p.z);
@@ -210,27 +220,55 @@ CTFORGE_HD float joseph_ray_samples(f3 p, f3 d, int nx, int ny, int nz, float t_
   int k0 = static_cast<int>(floor_f(m0)), k1 = static_cast<int>(floor_f(m1)) + 1;
   k0 = k0 < 0 ? 0 : k0;
   k1 = k1 > nm - 1 ? nm - 1 : k1;
-  if (k0 > k1) return 0.0f;
+  if (k0 > k1) return false;
+  walk.axis = axis;
+  walk.k0 = k0;
+  walk.k1 = k1;
+  walk.pm = pm;
+  walk.dm = dm;
+  walk.mc = pm + t_min * dm;
+  walk.p = p;
+  walk.s = s;
+  return true;
+}
 
-  // Each plane sample stands for the main-axis cell [k - 1/2, k + 1/2]; a cell cut by t_min
-  // counts with the fraction of it beyond the cut (1 everywhere without a cut).
-  const float mc = pm + t_min * dm;  // main coordinate of the cut (+-inf without one)
-  for (int k = k0; k <= k1; ++k) {
-    const float dk = static_cast<float>(k) - pm;
-    const float kf = static_cast<float>(k);
-    const float w = clamp_f(dm > 0.0f ? kf + 0.5f - mc : mc - (kf - 0.5f), 0.0f, 1.0f);
+/// The sample of plane k of a walk: its point (x, y, z) in index coordinates, exactly k along
+/// the main axis, and its cell weight, returned. Each plane sample stands for the main-axis cell
+/// [k - 1/2, k + 1/2]; a cell cut by t_min counts with the fraction of it beyond the cut (1
+/// everywhere without a cut). A weight of 0 means the plane is not sampled.
+CTFORGE_HD float joseph_plane_sample(const joseph_walk& walk, int k, float& x, float& y, float& z) {
+  const float dk = static_cast<float>(k) - walk.pm;
+  const float kf = static_cast<float>(k);
+  const float w = clamp_f(walk.dm > 0.0f ? kf + 0.5f - walk.mc : walk.mc - (kf - 0.5f), 0.0f, 1.0f);
+  x = walk.p.x + dk * walk.s.x;
+  y = walk.p.y + dk * walk.s.y;
+  z = walk.p.z + dk * walk.s.z;
+  // Exactly on the plane: the trilinear fetch reduces to a bilinear one.
+  if (walk.axis == 0)
+    x = kf;
+  else if (walk.axis == 1)
+    y = kf;
+  else
+    z = kf;
+  return w;
+}
+
+/// The samples of joseph_ray_window: visit(x, y, z, w) for each plane sample (index
+/// coordinates, cell weight w), in order. Returns |d| along the dominant axis, so that the line
+/// integral is (sum of w * sample) * dir_mm / |d_main|; 0 when the ray misses the box (and then
+/// nothing was visited). The forward projector and its exact transpose (joseph_scatter) share it.
+template <class Visit>
+CTFORGE_HD float joseph_ray_samples(f3 p, f3 d, int nx, int ny, int nz, float t_min, float z_lo,
+                                    float z_hi, Visit&& visit) {
+  joseph_walk walk;
+  if (!joseph_ray_plan(p, d, nx, ny, nz, t_min, z_lo, z_hi, walk)) return 0.0f;
+  for (int k = walk.k0; k <= walk.k1; ++k) {
+    float x, y, z;
+    const float w = joseph_plane_sample(walk, k, x, y, z);
     if (w == 0.0f) continue;
-    float x = p.x + dk * s.x, y = p.y + dk * s.y, z = p.z + dk * s.z;
-    // Exactly on the plane: the trilinear fetch reduces to a bilinear one.
-    if (axis == 0)
-      x = static_cast<float>(k);
-    else if (axis == 1)
-      y = static_cast<float>(k);
-    else
-      z = static_cast<float>(k);
     visit(x, y, z, w);
   }
-  return fabsf(dm);
+  return fabsf(walk.dm);
 }
 
 template <class Sampler>

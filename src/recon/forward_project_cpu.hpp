@@ -1,5 +1,7 @@
-// CPU forward projection split into z-slabs, the decomposition the CUDA forward projector uses
-// when the volume does not fit in device memory (src/kernels/forward_project.cu).
+// The CPU forward projector's entry points for tests and benchmarks: the vectorised loop and the
+// scalar reference loop side by side, the z-slab decomposition the CUDA forward projector uses
+// when the volume does not fit in device memory (src/kernels/forward_project.cu), and the
+// number of plane samples a projection takes.
 #pragma once
 
 #include <cstdint>
@@ -9,11 +11,35 @@
 
 namespace ctforge::detail {
 
+/// The loop the CPU forward projector runs. Both visit the same rays, planes and bilinear weights
+/// (kernels::joseph_ray_plan, kernels::joseph_plane_sample); they differ by float rounding only.
+enum class forward_path {
+  automatic,  ///< `vectorised` where the CPU has AVX2 and FMA, else `scalar` (what
+              ///< ctforge::forward_project runs)
+  scalar,     ///< one ray at a time through kernels::joseph_ray_window (the CUDA kernel's body)
+  vectorised  ///< 8 neighbouring rays of a detector row at once (AVX2 + FMA gathers); `scalar`
+              ///< where the CPU lacks them
+};
+
+/// True when forward_path::automatic and ::vectorised run the AVX2 loop on this CPU and build.
+bool forward_project_vectorised();
+
+/// ctforge::forward_project on the CPU through the loop `path` selects.
+projection_stack forward_project_cpu(const volume_view& vol, const geometry& g, int threads,
+                                     forward_path path);
+
 /// ctforge::forward_project computed slab by slab: planes [z0, z0 + slab_nz) are projected on
 /// their own with kernels::joseph_ray_window (window [z0 - 1, z0 + slab_nz]) and the slabs'
 /// projections summed in float, in slab order. Equal to forward_project up to float rounding of
-/// that sum (bit-identical with slab_nz >= nz). For tests of the GPU's slab arithmetic.
-projection_stack forward_project_slabs(const volume_view& vol, const geometry& g, std::int64_t slab_nz,
-                                       int threads = 0);
+/// that sum (bit-identical with slab_nz >= nz and the same path). For tests of the GPU's slab
+/// arithmetic.
+projection_stack forward_project_slabs(const volume_view& vol, const geometry& g,
+                                       std::int64_t slab_nz, int threads = 0,
+                                       forward_path path = forward_path::automatic);
+
+/// Number of plane samples forward_project takes for volume grid `vg` and geometry `g`: the
+/// planes each ray's walk covers (kernels::joseph_ray_plan: k1 - k0 + 1), summed over the rays.
+/// The unit of the benchmarks' samples/s.
+std::int64_t forward_project_samples(const volume_geometry& vg, const geometry& g, int threads = 0);
 
 }  // namespace ctforge::detail
