@@ -10,6 +10,11 @@
 // buffers (make_forward_plan) is split into z-slabs: each slab is uploaded into the texture in
 // turn, every ray is traced through that slab's planes only (joseph_ray_window with a
 // z_slab_sampler) and the host adds the slabs' projections, in slab order.
+//
+// The kernels are also enqueued on device-resident data (joseph_device.cuh): the forward
+// projector, and its exact transpose (matched back-projection: one thread per ray with the same
+// ray set-up, kernels::joseph_scatter_with adding with atomicAdd), which the CUDA iterative
+// space (iterative_space.cu) runs between device buffers.
 #include <cuda_runtime.h>
 
 #include <algorithm>
