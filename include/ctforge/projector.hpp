@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <span>
 
 #include "ctforge/backend.hpp"
 #include "ctforge/geometry.hpp"
@@ -55,5 +57,61 @@ volume back_project(const projection_view& proj, const geometry& g, const volume
 /// volume per thread; deterministic for a given thread count.
 volume back_project_matched(const projection_view& proj, const geometry& g,
                             const volume_geometry& vg, int threads = 0);
+
+/// The adjoint a projector_pair applies: the exact transpose of its forward projector
+/// (back_project_matched's scatter) or the voxel-driven back-projector (back_project: faster on
+/// the GPU, the adjoint only up to the interpolation models).
+enum class backprojector { matched, voxel };
+
+/// What a projector_pair has done so far. On CUDA every device allocation (arrays, textures,
+/// buffers, per-view geometry) is made by the constructor, so `allocations` stays constant from
+/// the first call on; bytes count host <-> device copies. On the CPU nothing crosses a bus and
+/// the counters of bytes and allocations stay 0.
+struct projector_pair_stats {
+  std::int64_t allocations = 0;
+  std::int64_t bytes_uploaded = 0, bytes_downloaded = 0;
+  std::int64_t apply_calls = 0, adjoint_calls = 0;
+};
+
+/// A forward projector and its adjoint for one geometry and voxel grid, kept for repeated use
+/// (the operator A of an iterative solver, e.g. scipy's LinearOperator). On the CPU it runs
+/// forward_project and back_project_matched (or back_project) and writes their results into
+/// the caller's memory. On CUDA it keeps the volume texture, the projection buffers, the
+/// per-view geometry and its stream on the device between calls: one upload and one download
+/// per call, no allocation. Calls on one object are serialised by the caller (not thread-safe);
+/// move-only.
+class projector_pair {
+ public:
+  /// opt.where automatic: CUDA when a usable device exists. Throws usage_error for an invalid
+  /// geometry, grid or options, and on CUDA when the volume and projections do not fit in the
+  /// device memory budget (opt.gpu_memory_limit_bytes or the free memory).
+  projector_pair(const geometry& g, const volume_geometry& vg, const projector_options& opt = {},
+                 backprojector adjoint = backprojector::matched);
+  ~projector_pair();
+  projector_pair(projector_pair&&) noexcept;
+  projector_pair& operator=(projector_pair&&) noexcept;
+  projector_pair(const projector_pair&) = delete;
+  projector_pair& operator=(const projector_pair&) = delete;
+
+  /// projections = A volume. volume: volume_size() floats [z][y][x]; projections:
+  /// projection_size() floats [view][row][col]. usage_error naming the expected size otherwise,
+  /// or for a non-finite voxel.
+  void apply(std::span<const float> volume, std::span<float> projections);
+  /// volume = A^T projections (the adjoint chosen at construction). usage_error naming the
+  /// expected size, or for a non-finite projection value.
+  void apply_adjoint(std::span<const float> projections, std::span<float> volume);
+
+  std::int64_t volume_size() const;      ///< nz * ny * nx
+  std::int64_t projection_size() const;  ///< views * rows * cols
+  const geometry& geom() const;
+  const volume_geometry& grid() const;
+  backend where() const;  ///< cpu or cuda (resolved)
+  backprojector adjoint() const;
+  projector_pair_stats stats() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
 
 }  // namespace ctforge

@@ -49,6 +49,7 @@ __all__ = [
     "write_volume", "write_preview", "info", "compare", "backend_for", "last_gpu_call",
     "DeviceArray", "to_device", "linear_operator",
 ]
+__all__ += ["ProjectorPair"]  # persistent projector pair (see ProjectorPair below)
 
 PathLike = Union[str, "_os.PathLike[str]"]
 
@@ -394,31 +395,89 @@ def back_project(projections: Any, geometry: Any, grid: Any = None, *, backend: 
                               gpu_interpolation, bool(reference), bool(matched))
 
 
-def linear_operator(geometry: Any, grid: Any = None, *, threads: int = 0) -> Any:
+# ---- persistent projector pair ------------------------------------------------------------
+
+class ProjectorPair:
+    """The Joseph forward projector and its adjoint for one geometry and grid (default:
+    :func:`default_grid`), kept for repeated use: on CUDA the volume texture, the projection
+    buffers and the per-view geometry stay on the device between calls (one upload and one
+    download per call, no allocation after construction); on the CPU each call runs
+    :func:`forward_project` / :func:`back_project`.
+
+    ``apply(volume)``: float32 (views, rows, cols) line integrals in mm x density of a
+    (nz, ny, nx) volume. ``apply_adjoint(projections)``: float32 (nz, ny, nx);
+    ``matched=True`` (default) the exact transpose of ``apply`` (``back_project(...,
+    matched=True)``), ``matched=False`` the voxel-driven back-projector. ``backend``: "auto"
+    (CUDA when a device is usable), "cpu" or "cuda". The GIL is released during each call;
+    calls on one object must not overlap (use one object per thread)."""
+
+    def __init__(self, geometry: Any, grid: Any = None, *, backend: str = "auto", device: int = 0,
+                 threads: int = 0, gpu_memory_limit: Any = None, gpu_interpolation: str = "exact",
+                 matched: bool = True) -> None:
+        g = _core_geometry(geometry)
+        self._pair = _core.ProjectorPair(g, _grid(grid, g), backend, int(device), int(threads),
+                                         _memory(gpu_memory_limit), gpu_interpolation,
+                                         bool(matched))
+
+    def apply(self, volume: Any) -> np.ndarray:
+        """Forward projection of ``volume`` (nz, ny, nx): float32 (views, rows, cols)."""
+        return self._pair.apply(_as_float32(volume, 3, "volume"))
+
+    def apply_adjoint(self, projections: Any) -> np.ndarray:
+        """The adjoint of :meth:`apply` on ``projections`` (views, rows, cols): float32
+        (nz, ny, nx)."""
+        return self._pair.apply_adjoint(_as_float32(projections, 3, "projections"))
+
+    @property
+    def backend(self) -> str:
+        """"cpu" or "cuda": where the pair runs."""
+        return self._pair.backend
+
+    @property
+    def matched(self) -> bool:
+        return self._pair.matched
+
+    @property
+    def volume_shape(self) -> Tuple[int, int, int]:
+        return tuple(self._pair.volume_shape)
+
+    @property
+    def projection_shape(self) -> Tuple[int, int, int]:
+        return tuple(self._pair.projection_shape)
+
+    def stats(self) -> dict:
+        """Calls so far, and on CUDA the device allocations and bytes moved (allocations stay
+        constant after construction)."""
+        return self._pair.stats()
+
+
+def linear_operator(geometry: Any, grid: Any = None, *, threads: int = 0, backend: str = "cpu",
+                    device: int = 0, gpu_memory_limit: Any = None, matched: bool = True) -> Any:
     """The projector pair as a ``scipy.sparse.linalg.LinearOperator`` of shape (rays, voxels):
     ``A @ x`` is :func:`forward_project` of the volume ``x`` (flattened ``(nz, ny, nx)``) and
     ``A.T @ y`` its exact transpose (``back_project(..., matched=True)``) of the flattened
-    projections, so that scipy's ``lsqr``, ``lsmr`` or ``cg`` on ``A.T A`` can be used (CPU,
-    float32). Needs scipy."""
+    projections, so that scipy's ``lsqr``, ``lsmr`` or ``cg`` on ``A.T A`` can be used
+    (float32). Built on a :class:`ProjectorPair`: ``backend`` "cpu" (default), "cuda" or "auto"
+    (on CUDA the pair's device resources are kept between products); ``matched=False`` takes
+    the voxel-driven back-projector as ``A.T`` (not an exact transpose). Needs scipy."""
     try:
         from scipy.sparse.linalg import LinearOperator
     except ImportError as e:  # pragma: no cover - depends on the installation
         raise UsageError("linear_operator needs scipy (pip install scipy)") from e
-    g = _core_geometry(geometry)
-    vg = _grid(grid, g)
-    vshape, pshape = tuple(vg.shape), tuple(g.projection_shape)
+    pair = ProjectorPair(geometry, grid, backend=backend, device=device, threads=threads,
+                         gpu_memory_limit=gpu_memory_limit, matched=matched)
+    vshape, pshape = pair.volume_shape, pair.projection_shape
 
     def matvec(x):
-        v = np.ascontiguousarray(np.asarray(x).reshape(vshape), dtype=np.float32)
-        return _core.forward_project(v, vg, g, "cpu", 0, int(threads), 0, "exact").ravel()
+        return pair.apply(np.asarray(x).reshape(vshape)).ravel()
 
     def rmatvec(y):
-        p = np.ascontiguousarray(np.asarray(y).reshape(pshape), dtype=np.float32)
-        return _core.back_project(p, g, vg, "cpu", 0, int(threads), 0, "exact", False,
-                                  True).ravel()
+        return pair.apply_adjoint(np.asarray(y).reshape(pshape)).ravel()
 
     n_rays, n_vox = int(np.prod(pshape)), int(np.prod(vshape))
-    return LinearOperator((n_rays, n_vox), matvec=matvec, rmatvec=rmatvec, dtype=np.float32)
+    op = LinearOperator((n_rays, n_vox), matvec=matvec, rmatvec=rmatvec, dtype=np.float32)
+    op.projector_pair = pair
+    return op
 
 
 class _ProgressBar:

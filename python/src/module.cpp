@@ -766,6 +766,83 @@ PYBIND11_MODULE(_core, m) {
       py::arg("flip_u"), py::arg("flip_v"), py::arg("band") = py::none(),
       py::arg("geometry_only") = false);
 
+  // ---- persistent projector pair (ctforge.ProjectorPair, ctforge.linear_operator)
+  py::class_<projector_pair>(m, "ProjectorPair")
+      .def(py::init([](const geometry& g, const volume_geometry& vg, const std::string& where,
+                       int device, int threads, std::int64_t gpu_memory_limit,
+                       const std::string& interpolation, bool matched) {
+             const projector_options po =
+                 projector_opts(where, device, threads, gpu_memory_limit, interpolation);
+             py::gil_scoped_release nogil;
+             return std::make_unique<projector_pair>(
+                 g, vg, po, matched ? backprojector::matched : backprojector::voxel);
+           }),
+           py::arg("geometry"), py::arg("grid"), py::arg("backend"), py::arg("device"),
+           py::arg("threads"), py::arg("gpu_memory_limit"), py::arg("gpu_interpolation"),
+           py::arg("matched"))
+      .def(
+          "apply",
+          [](projector_pair& A, const py::handle& vol_obj) {
+            const farray in = require_array(vol_obj, 3, "volume");
+            const volume_view v = volume_arg(in, A.grid(), "volume");
+            const geometry& g = A.geom();
+            farray out(std::vector<py::ssize_t>{g.view_count(), g.rows, g.cols});
+            const std::span<float> dst(out.mutable_data(), static_cast<std::size_t>(out.size()));
+            {
+              py::gil_scoped_release nogil;
+              A.apply(v.data, dst);
+            }
+            return out;
+          },
+          py::arg("volume"))
+      .def(
+          "apply_adjoint",
+          [](projector_pair& A, const py::handle& proj_obj) {
+            const farray in = require_array(proj_obj, 3, "projections");
+            const geometry& g = A.geom();
+            if (in.shape(0) != g.view_count() || in.shape(1) != g.rows || in.shape(2) != g.cols)
+              throw usage_error("projections: array shape (" + std::to_string(in.shape(0)) +
+                                ", " + std::to_string(in.shape(1)) + ", " +
+                                std::to_string(in.shape(2)) +
+                                ") does not match the geometry (views, rows, cols) = (" +
+                                std::to_string(g.view_count()) + ", " + std::to_string(g.rows) +
+                                ", " + std::to_string(g.cols) + ")");
+            const volume_geometry& vg = A.grid();
+            farray out(std::vector<py::ssize_t>{vg.nz, vg.ny, vg.nx});
+            const std::span<float> dst(out.mutable_data(), static_cast<std::size_t>(out.size()));
+            {
+              py::gil_scoped_release nogil;
+              A.apply_adjoint(span_of(in), dst);
+            }
+            return out;
+          },
+          py::arg("projections"))
+      .def_property_readonly(
+          "backend",
+          [](const projector_pair& A) { return A.where() == backend::cuda ? "cuda" : "cpu"; })
+      .def_property_readonly(
+          "matched", [](const projector_pair& A) { return A.adjoint() == backprojector::matched; })
+      .def_property_readonly("volume_shape",
+                             [](const projector_pair& A) {
+                               const volume_geometry& vg = A.grid();
+                               return py::make_tuple(vg.nz, vg.ny, vg.nx);
+                             })
+      .def_property_readonly("projection_shape",
+                             [](const projector_pair& A) {
+                               const geometry& g = A.geom();
+                               return py::make_tuple(g.view_count(), g.rows, g.cols);
+                             })
+      .def("stats", [](const projector_pair& A) {
+        const projector_pair_stats s = A.stats();
+        py::dict d;
+        d["allocations"] = s.allocations;
+        d["bytes_uploaded"] = s.bytes_uploaded;
+        d["bytes_downloaded"] = s.bytes_downloaded;
+        d["apply_calls"] = s.apply_calls;
+        d["adjoint_calls"] = s.adjoint_calls;
+        return d;
+      });
+
   // ---- work units (ctforge.distributed)
   py::class_<slab_run>(m, "SlabRun")
       .def(py::init([](const geometry& g, const volume_geometry& vg, const std::string& dir,

@@ -54,7 +54,7 @@ def test_classes_and_attributes_match():
     tree = stub_tree()
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     for cls_name in ("Geometry", "VolumeGeometry", "Phantom", "DeviceArray", "SlabRun",
-                     "VolumeFileWriter"):
+                     "VolumeFileWriter", "ProjectorPair"):
         cls = getattr(_core, cls_name)
         members = {n for n in public(cls) if not n.startswith("_")}
         stubbed = set(stub_functions(classes[cls_name].body)) - {"__init__"}

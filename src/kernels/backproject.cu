@@ -121,6 +121,11 @@ void launch(cudaStream_t s, cudaTextureObject_t tex, float* volume, int nx, int 
 
 }  // namespace
 
+std::mutex& backprojection_constants_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 void preload_backprojection_kernels() {
   cudaFuncAttributes a{};
   CTFORGE_CUDA_TRY(cudaFuncGetAttributes(&a, assemble_constants));

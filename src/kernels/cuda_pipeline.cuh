@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "kernels/backproject.cuh"
@@ -71,6 +72,12 @@ struct bp_sources {
 void enqueue_backprojection(cudaStream_t s, bp_weighting w, interp mode, const bp_sources& src,
                             cudaTextureObject_t tex_linear, cudaTextureObject_t tex_point,
                             float* volume, int nx, int ny, int max_nz, bool curved = false);
+
+/// The back-projection constants (c_bp) live in one __constant__ block per process: whoever
+/// enqueues enqueue_backprojection holds this lock until that work has finished on the device
+/// (the FDK / back-projection pipeline for a whole call, the iterative space for one back()).
+/// Defined in backproject.cu.
+std::mutex& backprojection_constants_mutex();
 
 /// Loads the back-projection kernels (so that none loads lazily during stream capture).
 void preload_backprojection_kernels();

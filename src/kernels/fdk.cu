@@ -58,8 +58,7 @@ thread_local detail::cuda_pipeline_stats g_last_stats;
 /// The back-projection constants live in one __constant__ block per process: GPU calls are
 /// serialised.
 std::mutex& backend_mutex() {
-  static std::mutex m;
-  return m;
+  return backprojection_constants_mutex();
 }
 
 /// What the pipeline computes.

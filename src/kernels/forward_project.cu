@@ -10,6 +10,11 @@
 // buffers (make_forward_plan) is split into z-slabs: each slab is uploaded into the texture in
 // turn, every ray is traced through that slab's planes only (joseph_ray_window with a
 // z_slab_sampler) and the host adds the slabs' projections, in slab order.
+//
+// The kernels are also enqueued on device-resident data (joseph_device.cuh): the forward
+// projector, and its exact transpose (matched back-projection: one thread per ray with the same
+// ray set-up, kernels::joseph_scatter_with adding with atomicAdd), which the CUDA iterative
+// space (iterative_space.cu) runs between device buffers.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -25,29 +30,12 @@
 #include "kernels/cuda_raii.cuh"
 #include "kernels/cylinder.cuh"
 #include "kernels/forward_project.cuh"
+#include "kernels/joseph_device.cuh"
 #include "kernels/pinned_pool.cuh"
 #include "recon/cuda_dispatch.hpp"
 
 namespace ctforge::kernels::cuda {
 namespace {
-
-struct fp_view {
-  double src[3];  ///< cone: source (mm); parallel: ray direction
-  double det[3];  ///< detector centre (mm)
-  double u[3], v[3];
-};
-
-struct fp_params {
-  int nx, ny, nz;  ///< the whole volume
-  int cols, rows;
-  int cone;
-  int curved;        ///< 1: cylindrical detector (kernels::cylinder_pixel_center)
-  int z0, tex_nz;    ///< slab in the texture: planes [z0, z0 + tex_nz) of the volume
-  float z_lo, z_hi;  ///< ray window of the slab: z0 - 1 <= z <= z0 + tex_nz
-  double org[3];     ///< centre of voxel (0, 0, 0), mm
-  double inv_sp[3];  ///< 1 / spacing
-  double centre[3];  ///< volume centre, mm
-};
 
 thread_local detail::cuda_forward_stats g_last_forward_stats;
 
@@ -80,15 +68,13 @@ __device__ __forceinline__ float sample_exact_3d(cudaTextureObject_t tex, int nx
   return (1.0f - az) * lo + az * hi;
 }
 
-template <interp Mode>
-__global__ void __launch_bounds__(k_block_x* k_block_y)
-    forward_project_kernel(cudaTextureObject_t tex, const fp_view* __restrict__ views, fp_params p,
-                           int view0, float* __restrict__ out) {
-  const int c = static_cast<int>(blockIdx.x) * k_block_x + static_cast<int>(threadIdx.x);
-  const int r = static_cast<int>(blockIdx.y) * k_block_y + static_cast<int>(threadIdx.y);
-  const int i = static_cast<int>(blockIdx.z);  // view within this launch
-  if (c >= p.cols || r >= p.rows) return;
-  const fp_view& w = views[view0 + i];
+// The ray through pixel (c, r) of view w in index coordinates, re-anchored at its point
+// nearest the volume centre: the CPU's ray_setup (src/recon/projector.cpp) in double.
+struct device_ray {
+  f3 q, d;
+  float dir_mm, t_min;
+};
+__device__ __forceinline__ device_ray ray_of(const fp_view& w, const fp_params& p, int c, int r) {
   const double sc = static_cast<double>(c) - 0.5 * static_cast<double>(p.cols - 1);
   const double sr = static_cast<double>(r) - 0.5 * static_cast<double>(p.rows - 1);
   double px[3], dir[3];
@@ -103,20 +89,33 @@ __global__ void __launch_bounds__(k_block_x* k_block_y)
                    len2;
   double anchor[3];
   for (int a = 0; a < 3; ++a) anchor[a] = px[a] + t * dir[a];
+  device_ray ray;
   // Cone beam: integrate from the source on (its parameter along anchor + t dir), as the CPU.
-  const float t_min =
+  ray.t_min =
       p.cone
           ? static_cast<float>(((w.src[0] - anchor[0]) * dir[0] + (w.src[1] - anchor[1]) * dir[1] +
                                 (w.src[2] - anchor[2]) * dir[2]) /
                                len2)
           : -3.0e38f;
-  f3 q, d;
-  q.x = static_cast<float>((anchor[0] - p.org[0]) * p.inv_sp[0]);
-  q.y = static_cast<float>((anchor[1] - p.org[1]) * p.inv_sp[1]);
-  q.z = static_cast<float>((anchor[2] - p.org[2]) * p.inv_sp[2]);
-  d.x = static_cast<float>(dir[0] * p.inv_sp[0]);
-  d.y = static_cast<float>(dir[1] * p.inv_sp[1]);
-  d.z = static_cast<float>(dir[2] * p.inv_sp[2]);
+  ray.q.x = static_cast<float>((anchor[0] - p.org[0]) * p.inv_sp[0]);
+  ray.q.y = static_cast<float>((anchor[1] - p.org[1]) * p.inv_sp[1]);
+  ray.q.z = static_cast<float>((anchor[2] - p.org[2]) * p.inv_sp[2]);
+  ray.d.x = static_cast<float>(dir[0] * p.inv_sp[0]);
+  ray.d.y = static_cast<float>(dir[1] * p.inv_sp[1]);
+  ray.d.z = static_cast<float>(dir[2] * p.inv_sp[2]);
+  ray.dir_mm = static_cast<float>(sqrt(len2));
+  return ray;
+}
+
+template <interp Mode>
+__global__ void __launch_bounds__(k_block_x* k_block_y)
+    forward_project_kernel(cudaTextureObject_t tex, const fp_view* __restrict__ views, fp_params p,
+                           int view0, float* __restrict__ out) {
+  const int c = static_cast<int>(blockIdx.x) * k_block_x + static_cast<int>(threadIdx.x);
+  const int r = static_cast<int>(blockIdx.y) * k_block_y + static_cast<int>(threadIdx.y);
+  const int i = static_cast<int>(blockIdx.z);  // view within this launch
+  if (c >= p.cols || r >= p.rows) return;
+  const device_ray ray = ray_of(views[view0 + i], p, c, r);
   // The texture holds planes [z0, z0 + tex_nz) (the whole volume: z0 = 0, tex_nz = nz).
   const auto slab = [&](float x, float y, float z) -> float {
     if constexpr (Mode == interp::hardware)
@@ -125,12 +124,124 @@ __global__ void __launch_bounds__(k_block_x* k_block_y)
       return sample_exact_3d(tex, p.nx, p.ny, p.tex_nz, x, y, z);
   };
   const z_slab_sampler<decltype(slab)> sample{slab, static_cast<float>(p.z0)};
-  const float value = joseph_ray_window(sample, q, d, p.nx, p.ny, p.nz,
-                                        static_cast<float>(sqrt(len2)), t_min, p.z_lo, p.z_hi);
+  const float value = joseph_ray_window(sample, ray.q, ray.d, p.nx, p.ny, p.nz, ray.dir_mm,
+                                        ray.t_min, p.z_lo, p.z_hi);
   out[(static_cast<std::int64_t>(i) * p.rows + r) * p.cols + c] = value;
 }
 
+// The transpose: one thread per ray of views [view0, view0 + gridDim.z), its value scattered
+// with the CPU's kernels::joseph_scatter_with arithmetic, added atomically.
+__global__ void __launch_bounds__(k_block_x* k_block_y)
+    matched_backproject_kernel(const fp_view* __restrict__ views, fp_params p, int view0,
+                               const float* __restrict__ proj, float* __restrict__ volume) {
+  const int c = static_cast<int>(blockIdx.x) * k_block_x + static_cast<int>(threadIdx.x);
+  const int r = static_cast<int>(blockIdx.y) * k_block_y + static_cast<int>(threadIdx.y);
+  const int v = view0 + static_cast<int>(blockIdx.z);
+  if (c >= p.cols || r >= p.rows) return;
+  const float value = proj[(static_cast<std::int64_t>(v) * p.rows + r) * p.cols + c];
+  if (value == 0.0f) return;
+  const device_ray ray = ray_of(views[v], p, c, r);
+  joseph_scatter_with([volume](std::int64_t at, float a) { atomicAdd(volume + at, a); }, p.nx, p.ny,
+                      p.nz, ray.q, ray.d, ray.dir_mm, ray.t_min, value);
+}
+
+// Views per launch: the grid's z extent.
+constexpr std::int64_t k_views_per_launch = 65535;
+
 }  // namespace
+
+std::vector<fp_view> make_fp_views(const geometry& g, std::span<const std::int64_t> views) {
+  const std::int64_t n = views.empty() ? g.view_count() : static_cast<std::int64_t>(views.size());
+  std::vector<fp_view> out(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t v = views.empty() ? i : views[static_cast<std::size_t>(i)];
+    CTFORGE_EXPECTS(v >= 0 && v < g.view_count(), "view index " + std::to_string(v) +
+                                                      " outside the geometry's " +
+                                                      std::to_string(g.view_count()) + " views");
+    const view_vectors& w = g.views[static_cast<std::size_t>(v)];
+    fp_view& f = out[static_cast<std::size_t>(i)];
+    const vec3* src[4] = {&w.source, &w.detector_center, &w.u, &w.v};
+    double* dst[4] = {f.src, f.det, f.u, f.v};
+    for (int k = 0; k < 4; ++k) {
+      dst[k][0] = src[k]->x;
+      dst[k][1] = src[k]->y;
+      dst[k][2] = src[k]->z;
+    }
+  }
+  return out;
+}
+
+fp_params make_fp_params(const geometry& g, const volume_geometry& vg) {
+  fp_params p{};
+  p.nx = static_cast<int>(vg.nx);
+  p.ny = static_cast<int>(vg.ny);
+  p.nz = static_cast<int>(vg.nz);
+  p.cols = static_cast<int>(g.cols);
+  p.rows = static_cast<int>(g.rows);
+  p.cone = g.beam == beam_kind::cone ? 1 : 0;
+  p.curved = g.curved() ? 1 : 0;
+  p.z0 = 0;
+  p.tex_nz = static_cast<int>(vg.nz);
+  p.z_lo = -1.0f;
+  p.z_hi = static_cast<float>(vg.nz);
+  const vec3 centre =
+      vg.voxel_center(0.5 * static_cast<double>(vg.nx - 1), 0.5 * static_cast<double>(vg.ny - 1),
+                      0.5 * static_cast<double>(vg.nz - 1));
+  for (int a = 0; a < 3; ++a) {
+    p.org[a] = vg.origin_mm[static_cast<std::size_t>(a)];
+    p.inv_sp[a] = 1.0 / vg.spacing_mm[static_cast<std::size_t>(a)];
+  }
+  p.centre[0] = centre.x;
+  p.centre[1] = centre.y;
+  p.centre[2] = centre.z;
+  return p;
+}
+
+void check_joseph_launch_limits(const geometry& g, const volume_geometry& vg) {
+  CTFORGE_EXPECTS(vg.nz < (std::int64_t{1} << 24),
+                  "CUDA forward projection: more than 2^24 volume planes");
+  CTFORGE_EXPECTS(vg.nx < (std::int64_t{1} << 30) && vg.ny < (std::int64_t{1} << 30),
+                  "CUDA forward projection: volume of " + std::to_string(vg.nx) + " x " +
+                      std::to_string(vg.ny) + " voxels per plane too large");
+  CTFORGE_EXPECTS(g.rows <= 65535 * k_block_y && g.cols < (std::int64_t{1} << 30) &&
+                      g.view_count() < (std::int64_t{1} << 31),
+                  "CUDA forward projection: detector of " + std::to_string(g.cols) + " x " +
+                      std::to_string(g.rows) + " pixels too large");
+}
+
+void enqueue_forward_projection(cudaStream_t s, interp mode, cudaTextureObject_t tex,
+                                const fp_view* views, const fp_params& p, std::int64_t view0,
+                                std::int64_t n_views, float* out) {
+  const dim3 block(k_block_x, k_block_y, 1);
+  const std::int64_t view_floats = static_cast<std::int64_t>(p.rows) * p.cols;
+  for (std::int64_t i0 = 0; i0 < n_views; i0 += k_views_per_launch) {
+    const std::int64_t n = std::min(k_views_per_launch, n_views - i0);
+    const dim3 grid(blocks_for(p.cols, k_block_x), blocks_for(p.rows, k_block_y),
+                    static_cast<unsigned>(n));
+    float* dst = out + i0 * view_floats;
+    const int first = static_cast<int>(view0 + i0);
+    if (mode == interp::hardware)
+      forward_project_kernel<interp::hardware><<<grid, block, 0, s>>>(tex, views, p, first, dst);
+    else
+      forward_project_kernel<interp::exact><<<grid, block, 0, s>>>(tex, views, p, first, dst);
+    CTFORGE_CUDA_CHECK_LAUNCH("launching the forward projection kernel");
+  }
+}
+
+void enqueue_matched_backprojection(cudaStream_t s, const fp_view* views, const fp_params& p,
+                                    std::int64_t n_views, const float* proj, float* volume) {
+  CTFORGE_EXPECTS(p.z0 == 0 && p.tex_nz == p.nz,
+                  "matched back-projection: the whole volume is written at once");
+  const dim3 block(k_block_x, k_block_y, 1);
+  for (std::int64_t i0 = 0; i0 < n_views; i0 += k_views_per_launch) {
+    const std::int64_t n = std::min(k_views_per_launch, n_views - i0);
+    const dim3 grid(blocks_for(p.cols, k_block_x), blocks_for(p.rows, k_block_y),
+                    static_cast<unsigned>(n));
+    matched_backproject_kernel<<<grid, block, 0, s>>>(views, p, static_cast<int>(i0), proj, volume);
+    CTFORGE_CUDA_CHECK_LAUNCH("launching the matched back-projection kernel");
+  }
+}
+
 }  // namespace ctforge::kernels::cuda
 
 namespace ctforge::detail {
@@ -157,10 +268,7 @@ projection_stack cuda_forward_project(const volume_view& vol, const geometry& g,
                   "CUDA forward projection: volume planes of " + std::to_string(vg.nx) + " x " +
                       std::to_string(vg.ny) + " voxels exceed the 3D texture limit (" +
                       std::to_string(max3[0]) + " x " + std::to_string(max3[1]) + ")");
-  CTFORGE_EXPECTS(vg.nz < (std::int64_t{1} << 24),
-                  "CUDA forward projection: more than 2^24 volume planes");
-  CTFORGE_EXPECTS(g.rows <= 65535 * k_block_y && g.cols < (std::int64_t{1} << 30),
-                  "CUDA forward projection: detector too large");
+  check_joseph_launch_limits(g, vg);
 
   const std::int64_t V = g.view_count(), R = g.rows, C = g.cols;
   const std::int64_t view_floats = R * C;
@@ -187,42 +295,14 @@ projection_stack cuda_forward_project(const volume_view& vol, const geometry& g,
   const event ev_k[2] = {event(false), event(false)};  // rays of the chunk in out_dev[p] done
   const event ev_c[2] = {event(false), event(false)};  // its download into stage[p] done
 
-  std::vector<fp_view> views(static_cast<std::size_t>(V));
-  for (std::int64_t v = 0; v < V; ++v) {
-    const view_vectors& w = g.views[static_cast<std::size_t>(v)];
-    fp_view& f = views[static_cast<std::size_t>(v)];
-    const vec3* src[4] = {&w.source, &w.detector_center, &w.u, &w.v};
-    double* dst[4] = {f.src, f.det, f.u, f.v};
-    for (int k = 0; k < 4; ++k) {
-      dst[k][0] = src[k]->x;
-      dst[k][1] = src[k]->y;
-      dst[k][2] = src[k]->z;
-    }
-  }
+  const std::vector<fp_view> views = make_fp_views(g);
   device_buffer<fp_view> views_dev(views.size(), "view geometry");
   CTFORGE_CUDA_TRY(cudaMemcpyAsync(views_dev.data(), views.data(), views.size() * sizeof(fp_view),
                                    cudaMemcpyHostToDevice, s_k),
                    "uploading view geometry");
 
-  fp_params p{};
-  p.nx = static_cast<int>(vg.nx);
-  p.ny = static_cast<int>(vg.ny);
-  p.nz = static_cast<int>(vg.nz);
-  p.cols = static_cast<int>(C);
-  p.rows = static_cast<int>(R);
-  p.cone = g.beam == beam_kind::cone ? 1 : 0;
-  p.curved = g.curved() ? 1 : 0;
+  fp_params p = make_fp_params(g, vg);
   p.tex_nz = static_cast<int>(tex_nz);
-  const vec3 centre =
-      vg.voxel_center(0.5 * static_cast<double>(vg.nx - 1), 0.5 * static_cast<double>(vg.ny - 1),
-                      0.5 * static_cast<double>(vg.nz - 1));
-  for (int a = 0; a < 3; ++a) {
-    p.org[a] = vg.origin_mm[static_cast<std::size_t>(a)];
-    p.inv_sp[a] = 1.0 / vg.spacing_mm[static_cast<std::size_t>(a)];
-  }
-  p.centre[0] = centre.x;
-  p.centre[1] = centre.y;
-  p.centre[2] = centre.z;
 
   // The last slab may be shallower than the texture: its remaining planes are filled with
   // zeros (the volume's border) from this host buffer, so no plane of an earlier slab shows.
@@ -256,7 +336,6 @@ projection_stack cuda_forward_project(const volume_view& vol, const geometry& g,
       ctforge::detail::parallel_add(out.view(v0), src, n * view_floats, threads);
   };
 
-  const dim3 block(k_block_x, k_block_y, 1);
   const auto t_loop = clock_type::now();
   std::int64_t j = 0;
   for (std::int64_t s = 0; s < n_slabs; ++s) {
@@ -285,14 +364,8 @@ projection_stack cuda_forward_project(const volume_view& vol, const geometry& g,
       // out_dev[b] and stage[b] were last used by job j - 2: its download has finished (the
       // host consumed it at the end of iteration j - 1).
       if (j >= 2) s_k.wait(ev_c[b]);
-      const dim3 grid(blocks_for(C, k_block_x), blocks_for(R, k_block_y), static_cast<unsigned>(n));
-      if (hw)
-        forward_project_kernel<interp::hardware><<<grid, block, 0, s_k>>>(
-            tex.get(), views_dev.data(), p, static_cast<int>(v0), out_dev[b]->data());
-      else
-        forward_project_kernel<interp::exact><<<grid, block, 0, s_k>>>(
-            tex.get(), views_dev.data(), p, static_cast<int>(v0), out_dev[b]->data());
-      CTFORGE_CUDA_CHECK_LAUNCH("launching the forward projection kernel");
+      enqueue_forward_projection(s_k, hw ? interp::hardware : interp::exact, tex.get(),
+                                 views_dev.data(), p, v0, n, out_dev[b]->data());
       ev_k[b].record(s_k);
       s_c.wait(ev_k[b]);
       CTFORGE_CUDA_TRY(cudaMemcpyAsync(stage[b]->data(), out_dev[b]->data(),

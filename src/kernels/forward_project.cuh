@@ -283,12 +283,14 @@ CTFORGE_HD float joseph_ray_window(const Sampler& sample, f3 p, f3 d, int nx, in
   return acc * dir_mm / adm;
 }
 
-/// The exact transpose of joseph_ray with border_volume_sampler: adds value * (the weight
-/// joseph_ray gives voxel v) to vol[v] for every voxel of the ray's samples (taps outside the
-/// [nz][ny][nx] volume are dropped, as the sampler reads them as zero). Not thread-safe on
-/// `vol`: the caller gives each thread its own volume.
-CTFORGE_HD void joseph_scatter(float* vol, int nx, int ny, int nz, f3 p, f3 d, float dir_mm,
-                               float t_min, float value) {
+/// The exact transpose of joseph_ray with border_volume_sampler: calls add(v, value * (the
+/// weight joseph_ray gives voxel v)) for every voxel v (linear index into the [nz][ny][nx]
+/// volume) of the ray's samples; taps outside the volume are dropped, as the sampler reads them
+/// as zero. `add` accumulates: a plain += into a volume of the calling thread's own on the CPU
+/// (joseph_scatter), an atomicAdd into the shared volume on the GPU.
+template <class Add>
+CTFORGE_HD void joseph_scatter_with(Add&& add, int nx, int ny, int nz, f3 p, f3 d, float dir_mm,
+                                    float t_min, float value) {
   const std::int64_t sx = nx, sxy = static_cast<std::int64_t>(nx) * ny;
   float scale = 0.0f;  // value * dir_mm / |d_main|, known once the samples are: first collect
   // The scale depends on |d_main| only, which the sample walk returns at its end; it is the
@@ -313,11 +315,19 @@ CTFORGE_HD void joseph_scatter(float* vol, int nx, int ny, int nz, f3 p, f3 d, f
         for (int dx = 0; dx < 2; ++dx) {
           const std::int64_t i = t.i + dx;
           if (i < 0 || i >= nx) continue;
-          vol[k * sxy + j * sx + i] += c * wz[dz] * wy[dy] * wx[dx];
+          add(k * sxy + j * sx + i, c * wz[dz] * wy[dy] * wx[dx]);
         }
       }
     }
   });
+}
+
+/// joseph_scatter_with adding into `vol` ([nz][ny][nx]). Not thread-safe on `vol`: the caller
+/// gives each thread its own volume.
+CTFORGE_HD void joseph_scatter(float* vol, int nx, int ny, int nz, f3 p, f3 d, float dir_mm,
+                               float t_min, float value) {
+  joseph_scatter_with([vol](std::int64_t v, float a) { vol[v] += a; }, nx, ny, nz, p, d, dir_mm,
+                      t_min, value);
 }
 
 }  // namespace ctforge::kernels

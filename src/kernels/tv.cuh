@@ -6,7 +6,7 @@
 //   x = P_C(b - lam div p*),  p* = argmin over |p_i| <= 1 of |P_C(b - lam div p) - ...|,
 // reached by iterating, from r = p = 0, t = 1:
 //   z   = P_C(b - lam div r)                                     (tv_primal_at, every voxel)
-//   q   = P_ball(r + grad z / (L lam)), L = 4 * dims (8 in 2D, 12 in 3D)
+//   q   = P_ball(r - grad z / (L lam)), L = 4 * dims (8 in 2D, 12 in 3D)
 //   t'  = (1 + sqrt(1 + 4 t^2)) / 2
 //   r   = q + ((t - 1) / t') (q - p),  p = q                       (tv_dual_at, every voxel)
 // and finally x = P_C(b - lam div p) (tv_primal_at with p). P_C clamps at 0 when nonnegative,
@@ -61,7 +61,7 @@ CTFORGE_HD float tv_primal_at(const float* b, const float* px, const float* py, 
   return nonnegative ? max_f(v, 0.0f) : v;
 }
 
-/// One dual update at voxel i: q = P_ball(r_i + grad(z)_i / (L lam)), then
+/// One dual update at voxel i: q = P_ball(r_i - grad(z)_i / (L lam)), then
 /// r_i = q + momentum (q - p_i), p_i = q, for every axis. `momentum` = (t - 1) / t'.
 /// Reads z (the whole primal iterate) and writes only index i of r and p, so every voxel may
 /// be updated in parallel.
@@ -76,9 +76,11 @@ CTFORGE_HD void tv_dual_at(const float* z, float* rx, float* ry, float* rz, floa
   const float gx = (d.nx > 1 && x < d.nx - 1) ? z[i + 1] - zi : 0.0f;
   const float gy = (d.ny > 1 && y < d.ny - 1) ? z[i + d.nx] - zi : 0.0f;
   const float gz = (three && zz < d.nz - 1) ? z[i + d.nx * d.ny] - zi : 0.0f;
-  float qx = rx[i] + step * gx;
-  float qy = ry[i] + step * gy;
-  float qz = three ? rz[i] + step * gz : 0.0f;
+  // Minus: the dual objective 0.5 |b - lam div p|^2 has gradient lam grad(z) in p (div^T =
+  // -grad), so the projected gradient step descends along -grad z (Beck & Teboulle's L^T).
+  float qx = rx[i] - step * gx;
+  float qy = ry[i] - step * gy;
+  float qz = three ? rz[i] - step * gz : 0.0f;
   // Project onto the unit ball (isotropic TV).
   const float n2 = qx * qx + qy * qy + qz * qz;
   if (n2 > 1.0f) {

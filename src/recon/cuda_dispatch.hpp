@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "ctforge/geometry.hpp"
@@ -14,6 +15,8 @@
 namespace ctforge::detail {
 
 struct fdk_setup;
+class iterative_space;
+struct space_config;
 
 /// True when CUDA device `device` (ordinal, from 0) exists and can run this build's kernels;
 /// otherwise false and *why (if given) says why (no driver, no device, no such ordinal, an
@@ -79,5 +82,14 @@ projection_stack cuda_forward_project(const volume_view& vol, const geometry& g,
 /// Unweighted voxel-driven back-projection on the GPU; matches ctforge::back_project.
 volume cuda_back_project(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                          const cuda_options& copt);
+
+/// The CUDA iterative space (src/kernels/iterative_space.cu) sized for `volume_buffers` volume
+/// buffers and `projection_buffers` projection buffers of the largest subset besides its own
+/// arrays: usage_error naming the sizes when they do not fit in the device memory budget
+/// (cfg.gpu_memory_limit_bytes or the free memory). make_cuda_space plans for what the
+/// iterative algorithms hold; the persistent projector pair for one of each.
+std::unique_ptr<iterative_space> cuda_make_space(const geometry& g, const volume_geometry& vg,
+                                                 const space_config& cfg, int volume_buffers,
+                                                 int projection_buffers);
 
 }  // namespace ctforge::detail

@@ -165,6 +165,10 @@ class iterative_space {
   virtual void tv_prox(space_buffer& x, float weight, int iterations, bool nonnegative) = 0;
 
   virtual space_stats stats() const = 0;
+  /// Every allocation the space has made so far: its buffers and, on CUDA, its device arrays,
+  /// textures, geometry, scratch and TV fields. Constant across a sequence of operations once
+  /// the buffers it uses exist (the tests' check that iterations allocate nothing).
+  virtual std::int64_t resource_allocations() const { return stats().buffers_allocated; }
 };
 
 /// The CPU space (src/recon/iterative_space_cpu.cpp).
