@@ -184,9 +184,8 @@ void run(const recon_cli_options& o) {
   if (!notice.empty() && ro.where == backend::automatic) note(o.quiet, "note: " + notice);
   const bool bar_on = !o.quiet && stderr_is_terminal();
   const std::string algo_name = to_string(ro.algo);
-  const std::string where_name = where == backend::cuda && ro.algo != algorithm::cgls
-                                     ? "cuda"
-                                     : (o.reference ? "cpu reference" : "cpu");
+  const std::string where_name =
+      where == backend::cuda ? "cuda" : (o.reference ? "cpu reference" : "cpu");
   progress_bar bar(fmt::format("{} ({}) {}x{}x{}", algo_name, where_name, vg.nx, vg.ny, vg.nz),
                    bar_on);
   if (bar_on) ro.progress = [&bar](double f) { bar.update(f); };

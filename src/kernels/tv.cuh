@@ -3,13 +3,14 @@
 // (src/recon/iterative_space_cpu.cpp) and the CUDA kernels (src/kernels/iterative_space.cu).
 //
 // The prox of weight `lam` of a volume b ([z][y][x], nx * ny * nz, 64-bit indices) is
-//   x = P_C(b - lam div p*),  p* = argmin over |p_i| <= 1 of |P_C(b - lam div p) - ...|,
+//   x = P_C(b + lam div p*),  p* the maximiser over |p_i| <= 1 of the dual of
+//   min_z 0.5 |z - b|^2 + lam TV(z), TV(z) = max over |p_i| <= 1 of <p, grad z>,
 // reached by iterating, from r = p = 0, t = 1:
-//   z   = P_C(b - lam div r)                                     (tv_primal_at, every voxel)
+//   z   = P_C(b + lam div r)                                     (tv_primal_at, every voxel)
 //   q   = P_ball(r + grad z / (L lam)), L = 4 * dims (8 in 2D, 12 in 3D)
 //   t'  = (1 + sqrt(1 + 4 t^2)) / 2
 //   r   = q + ((t - 1) / t') (q - p),  p = q                       (tv_dual_at, every voxel)
-// and finally x = P_C(b - lam div p) (tv_primal_at with p). P_C clamps at 0 when nonnegative,
+// and finally x = P_C(b + lam div p) (tv_primal_at with p). P_C clamps at 0 when nonnegative,
 // else is the identity. grad: forward differences, 0 across the last plane of each axis
 // (Neumann); div = -grad^T (backward differences with the matching boundary terms). The dual
 // field has one array per axis (px, py, pz); pz is unused (and may be null) when nz == 1.
@@ -31,8 +32,8 @@ struct tv_dims {
 };
 
 /// (div p)_i with div = -grad^T for grad = forward differences, zero at the last index.
-CTFORGE_HD float tv_divergence_at(const float* px, const float* py, const float* pz,
-                                  tv_dims d, std::int64_t i) {
+CTFORGE_HD float tv_divergence_at(const float* px, const float* py, const float* pz, tv_dims d,
+                                  std::int64_t i) {
   const std::int64_t x = i % d.nx;
   const std::int64_t y = (i / d.nx) % d.ny;
   const std::int64_t z = i / (d.nx * d.ny);
@@ -54,10 +55,12 @@ CTFORGE_HD float tv_divergence_at(const float* px, const float* py, const float*
   return div;
 }
 
-/// z_i = P_C(b_i - lam (div p)_i).
+/// z_i = P_C(b_i + lam (div p)_i) = P_C(b_i - lam (grad^T p)_i): the primal point of the dual
+/// field p (TV(z) = max over |p_i| <= 1 of <p, grad z>, so the prox is b - lam grad^T p* with
+/// the dual ascent step of tv_dual_at along +grad z).
 CTFORGE_HD float tv_primal_at(const float* b, const float* px, const float* py, const float* pz,
                               tv_dims d, float lam, bool nonnegative, std::int64_t i) {
-  const float v = b[i] - lam * tv_divergence_at(px, py, pz, d, i);
+  const float v = b[i] + lam * tv_divergence_at(px, py, pz, d, i);
   return nonnegative ? max_f(v, 0.0f) : v;
 }
 
