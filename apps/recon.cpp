@@ -104,7 +104,8 @@ bool applies(const std::string& name, algorithm a) {
   if (name == "--nonnegative")
     return a == algorithm::sirt || a == algorithm::os_sart || a == algorithm::fista_tv ||
            a == algorithm::cgls;  // CGLS: refused by reconstruct with the reason
-  return is_iterative(a);  // --iterations, --backprojector, --tolerance, --initial, ...
+  // --iterations, --backprojector, --tolerance, --initial, --log-iterations:
+  return is_iterative(a);
 }
 
 /// usage_error naming the first option given that does not apply to `a`.
@@ -127,15 +128,15 @@ volume read_initial(const std::string& path, const volume_geometry& vg) {
   for (int k = 0; k < 3 && same; ++k)
     same = std::abs(h.spacing_mm[k] - vg.spacing_mm[k]) <= 1e-4 * vg.spacing_mm[k] &&
            std::abs(h.origin_mm[k] - vg.origin_mm[k]) <= 1e-3 * vg.spacing_mm[k];
-  CTFORGE_EXPECTS(same, fmt::format("--initial: {} is {} x {} x {} voxels of {:g} x {:g} x {:g} mm "
-                                    "from ({:g}, {:g}, {:g}) mm but the reconstruction grid is "
-                                    "{} x {} x {} of {:g} x {:g} x {:g} mm from ({:g}, {:g}, {:g}) "
-                                    "mm (set --size, --spacing and --origin to match)",
-                                    path, h.nx, h.ny, h.nz, h.spacing_mm[0], h.spacing_mm[1],
-                                    h.spacing_mm[2], h.origin_mm[0], h.origin_mm[1],
-                                    h.origin_mm[2], vg.nx, vg.ny, vg.nz, vg.spacing_mm[0],
-                                    vg.spacing_mm[1], vg.spacing_mm[2], vg.origin_mm[0],
-                                    vg.origin_mm[1], vg.origin_mm[2]));
+  CTFORGE_EXPECTS(
+      same, fmt::format("--initial: {} is {} x {} x {} voxels of {:g} x {:g} x {:g} mm "
+                        "from ({:g}, {:g}, {:g}) mm but the reconstruction grid is "
+                        "{} x {} x {} of {:g} x {:g} x {:g} mm from ({:g}, {:g}, {:g}) "
+                        "mm (set --size, --spacing and --origin to match)",
+                        path, h.nx, h.ny, h.nz, h.spacing_mm[0], h.spacing_mm[1], h.spacing_mm[2],
+                        h.origin_mm[0], h.origin_mm[1], h.origin_mm[2], vg.nx, vg.ny, vg.nz,
+                        vg.spacing_mm[0], vg.spacing_mm[1], vg.spacing_mm[2], vg.origin_mm[0],
+                        vg.origin_mm[1], vg.origin_mm[2]));
   return v;
 }
 
@@ -159,14 +160,13 @@ void run(const recon_cli_options& o) {
       fmt::format("--cutoff: must be in (0, 1] (a fraction of Nyquist; got {})", o.cutoff));
   ro.cutoff = o.cutoff;
   require_thread_count(o.threads);
-  require_distinct_paths({{"--output", o.output},
-                          {"--preview", o.preview},
-                          {"--log-iterations", o.log_iterations}},
-                         {{"input", o.input},
-                          {"--geometry", o.geometry},
-                          {"--flat", o.flat},
-                          {"--dark", o.dark},
-                          {"--initial", o.initial}});
+  require_distinct_paths(
+      {{"--output", o.output}, {"--preview", o.preview}, {"--log-iterations", o.log_iterations}},
+      {{"input", o.input},
+       {"--geometry", o.geometry},
+       {"--flat", o.flat},
+       {"--dark", o.dark},
+       {"--initial", o.initial}});
   ro.threads = o.threads;
   const backend_choice bc = parse_backend_options(o.gpu);
   ro.device = bc.device;
@@ -373,11 +373,10 @@ void run(const recon_cli_options& o) {
   switch (ro.algo) {
     case algorithm::sirt:
     case algorithm::os_sart:
-      method = fmt::format("{} iterations{}, relaxation {:g}{}{}", ro.iterations, stopped_early,
-                           ro.relaxation,
-                           ro.algo == algorithm::os_sart ? fmt::format(", {} subsets", ro.subsets)
-                                                         : "",
-                           ro.nonnegative ? ", non-negative" : "");
+      method = fmt::format(
+          "{} iterations{}, relaxation {:g}{}{}", ro.iterations, stopped_early, ro.relaxation,
+          ro.algo == algorithm::os_sart ? fmt::format(", {} subsets", ro.subsets) : "",
+          ro.nonnegative ? ", non-negative" : "");
       break;
     case algorithm::cgls:
       method = fmt::format("{} iterations{}", ro.iterations, stopped_early);
@@ -455,8 +454,8 @@ runner add_recon(CLI::App& app) {
                                 "subsets), >= 1"))
       ->type_name("N")
       ->capture_default_str();
-  method_option("--relaxation",
-                sub->add_option("--relaxation", o->relaxation, "SIRT / OS-SART: step length, in (0, 2)"))
+  method_option("--relaxation", sub->add_option("--relaxation", o->relaxation,
+                                                "SIRT / OS-SART: step length, in (0, 2)"))
       ->type_name("L")
       ->capture_default_str();
   method_option("--nonnegative",
