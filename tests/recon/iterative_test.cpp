@@ -74,11 +74,11 @@ void record(recon_options& o, std::vector<iteration_info>* log) {
   o.on_iteration = [log](const iteration_info& i) { log->push_back(i); };
 }
 
-// Every method approaches the truth on consistent data: the error falls from 4 to 16 to 48
-// iterations (passes for OS-SART / OSEM, 6 subsets). Final relative errors measured (48
-// iterations): SIRT 0.173, OS-SART 0.0112, CGLS 0.0036, FISTA-TV (weight 1e-6) 0.037, OSEM
-// 0.0140; the bounds leave ~1.3x margin. A wrong weight, sign or transpose stalls or diverges
-// well above them (a sign error in the TV prox left FISTA-TV at 4.0).
+// Every method approaches the truth on consistent data: the error falls from 3 to 10 to 30
+// iterations (passes for OS-SART / OSEM, 6 subsets). Final relative errors measured (30
+// iterations): SIRT 0.241, OS-SART 0.0312, CGLS 0.0190, FISTA-TV (weight 1e-6) 0.114, OSEM
+// 0.0236; the bounds leave ~1.3x margin. A wrong weight, sign or transpose stalls or diverges
+// well above them (a sign error in the TV prox left FISTA-TV at 4.0 after 48 iterations).
 TEST(Iterative, EveryMethodConvergesOnConsistentData) {
   const scan& s = consistent_scan();
   struct expectation {
@@ -86,11 +86,11 @@ TEST(Iterative, EveryMethodConvergesOnConsistentData) {
     double bound;
   };
   for (const auto& [a, bound] :
-       {expectation{algorithm::sirt, 0.23}, expectation{algorithm::os_sart, 0.015},
-        expectation{algorithm::cgls, 0.005}, expectation{algorithm::fista_tv, 0.05},
-        expectation{algorithm::osem, 0.019}}) {
+       {expectation{algorithm::sirt, 0.31}, expectation{algorithm::os_sart, 0.041},
+        expectation{algorithm::cgls, 0.025}, expectation{algorithm::fista_tv, 0.15},
+        expectation{algorithm::osem, 0.031}}) {
     double last = 1e300;
-    for (int it : {4, 16, 48}) {
+    for (int it : {3, 10, 30}) {
       recon_options o = iterative(a, it);
       o.subsets = 6;
       const volume x = reconstruct(s.p, s.g, s.vg, o);
@@ -106,7 +106,7 @@ TEST(Iterative, EveryMethodConvergesOnConsistentData) {
 }
 
 // CGLS beats SIRT at equal iterations (each costs one forward and one back-projection in both):
-// the measured errors above (0.0036 against 0.173 at 48 iterations) at 12 iterations.
+// measured 0.149 against 0.371 at 12 iterations; the bound asks for a quarter less.
 TEST(Iterative, CglsBeatsSirtAtEqualIterations) {
   const scan& s = consistent_scan();
   const double e_sirt = relative_error(
