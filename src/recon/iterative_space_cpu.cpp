@@ -51,6 +51,10 @@ void release_host(float* p) noexcept {
   delete[] p;
 }
 
+/// Element-wise loops and reductions over fewer elements run on the calling thread (a parallel
+/// region costs more than they do); results are the same either way.
+constexpr std::int64_t k_parallel_above = 16384;
+
 /// The static partition of [0, n) among `parts` threads: [begin, end) of part t.
 struct partition {
   std::int64_t n;
@@ -136,7 +140,7 @@ class cpu_space final : public iterative_space {
   void fill(space_buffer& x, float value) override {
     float* d = x.data();
     const std::int64_t n = x.size();
-#pragma omp parallel for schedule(static) num_threads(threads_)
+#pragma omp parallel for schedule(static) num_threads(threads_) if (n > k_parallel_above)
     for (std::int64_t i = 0; i < n; ++i) d[i] = value;
   }
   void copy(const space_buffer& src, space_buffer& dst) override {
@@ -148,7 +152,7 @@ class cpu_space final : public iterative_space {
     const float* xd = x.data();
     float* yd = y.data();
     const std::int64_t n = x.size();
-#pragma omp parallel for schedule(static) num_threads(threads_)
+#pragma omp parallel for schedule(static) num_threads(threads_) if (n > k_parallel_above)
     for (std::int64_t i = 0; i < n; ++i) yd[i] = a * xd[i] + b * yd[i];
   }
   void lincomb(float a, const space_buffer& x, float b, const space_buffer& y,
@@ -159,13 +163,13 @@ class cpu_space final : public iterative_space {
     const float* yd = y.data();
     float* o = out.data();
     const std::int64_t n = x.size();
-#pragma omp parallel for schedule(static) num_threads(threads_)
+#pragma omp parallel for schedule(static) num_threads(threads_) if (n > k_parallel_above)
     for (std::int64_t i = 0; i < n; ++i) o[i] = a * xd[i] + b * yd[i];
   }
   void invert_above(space_buffer& x, float floor) override {
     float* d = x.data();
     const std::int64_t n = x.size();
-#pragma omp parallel for schedule(static) num_threads(threads_)
+#pragma omp parallel for schedule(static) num_threads(threads_) if (n > k_parallel_above)
     for (std::int64_t i = 0; i < n; ++i) d[i] = d[i] > floor ? 1.0f / d[i] : 0.0f;
   }
   void weighted_residual(const space_buffer& w, const space_buffer& p, const space_buffer& q,
@@ -178,7 +182,7 @@ class cpu_space final : public iterative_space {
     const float* qd = q.data();
     float* o = out.data();
     const std::int64_t n = w.size();
-#pragma omp parallel for schedule(static) num_threads(threads_)
+#pragma omp parallel for schedule(static) num_threads(threads_) if (n > k_parallel_above)
     for (std::int64_t i = 0; i < n; ++i) o[i] = wd[i] * (pd[i] - qd[i]);
   }
   void weighted_update(space_buffer& x, float lambda, const space_buffer& c, const space_buffer& u,
@@ -189,7 +193,7 @@ class cpu_space final : public iterative_space {
     const float* cd = c.data();
     const float* ud = u.data();
     const std::int64_t n = x.size();
-#pragma omp parallel for schedule(static) num_threads(threads_)
+#pragma omp parallel for schedule(static) num_threads(threads_) if (n > k_parallel_above)
     for (std::int64_t i = 0; i < n; ++i) {
       const float v = xd[i] + lambda * cd[i] * ud[i];
       xd[i] = nonnegative ? std::max(v, 0.0f) : v;
@@ -198,7 +202,7 @@ class cpu_space final : public iterative_space {
   void clamp_nonnegative(space_buffer& x) override {
     float* d = x.data();
     const std::int64_t n = x.size();
-#pragma omp parallel for schedule(static) num_threads(threads_)
+#pragma omp parallel for schedule(static) num_threads(threads_) if (n > k_parallel_above)
     for (std::int64_t i = 0; i < n; ++i) d[i] = std::max(d[i], 0.0f);
   }
   void ratio(const space_buffer& p, const space_buffer& q, float eps, space_buffer& out) override {
@@ -208,7 +212,7 @@ class cpu_space final : public iterative_space {
     const float* qd = q.data();
     float* o = out.data();
     const std::int64_t n = p.size();
-#pragma omp parallel for schedule(static) num_threads(threads_)
+#pragma omp parallel for schedule(static) num_threads(threads_) if (n > k_parallel_above)
     for (std::int64_t i = 0; i < n; ++i) o[i] = qd[i] > eps ? pd[i] / qd[i] : 0.0f;
   }
   void multiply_ratio(space_buffer& x, const space_buffer& u, const space_buffer& s,
@@ -219,7 +223,7 @@ class cpu_space final : public iterative_space {
     const float* ud = u.data();
     const float* sd = s.data();
     const std::int64_t n = x.size();
-#pragma omp parallel for schedule(static) num_threads(threads_)
+#pragma omp parallel for schedule(static) num_threads(threads_) if (n > k_parallel_above)
     for (std::int64_t i = 0; i < n; ++i)
       if (sd[i] > eps) xd[i] = xd[i] * ud[i] / sd[i];
   }
@@ -274,17 +278,17 @@ class cpu_space final : public iterative_space {
     const float* b = x.data();
     double t = 1.0;
     for (int k = 0; k < iterations; ++k) {
-#pragma omp parallel for schedule(static) num_threads(threads_)
+#pragma omp parallel for schedule(static) num_threads(threads_) if (n > k_parallel_above)
       for (std::int64_t i = 0; i < n; ++i)
         z[i] = kernels::tv_primal_at(b, rx, ry, rz, d, weight, nonnegative, i);
       const double t_next = kernels::tv_next_t(t);
       const auto momentum = static_cast<float>((t - 1.0) / t_next);
-#pragma omp parallel for schedule(static) num_threads(threads_)
+#pragma omp parallel for schedule(static) num_threads(threads_) if (n > k_parallel_above)
       for (std::int64_t i = 0; i < n; ++i)
         kernels::tv_dual_at(z, rx, ry, rz, px, py, pz, d, weight, momentum, i);
       t = t_next;
     }
-#pragma omp parallel for schedule(static) num_threads(threads_)
+#pragma omp parallel for schedule(static) num_threads(threads_) if (n > k_parallel_above)
     for (std::int64_t i = 0; i < n; ++i)
       z[i] = kernels::tv_primal_at(b, px, py, pz, d, weight, nonnegative, i);
     copy_n(z, x.data(), n);
@@ -317,7 +321,7 @@ class cpu_space final : public iterative_space {
   }
   void copy_n(const float* src, float* dst, std::int64_t n) const {
     if (src == dst || n == 0) return;
-#pragma omp parallel for schedule(static) num_threads(threads_)
+#pragma omp parallel for schedule(static) num_threads(threads_) if (n > k_parallel_above)
     for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i];
   }
   /// Sum over i of term(i) in double: one partial per thread over a fixed partition, summed in
@@ -325,7 +329,7 @@ class cpu_space final : public iterative_space {
   template <class F>
   double reduce(std::int64_t n, F term) {
     const partition part{n, threads_};
-#pragma omp parallel num_threads(threads_)
+#pragma omp parallel num_threads(threads_) if (n > k_parallel_above)
     {
       const int t = omp_get_thread_num();
       const int nt = omp_get_num_threads();

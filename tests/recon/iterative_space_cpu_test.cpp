@@ -40,6 +40,12 @@ struct fixture {
   volume_geometry vg = volume_geometry::centered(15, 11, 9, {1.0, 1.2, 0.9});
 };
 
+/// Odd sizes above the space's serial threshold (16384 elements), so that the element-wise
+/// loops and reductions run in parallel.
+struct large_fixture : fixture {
+  large_fixture() { vg = volume_geometry::centered(31, 27, 23, {1.0, 1.0, 1.0}); }
+};
+
 std::unique_ptr<iterative_space> cpu_space(const geometry& g, const volume_geometry& vg,
                                            int subsets = 1, int threads = 2) {
   space_config cfg;
@@ -64,7 +70,7 @@ space_buffer with(iterative_space& sp, const std::vector<float>& v) {
 // Each step equals its plain loop (float arithmetic; 1 ulp of slack where the library may fuse
 // a multiply-add the loop does not).
 TEST(CpuSpace, ElementWiseStepsMatchPlainLoops) {
-  const fixture f;
+  const large_fixture f;
   auto sp = cpu_space(f.g, f.vg);
   const std::size_t n = static_cast<std::size_t>(f.vg.voxel_count());
   const auto a = random_values(n, 1), b = random_values(n, 2), c = random_values(n, 3, 0, 2);
@@ -143,7 +149,7 @@ TEST(CpuSpace, ElementWiseStepsMatchPlainLoops) {
 // Reductions in double: equal to a double loop up to summation order (1e-12 relative), the same
 // bits for the same thread count; the Poisson log-likelihood with its 0 log 0 = 0 and -inf cases.
 TEST(CpuSpace, ReductionsInDoubleDeterministicForAThreadCount) {
-  const fixture f;
+  const large_fixture f;
   const std::size_t n = static_cast<std::size_t>(f.vg.voxel_count());
   const auto a = random_values(n, 4), b = random_values(n, 5);
   double want = 0;
@@ -198,6 +204,22 @@ TEST(CpuSpace, ProjectorPairOnSubsetsMatchesTheLibrary) {
   EXPECT_EQ(st.forward_calls, 1);
   EXPECT_EQ(st.back_calls, 2);
   EXPECT_EQ(st.buffers_allocated, 3);
+}
+
+// total_variation: a step of height 1 across a plane of nx * nz voxels has TV nx * nz; the CPU
+// override equals the interface's host loop (the base class's default) to rounding.
+TEST(CpuSpace, TotalVariation) {
+  const geometry g = make_cone_geometry(8, 4, 1, 1, 60, 120, {0.0});
+  const volume_geometry vg = volume_geometry::centered(5, 4, 3, {1, 1, 1});
+  auto sp = cpu_space(g, vg);
+  std::vector<float> step(60, 0.0f);
+  for (std::int64_t k = 0; k < 3; ++k)
+    for (std::int64_t j = 2; j < 4; ++j)
+      for (std::int64_t i = 0; i < 5; ++i) step[static_cast<std::size_t>((k * 4 + j) * 5 + i)] = 1;
+  EXPECT_DOUBLE_EQ(sp->total_variation(with(*sp, step)), 15.0);
+  const auto r = random_values(60, 8);
+  const space_buffer x = with(*sp, r);
+  EXPECT_NEAR(sp->total_variation(x), sp->iterative_space::total_variation(x), 1e-9);
 }
 
 /// 0.5 |z - b|^2 + w TV(z), TV as total_variation computes it.
