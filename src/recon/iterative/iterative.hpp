@@ -3,7 +3,10 @@
 // reached through ctforge::reconstruct (src/recon/reconstruct.cpp).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <memory>
 #include <vector>
 
 #include "ctforge/geometry.hpp"
