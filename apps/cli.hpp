@@ -122,11 +122,14 @@ class progress_bar {
   progress_bar& operator=(const progress_bar&) = delete;
   /// fraction in [0, 1].
   void update(double fraction);
+  /// Text shown after the bar from the next update on (e.g. "iteration 3, residual 0.012").
+  void set_status(std::string status) { status_ = std::move(status); }
   /// Erases the bar.
   void done();
 
  private:
   std::string label_;
+  std::string status_;
   bool enabled_;
   bool drawn_ = false;
   std::chrono::steady_clock::time_point start_, last_;

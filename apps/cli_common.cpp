@@ -303,8 +303,9 @@ void progress_bar::update(double fraction) {
   std::string eta;
   if (fraction > 0.02 && fraction < 1.0)
     eta = fmt::format(", {:.0f} s left", elapsed * (1.0 - fraction) / fraction);
-  fmt::print(stderr, "\r{} [{}{}] {:3.0f}% {:.1f} s{}\x1b[K", label_, std::string(filled, '#'),
-             std::string(width - filled, ' '), 100.0 * fraction, elapsed, eta);
+  fmt::print(stderr, "\r{} [{}{}] {:3.0f}% {:.1f} s{}{}{}\x1b[K", label_, std::string(filled, '#'),
+             std::string(width - filled, ' '), 100.0 * fraction, elapsed, eta,
+             status_.empty() ? "" : "; ", status_);
   std::fflush(stderr);
   drawn_ = true;
 }

@@ -1,4 +1,5 @@
-// ctforge recon: FDK / FBP / SIRT reconstruction of a projection file.
+// ctforge recon: FDK / FBP and iterative (SIRT, OS-SART, CGLS, FISTA-TV, OSEM) reconstruction
+// of a projection file.
 #include "ctforge/recon.hpp"
 
 #include <fmt/format.h>
@@ -13,6 +14,7 @@
 
 #include "ctforge/checkpoint.hpp"
 #include "cli.hpp"
+#include "ctforge/detail/atomic_write.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
 #include "ctforge/io.hpp"
@@ -40,10 +42,19 @@ struct recon_cli_options {
   int bin = 1;
   std::string center_of_rotation;  // empty, a column, or "auto"
   double mu_water = io::default_mu_water_per_mm;
-  // SIRT.
+  // Iterative methods.
   int iterations = 50;
   double relaxation = 1.0;
   bool nonnegative = false;
+  int subsets = 10;
+  double tv_weight = 0;
+  int tv_iterations = 20;
+  std::string backprojector = "auto";
+  double tolerance = 0;
+  std::string initial;
+  std::string log_iterations;
+  // The options given on the command line, for "does not apply" errors: name -> option.
+  std::vector<std::pair<std::string, CLI::Option*>> method_options;
   // Resumable runs.
   std::string checkpoint_dir;
   std::int64_t unit_planes = 0;
@@ -85,6 +96,61 @@ std::int64_t planes_within(const geometry& g, const volume_geometry& vg, std::in
   }
 }
 
+/// Whether the option `name` applies to algorithm `a` (the method-specific ones).
+bool applies(const std::string& name, algorithm a) {
+  if (name == "--subsets") return a == algorithm::os_sart || a == algorithm::osem;
+  if (name == "--tv-weight" || name == "--tv-iterations") return a == algorithm::fista_tv;
+  if (name == "--relaxation") return a == algorithm::sirt || a == algorithm::os_sart;
+  if (name == "--nonnegative")
+    return a == algorithm::sirt || a == algorithm::os_sart || a == algorithm::fista_tv ||
+           a == algorithm::cgls;  // CGLS: refused by reconstruct with the reason
+  // --iterations, --backprojector, --tolerance, --initial, --log-iterations:
+  return is_iterative(a);
+}
+
+/// usage_error naming the first option given that does not apply to `a`.
+void refuse_inapplicable(const recon_cli_options& o, algorithm a) {
+  for (const auto& [name, opt] : o.method_options) {
+    if (opt->count() == 0 || applies(name, a)) continue;
+    // --iterations / --relaxation / --nonnegative with FDK / FBP were always accepted (ignored).
+    if (!is_iterative(a) &&
+        (name == "--iterations" || name == "--relaxation" || name == "--nonnegative"))
+      continue;
+    throw usage_error(fmt::format("{}: does not apply to --algorithm {}", name, to_string(a)));
+  }
+}
+
+/// The warm start: any volume file the CLI reads, on exactly the reconstruction grid.
+volume read_initial(const std::string& path, const volume_geometry& vg) {
+  volume v = io::read_volume_any(path);
+  const volume_geometry& h = v.geom;
+  bool same = h.nx == vg.nx && h.ny == vg.ny && h.nz == vg.nz;
+  for (int k = 0; k < 3 && same; ++k)
+    same = std::abs(h.spacing_mm[k] - vg.spacing_mm[k]) <= 1e-4 * vg.spacing_mm[k] &&
+           std::abs(h.origin_mm[k] - vg.origin_mm[k]) <= 1e-3 * vg.spacing_mm[k];
+  CTFORGE_EXPECTS(
+      same, fmt::format("--initial: {} is {} x {} x {} voxels of {:g} x {:g} x {:g} mm "
+                        "from ({:g}, {:g}, {:g}) mm but the reconstruction grid is "
+                        "{} x {} x {} of {:g} x {:g} x {:g} mm from ({:g}, {:g}, {:g}) "
+                        "mm (set --size, --spacing and --origin to match)",
+                        path, h.nx, h.ny, h.nz, h.spacing_mm[0], h.spacing_mm[1], h.spacing_mm[2],
+                        h.origin_mm[0], h.origin_mm[1], h.origin_mm[2], vg.nx, vg.ny, vg.nz,
+                        vg.spacing_mm[0], vg.spacing_mm[1], vg.spacing_mm[2], vg.origin_mm[0],
+                        vg.origin_mm[1], vg.origin_mm[2]));
+  return v;
+}
+
+/// The per-iteration log as CSV, written atomically.
+void write_iteration_log(const std::string& path, const std::vector<iteration_info>& log) {
+  std::string text = "iteration,residual,objective,relative_update,seconds\n";
+  for (const iteration_info& i : log)
+    text += fmt::format("{},{:.9g},{:.9g},{:.9g},{:.6f}\n", i.iteration, i.residual, i.objective,
+                        i.relative_update, i.seconds);
+  io::write_atomically(path, [&](const std::string& tmp) {
+    io::write_file_bytes(tmp, text.data(), text.size(), "--log-iterations " + path);
+  });
+}
+
 void run(const recon_cli_options& o) {
   const stopwatch total;
   recon_options ro;
@@ -95,8 +161,12 @@ void run(const recon_cli_options& o) {
   ro.cutoff = o.cutoff;
   require_thread_count(o.threads);
   require_distinct_paths(
-      {{"--output", o.output}, {"--preview", o.preview}},
-      {{"input", o.input}, {"--geometry", o.geometry}, {"--flat", o.flat}, {"--dark", o.dark}});
+      {{"--output", o.output}, {"--preview", o.preview}, {"--log-iterations", o.log_iterations}},
+      {{"input", o.input},
+       {"--geometry", o.geometry},
+       {"--flat", o.flat},
+       {"--dark", o.dark},
+       {"--initial", o.initial}});
   ro.threads = o.threads;
   const backend_choice bc = parse_backend_options(o.gpu);
   ro.device = bc.device;
@@ -119,6 +189,7 @@ void run(const recon_cli_options& o) {
     require_writable_dir("--output", o.output);
   }
   if (!o.preview.empty()) require_writable_dir("--preview", o.preview);
+  if (!o.log_iterations.empty()) require_writable_dir("--log-iterations", o.log_iterations);
 
   const stopwatch t_read;
   // Any projection format (native, DataExchange, NXtomo, TIFF stack); --geometry describes
@@ -141,6 +212,7 @@ void run(const recon_cli_options& o) {
   // reading only its detector rows from the file (the geometry is read first, alone).
   geometry g = io::read_projection_geometry(o.input, read);
   ro.algo = !o.algorithm.empty() ? parse_algorithm(o.algorithm) : default_algorithm(g);
+  refuse_inapplicable(o, ro.algo);
   const bool analytic = !is_iterative(ro.algo);
   const volume_geometry vg_guess = make_grid(o.grid, g, /*whole_in_memory=*/memory_limit == 0);
   const std::int64_t whole_bytes =
@@ -150,9 +222,9 @@ void run(const recon_cli_options& o) {
   // Slab-wise runs into an HDF5 output never hold the volume whole.
   const bool streamed = slabwise && io::volume_format_of(o.output) == io::volume_format::hdf5;
   CTFORGE_EXPECTS(analytic || memory_limit == 0 || whole_bytes <= memory_limit,
-                  fmt::format("--memory-limit: SIRT holds the projections and the volume whole "
+                  fmt::format("--memory-limit: {} holds the projections and the volume whole "
                               "({} bytes); raise the limit or use fdk / fbp",
-                              whole_bytes));
+                              to_string(ro.algo), whole_bytes));
   io::loaded_projections in;
   if (!slabwise || o.center_of_rotation == "auto") {
     io::projection_read_options whole = read;
@@ -178,18 +250,36 @@ void run(const recon_cli_options& o) {
   ro.iterations = o.iterations;
   ro.relaxation = o.relaxation;
   ro.nonnegative = o.nonnegative;
+  ro.subsets = o.subsets;
+  ro.tv_weight = o.tv_weight;
+  ro.tv_iterations = o.tv_iterations;
+  ro.backprojector = parse_backprojector(o.backprojector);
+  ro.tolerance = o.tolerance;
   const volume_geometry vg = make_grid(o.grid, g, /*whole_in_memory=*/!streamed);
+  volume initial;
+  if (!o.initial.empty()) {
+    initial = read_initial(o.initial, vg);
+    ro.initial = initial.data;
+  }
   const double s_read = t_read.seconds();
 
   if (!notice.empty() && ro.where == backend::automatic) note(o.quiet, "note: " + notice);
   const bool bar_on = !o.quiet && stderr_is_terminal();
   const std::string algo_name = to_string(ro.algo);
-  const std::string where_name = where == backend::cuda && ro.algo != algorithm::cgls
-                                     ? "cuda"
-                                     : (o.reference ? "cpu reference" : "cpu");
+  const std::string where_name =
+      where == backend::cuda ? "cuda" : (o.reference ? "cpu reference" : "cpu");
   progress_bar bar(fmt::format("{} ({}) {}x{}x{}", algo_name, where_name, vg.nx, vg.ny, vg.nz),
                    bar_on);
   if (bar_on) ro.progress = [&bar](double f) { bar.update(f); };
+  // The per-iteration figures: for the log, and on the bar where they cost nothing (OS-SART and
+  // OSEM pay one more forward projection per pass for them).
+  std::vector<iteration_info> log;
+  const bool figures_free = ro.algo != algorithm::os_sart && ro.algo != algorithm::osem;
+  if (is_iterative(ro.algo) && (!o.log_iterations.empty() || (bar_on && figures_free)))
+    ro.on_iteration = [&](const iteration_info& i) {
+      log.push_back(i);
+      bar.set_status(fmt::format("iteration {}, residual {:.4g}", i.iteration, i.residual));
+    };
   const stopwatch t_recon;
   checkpoint_options co;
   co.dir = o.checkpoint_dir;
@@ -275,12 +365,33 @@ void run(const recon_cli_options& o) {
     if (!how.empty()) note(o.quiet, how);
   }
 
-  const std::string method =
-      ro.algo == algorithm::cgls ? fmt::format("{} iterations", ro.iterations)
-      : ro.algo == algorithm::sirt
-          ? fmt::format("{} iterations, relaxation {:g}{}", ro.iterations, ro.relaxation,
-                        ro.nonnegative ? ", non-negative" : "")
-          : fmt::format("filter {} cutoff {:g}", to_string(ro.filter), ro.cutoff);
+  const std::string stopped_early =
+      is_iterative(ro.algo) && !log.empty() && log.back().iteration < ro.iterations
+          ? fmt::format(" (tolerance reached after {})", log.back().iteration)
+          : "";
+  std::string method;
+  switch (ro.algo) {
+    case algorithm::sirt:
+    case algorithm::os_sart:
+      method = fmt::format(
+          "{} iterations{}, relaxation {:g}{}{}", ro.iterations, stopped_early, ro.relaxation,
+          ro.algo == algorithm::os_sart ? fmt::format(", {} subsets", ro.subsets) : "",
+          ro.nonnegative ? ", non-negative" : "");
+      break;
+    case algorithm::cgls:
+      method = fmt::format("{} iterations{}", ro.iterations, stopped_early);
+      break;
+    case algorithm::fista_tv:
+      method = fmt::format("{} iterations{}, TV weight {:g}{}", ro.iterations, stopped_early,
+                           ro.tv_weight, ro.nonnegative ? ", non-negative" : "");
+      break;
+    case algorithm::osem:
+      method = fmt::format("{} iterations{}, {} subsets", ro.iterations, stopped_early, ro.subsets);
+      break;
+    default:
+      method = fmt::format("filter {} cutoff {:g}", to_string(ro.filter), ro.cutoff);
+  }
+  if (!o.log_iterations.empty()) write_iteration_log(o.log_iterations, log);
   const stopwatch t_write;
   io::volume_write_options wo;
   wo.mu_water_per_mm = o.mu_water;
@@ -308,7 +419,9 @@ void run(const recon_cli_options& o) {
 runner add_recon(CLI::App& app) {
   auto o = std::make_shared<recon_cli_options>();
   CLI::App* sub =
-      app.add_subcommand("recon", "Reconstruct a volume from a projection file (FDK / FBP / SIRT)");
+      app.add_subcommand("recon",
+                         "Reconstruct a volume from a projection file (FDK / FBP, or iterative: "
+                         "SIRT, OS-SART, CGLS, FISTA-TV, OSEM)");
   sub->add_option("input", o->input,
                   "Projections: ctforge / DataExchange / NXtomo HDF5, or a TIFF stack (directory, "
                   "glob in quotes, multi-page .tif)")
@@ -319,18 +432,77 @@ runner add_recon(CLI::App& app) {
       ->required()
       ->type_name("FILE");
   sub->add_option("--algorithm", o->algorithm,
-                  "fdk (cone / fan beam), fbp (parallel beam), sirt or cgls (iterative, any "
-                  "geometry). Default: fdk or fbp when the orbit is circular (vector "
-                  "geometries included), sirt otherwise")
+                  "fdk: cone / fan beam, circular orbit (complete, well-sampled scans); "
+                  "fbp: parallel beam, circular orbit; "
+                  "sirt: any geometry, robust, slow to converge; "
+                  "os-sart: SIRT per ordered subset of views, fast first iterations; "
+                  "cgls: least squares by conjugate gradients, fastest on consistent data; "
+                  "fista-tv: least squares plus total variation, for sparse-view, "
+                  "limited-angle and noisy (low-dose) scans of piecewise-constant objects "
+                  "(needs --tv-weight); "
+                  "osem: Poisson likelihood, low-count data, non-negative. "
+                  "Default: fdk or fbp when the orbit is circular (vector geometries included), "
+                  "sirt otherwise")
       ->type_name("NAME");
-  sub->add_option("--iterations", o->iterations, "SIRT / CGLS: number of iterations (>= 1)")
+  const auto method_option = [&](const std::string& name, CLI::Option* opt) {
+    o->method_options.emplace_back(name, opt);
+    return opt;
+  };
+  method_option("--iterations",
+                sub->add_option("--iterations", o->iterations,
+                                "Iterative methods: iterations (OS-SART / OSEM: passes over all "
+                                "subsets), >= 1"))
       ->type_name("N")
       ->capture_default_str();
-  sub->add_option("--relaxation", o->relaxation, "SIRT: step length, in (0, 2)")
+  method_option("--relaxation", sub->add_option("--relaxation", o->relaxation,
+                                                "SIRT / OS-SART: step length, in (0, 2)"))
       ->type_name("L")
       ->capture_default_str();
-  sub->add_flag("--nonnegative", o->nonnegative,
-                "SIRT: clamp the volume at 0 after every iteration");
+  method_option("--nonnegative",
+                sub->add_flag("--nonnegative", o->nonnegative,
+                              "SIRT / OS-SART: clamp the volume at 0 after every update; "
+                              "FISTA-TV: non-negativity in the TV step"));
+  method_option("--subsets",
+                sub->add_option("--subsets", o->subsets,
+                                "OS-SART / OSEM: ordered subsets of views (>= 1, at most the "
+                                "view count)"))
+      ->type_name("N")
+      ->capture_default_str();
+  method_option("--tv-weight",
+                sub->add_option("--tv-weight", o->tv_weight,
+                                "FISTA-TV (required): weight of the total variation, in units of "
+                                "the volume's values (typically 1e-4 to 1e-3 of the object's "
+                                "peak; larger smooths more)"))
+      ->type_name("W");
+  method_option("--tv-iterations",
+                sub->add_option("--tv-iterations", o->tv_iterations,
+                                "FISTA-TV: inner steps of the TV prox per iteration"))
+      ->type_name("N")
+      ->capture_default_str();
+  method_option("--backprojector",
+                sub->add_option("--backprojector", o->backprojector,
+                                "Iterative methods: voxel (voxel-driven, default for SIRT / "
+                                "OS-SART) or matched (the exact transpose of the forward "
+                                "projector, default for the others; CGLS and FISTA-TV need it)"))
+      ->type_name("NAME");
+  method_option("--tolerance",
+                sub->add_option("--tolerance", o->tolerance,
+                                "Iterative methods: stop when the relative update |x_k+1 - x_k| / "
+                                "|x_k+1| falls below T (CGLS: the relative gradient |A^T r| / "
+                                "|A^T p|); 0 = run every iteration"))
+      ->type_name("T")
+      ->capture_default_str();
+  method_option("--initial",
+                sub->add_option("--initial", o->initial,
+                                "Iterative methods: start from this volume (any volume format; its "
+                                "grid must be the reconstruction grid), e.g. an FDK result"))
+      ->type_name("VOL");
+  method_option("--log-iterations",
+                sub->add_option("--log-iterations", o->log_iterations,
+                                "Iterative methods: write iteration,residual,objective,"
+                                "relative_update,seconds per iteration as CSV (residual: "
+                                "|Ax - p| / |p|)"))
+      ->type_name("FILE.csv");
   add_grid_options(sub, o->grid);
   sub->add_option("--filter", o->filter,
                   "Ramp filter window: ram-lak, shepp-logan, cosine, hamming or hann")

@@ -1,8 +1,8 @@
 // Reconstruction API: one entry point for every algorithm and backend.
 #pragma once
 
-#include <cstdint>
 #include <array>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <span>
@@ -17,19 +17,49 @@
 
 namespace ctforge {
 
-/// fdk: filtered back-projection for circular cone / fan beam; fbp: for circular parallel beam;
-/// sirt: the iterative Simultaneous Iterative Reconstruction Technique, for any geometry
-/// (vector geometries included) on the Joseph forward and voxel-driven back projectors.
-enum class algorithm { fdk, fbp, sirt, cgls };
+/// fdk: filtered back-projection for circular cone / fan beam; fbp: for circular parallel beam.
+/// The iterative methods take any geometry (vector geometries included):
+///  * sirt: Simultaneous Iterative Reconstruction Technique, robust, slow to converge;
+///  * os_sart: SIRT's update per ordered subset of views (OS-SART): several updates per pass
+///    over the data, for fast first iterations;
+///  * cgls: conjugate gradients on the least-squares problem: fastest on consistent data;
+///  * fista_tv: least squares plus total variation (FISTA): sparse-view, limited-angle and
+///    noisy (low-dose) scans of piecewise-constant objects;
+///  * osem: ordered-subsets expectation maximisation (Poisson likelihood): low-count data,
+///    non-negative by construction.
+enum class algorithm { fdk, fbp, sirt, cgls, os_sart, fista_tv, osem };
 
-/// SIRT and CGLS (iterations, any geometry) as opposed to FDK / FBP (analytic, circular orbits).
+/// Every method but FDK / FBP (iterations, any geometry).
 inline bool is_iterative(algorithm a) {
-  return a == algorithm::sirt || a == algorithm::cgls;
+  return a != algorithm::fdk && a != algorithm::fbp;
 }
+
+/// The back-projector of an iterative method: voxel-driven (fast; the transpose of the forward
+/// projector only up to the interpolation models) or matched (the exact transpose of the Joseph
+/// forward projector, back_project_matched). automatic: voxel for SIRT and OS-SART, matched for
+/// the others. CGLS and FISTA-TV need the exact transpose and refuse voxel.
+enum class backprojector { automatic, voxel, matched };
+
+/// What an iterative method reports after each iteration (recon_options::on_iteration). For
+/// OS-SART and OSEM an iteration is one pass over every subset.
+struct iteration_info {
+  int iteration = 0;    ///< iterations done (1 after the first)
+  double residual = 0;  ///< |A x - p| / |p| of the new iterate (0 when p = 0)
+  /// SIRT, OS-SART, CGLS: 0.5 |A x - p|^2; FISTA-TV: 0.5 |A x - p|^2 / L + tv_weight TV(x)
+  /// (L = ||A||^2 estimated, see recon_options::tv_weight); OSEM: the negative Poisson
+  /// log-likelihood sum (A x - p log A x) (up to a constant in p; +inf when a ray with data
+  /// sees no activity).
+  double objective = 0;
+  double relative_update = 0;  ///< |x_k+1 - x_k| / |x_k+1| (0 when x_k+1 = 0)
+  double seconds = 0;          ///< since the start of the reconstruction
+};
 enum class filter_window { ram_lak, shepp_logan, cosine, hamming, hann };
 
-algorithm parse_algorithm(std::string_view name);   ///< "fdk", "fbp", "sirt", "cgls"
+/// "fdk", "fbp", "sirt", "os-sart", "cgls", "fista-tv", "osem" (case-insensitive; '_' for '-').
+algorithm parse_algorithm(std::string_view name);
 std::string to_string(algorithm a);
+backprojector parse_backprojector(std::string_view name);  ///< "auto", "voxel", "matched"
+std::string to_string(backprojector b);
 filter_window parse_filter(std::string_view name);  ///< "ram-lak", "shepp-logan", ...
 std::string to_string(filter_window w);
 
@@ -71,9 +101,9 @@ struct sirt_checkpoint {
   /// every `every` iterations, after `seconds` have passed since the last call, and before a
   /// cancelled call throws. May be empty.
   std::function<void(int iterations_done, std::span<const float> x)> save;
-  int every = 0;        ///< 0: not by count
-  double seconds = 0;   ///< 0: not by time
-  int resume_iterations = 0;      ///< iterations already done in resume_x (0: start from x = 0)
+  int every = 0;                    ///< 0: not by count
+  double seconds = 0;               ///< 0: not by time
+  int resume_iterations = 0;        ///< iterations already done in resume_x (0: start from x = 0)
   std::span<const float> resume_x;  ///< the iterate after them, vg.voxel_count() values
 };
 
@@ -81,10 +111,36 @@ struct recon_options {
   algorithm algo = algorithm::fdk;
   filter_window filter = filter_window::ram_lak;
   double cutoff = 1.0;  ///< window cut-off as a fraction of Nyquist, (0, 1]
-  // SIRT and CGLS (filter and cutoff do not apply):
-  int iterations = 50;       ///< SIRT / CGLS iterations, >= 1
-  double relaxation = 1.0;   ///< SIRT step length lambda, in (0, 2)
-  bool nonnegative = false;  ///< SIRT: clamp the volume at 0 after every iteration
+  // Iterative methods (filter and cutoff do not apply):
+  int iterations = 50;      ///< iterations (OS-SART, OSEM: passes over all subsets), >= 1
+  double relaxation = 1.0;  ///< SIRT / OS-SART step length lambda, in (0, 2)
+  /// SIRT / OS-SART: clamp the volume at 0 after every update; FISTA-TV: non-negativity in
+  /// the prox. OSEM is non-negative by construction; CGLS has no constraint (refused).
+  bool nonnegative = false;
+  /// OS-SART / OSEM: ordered subsets of views (subset s holds views s, s + n, s + 2n, ...),
+  /// >= 1, clamped to the view count. 1 = SIRT's simultaneous update (OS-SART) / MLEM (OSEM).
+  int subsets = 10;
+  /// FISTA-TV: weight of the total variation, > 0 (required), in units of the volume's values:
+  /// FISTA-TV minimises 0.5 |A x - p|^2 / L + tv_weight TV(x), L = ||A||^2, so each iteration
+  /// is a gradient step of length 1 and a TV prox of weight tv_weight (isotropic TV, forward
+  /// differences; TV(x) = sum over voxels of |grad x| in value units). Typical: 1e-4 to 1e-3
+  /// of the object's peak value (5e-4 of it suits 30 views with 2% noise); larger smooths more.
+  double tv_weight = 0;
+  int tv_iterations = 20;  ///< FISTA-TV: inner FGP steps of the TV prox, in [1, 10000]
+  /// Iterative methods: the back-projector (see ctforge::backprojector).
+  ctforge::backprojector backprojector = ctforge::backprojector::automatic;
+  /// Iterative methods: stop once the relative update |x_k+1 - x_k| / |x_k+1| falls below
+  /// this (CGLS: the relative normal-equation residual |A^T (p - A x)| / |A^T p|); 0 = run
+  /// every iteration. In [0, 1).
+  double tolerance = 0;
+  /// Iterative methods: the starting volume, vg.voxel_count() values [z][y][x] (a warm start,
+  /// e.g. an FDK result or an earlier run); empty: 0 (OSEM: a positive constant; a warm start
+  /// for OSEM must be non-negative, its zeros stay zero). Not with a SIRT resume.
+  std::span<const float> initial;
+  /// Iterative methods: called after every iteration (from the calling thread) with its
+  /// figures. Computing them costs one more forward projection per iteration for OS-SART and
+  /// OSEM (SIRT, CGLS and FISTA-TV have A x at hand). May be empty.
+  std::function<void(const iteration_info&)> on_iteration;
   backend where = backend::automatic;
   int threads = 0;  ///< CPU threads, 0 = all
   int device = 0;   ///< CUDA device ordinal
@@ -117,17 +173,19 @@ struct recon_options {
 /// (>= 360 deg) get weight 1/2 per redundant ray, or Wang's displaced-detector weights when the
 /// detector reaches further to one side of the rotation axis than to the other (half-fan);
 /// short scans with at least 180 deg + fan angle get Parker weights (combined with the
-/// displaced-detector weights when both apply). SIRT takes any geometry:
-///   x <- x + lambda C B (R (p - A x)),   x0 = 0,
-/// A = forward_project (Joseph), B = back_project (voxel-driven), R = 1 / A(1) (inverse ray
-/// lengths through the grid, 0 for rays that miss it), C = 1 / B(1) (inverse count of views
-/// seeing each voxel, 0 for voxels none sees); each iteration runs one forward and one back
-/// projection on the chosen backend (on CUDA, volume and projections cross PCIe every
-/// iteration). CGLS (CPU) minimises ||A x - p||^2 by conjugate gradients on the normal
-/// equations from x0 = 0, with A = forward_project and its exact transpose
-/// back_project_matched: fewer iterations than SIRT for the same error on consistent data, no
-/// non-negativity, stops early when the gradient vanishes. Throws usage_error on mismatched
-/// input.
+/// displaced-detector weights when both apply). The iterative methods take any geometry and
+/// run in an iterative space (CPU arrays, or GPU arrays that stay on the device), with
+/// A = forward_project (Joseph), B its back-projector (opt.backprojector), x0 = opt.initial or 0:
+///  * SIRT: x <- x + lambda C B (R (p - A x)), R = 1 / A(1) (inverse ray lengths through the
+///    grid, 0 for rays that miss it), C = 1 / B(1) (0 for voxels no view sees);
+///  * OS-SART: the same update per subset s with R_s = 1 / A_s(1), C_s = 1 / B_s(1);
+///  * CGLS: conjugate gradients on A^T A x = A^T p (matched pair), no non-negativity, stops
+///    early when the gradient vanishes;
+///  * FISTA-TV: x <- prox_{tv_weight TV}(y - A^T (A y - p) / L), y the FISTA momentum point,
+///    L = ||A||^2 by power iteration (fixed seed) times 1.05;
+///  * OSEM: x <- x A_s^T(p / A_s x) / A_s^T 1 per subset, from a positive constant; refuses
+///    negative projections.
+/// Throws usage_error on mismatched input or options that do not apply to opt.algo.
 volume reconstruct(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                    const recon_options& opt);
 

@@ -506,15 +506,31 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
                 progress: Union[None, bool, Callable[[float], None]] = None,
                 out: str = "host", checkpoint_dir: Optional[PathLike] = None,
                 unit_planes: int = 0, checkpoint_every: int = 0,
-                checkpoint_seconds: float = 30.0) -> Union[np.ndarray, DeviceArray]:
+                checkpoint_seconds: float = 30.0, subsets: int = 10,
+                tv_weight: Optional[float] = None, tv_iterations: int = 20,
+                backprojector: str = "auto", tolerance: float = 0.0, initial: Any = None,
+                return_log: bool = False) -> Any:
     """Reconstructs a volume (nz, ny, nx) on ``grid`` from line integrals (views, rows, cols):
     what ``ctforge recon`` does, with the same options (README, "Command line").
 
-    ``algorithm``: "fdk" (circular cone / fan beam), "fbp" (parallel beam), "sirt" or "cgls"
-    (any geometry); default :func:`default_algorithm`. ``filter``: ram-lak, shepp-logan,
-    cosine, hamming or hann, with ``cutoff`` in (0, 1] of Nyquist. SIRT: ``iterations``,
-    ``relaxation`` in (0, 2), ``nonnegative``. CGLS (CPU, matched projector pair):
-    ``iterations``. ``progress``: True for a bar on stderr, or a
+    ``algorithm``: "fdk" (circular cone / fan beam), "fbp" (parallel beam), or an iterative
+    method for any geometry: "sirt" (robust, slow), "os-sart" (SIRT per ordered subset of
+    views: fast first iterations), "cgls" (least squares, fastest on consistent data),
+    "fista-tv" (least squares plus total variation: sparse-view, limited-angle, noisy scans)
+    or "osem" (Poisson likelihood: low-count data, non-negative); default
+    :func:`default_algorithm`. ``filter``: ram-lak, shepp-logan, cosine, hamming or hann, with
+    ``cutoff`` in (0, 1] of Nyquist.
+
+    Iterative methods: ``iterations`` (OS-SART / OSEM: passes over all subsets);
+    ``relaxation`` in (0, 2) (SIRT, OS-SART); ``nonnegative`` (SIRT, OS-SART, FISTA-TV);
+    ``subsets`` (OS-SART, OSEM; >= 1, clamped to the view count); ``tv_weight`` (FISTA-TV,
+    required, > 0, in units of the volume's values: typically 1e-4 to 1e-3 of the object's
+    peak) and ``tv_iterations`` (inner steps of the TV prox); ``backprojector``: "auto",
+    "voxel" or "matched" (CGLS and FISTA-TV need matched); ``tolerance``: stop once the
+    relative update falls below it (CGLS: the relative gradient), 0 = off; ``initial``: a
+    warm-start volume (nz, ny, nx) on ``grid``. ``return_log=True`` returns ``(volume, log)``,
+    ``log`` a list of dicts (iteration, residual = |Ax - p| / |p|, objective, relative_update,
+    seconds), one per iteration. ``progress``: True for a bar on stderr, or a
     callable receiving the fraction done (called with the GIL, between batches). Ctrl-C raises
     KeyboardInterrupt after the batch in progress.
 
@@ -541,6 +557,20 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
         data = _device_capsule(projections)
     else:
         data = _as_float32(projections, 3, "projections")
+    if tv_weight is None:
+        tv_weight = 0.0
+    init = None
+    if initial is not None:
+        init = _as_float32(initial, 3, "initial")
+    iterative = algo.lower().replace("_", "-") not in ("fdk", "fbp")
+    if not iterative:
+        for name, given in (("subsets", subsets != 10), ("tv_weight", tv_weight != 0.0),
+                            ("tv_iterations", tv_iterations != 20),
+                            ("backprojector", backprojector != "auto"),
+                            ("tolerance", tolerance != 0.0), ("initial", initial is not None),
+                            ("return_log", bool(return_log))):
+            if given:
+                raise UsageError(f"{name}: does not apply to algorithm {algo}")
     record = "{}"
     if checkpoint_dir is not None:
         if not isinstance(data, np.ndarray):
@@ -560,7 +590,8 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
                              bool(reference), callback, out == "device",
                              _os.fspath(checkpoint_dir) if checkpoint_dir is not None else "",
                              int(unit_planes), int(checkpoint_every), float(checkpoint_seconds),
-                             record)
+                             record, int(subsets), float(tv_weight), int(tv_iterations),
+                             str(backprojector), float(tolerance), init, bool(return_log))
 
 
 def to_device(array: Any, device: int = 0) -> DeviceArray:

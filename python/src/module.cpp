@@ -640,7 +640,9 @@ PYBIND11_MODULE(_core, m) {
          std::int64_t gpu_memory_limit, const std::string& interpolation, bool reference,
          py::object progress, bool out_device, const std::string& checkpoint_dir,
          std::int64_t unit_planes, int checkpoint_every, double checkpoint_seconds,
-         const std::string& run_record) -> py::object {
+         const std::string& run_record, int subsets, double tv_weight, int tv_iterations,
+         const std::string& backprojector_name, double tolerance, const py::object& initial,
+         bool return_log) -> py::object {
         // A NumPy array, or the DLPack capsule of an array on a CUDA device (or on the host).
         farray in;
         projection_view p;
@@ -659,6 +661,26 @@ PYBIND11_MODULE(_core, m) {
         recon_options opt =
             make_recon_options(algo, filter, cutoff, iterations, relaxation, nonnegative, where,
                                device, threads, gpu_memory_limit, interpolation, reference);
+        opt.subsets = subsets;
+        opt.tv_weight = tv_weight;
+        opt.tv_iterations = tv_iterations;
+        opt.backprojector = parse_backprojector(backprojector_name);
+        opt.tolerance = tolerance;
+        farray init;
+        if (!initial.is_none()) {
+          init = require_array(initial, 3, "initial");
+          CTFORGE_EXPECTS(init.shape(0) == vg.nz && init.shape(1) == vg.ny &&
+                              init.shape(2) == vg.nx,
+                          "initial: shape (" + std::to_string(init.shape(0)) + ", " +
+                              std::to_string(init.shape(1)) + ", " +
+                              std::to_string(init.shape(2)) + ") but the grid is (" +
+                              std::to_string(vg.nz) + ", " + std::to_string(vg.ny) + ", " +
+                              std::to_string(vg.nx) + ")");
+          opt.initial = span_of(init);
+        }
+        // The per-iteration figures, collected without the GIL and returned as dicts.
+        std::vector<iteration_info> log;
+        if (return_log) opt.on_iteration = [&log](const iteration_info& i) { log.push_back(i); };
         auto hook = std::make_shared<python_progress>();
         hook->callback = std::move(progress);
         opt.cancel = hook->token;
@@ -694,8 +716,20 @@ PYBIND11_MODULE(_core, m) {
           throw e;  // KeyboardInterrupt, or what the progress callback raised
         }
         if (was_cancelled) throw ctforge::error("reconstruction: cancelled");
-        if (out_device) return py::cast(py_device_array{on_gpu});
-        return to_numpy(std::move(out));
+        py::object result = out_device ? py::cast(py_device_array{on_gpu})
+                                       : py::object(to_numpy(std::move(out)));
+        if (!return_log) return result;
+        py::list rows;
+        for (const iteration_info& i : log) {
+          py::dict d;
+          d["iteration"] = i.iteration;
+          d["residual"] = i.residual;
+          d["objective"] = i.objective;
+          d["relative_update"] = i.relative_update;
+          d["seconds"] = i.seconds;
+          rows.append(d);
+        }
+        return py::make_tuple(result, rows);
       },
       py::arg("projections"), py::arg("geometry"), py::arg("grid"), py::arg("algorithm"),
       py::arg("filter"), py::arg("cutoff"), py::arg("iterations"), py::arg("relaxation"),
@@ -703,7 +737,10 @@ PYBIND11_MODULE(_core, m) {
       py::arg("gpu_memory_limit"), py::arg("gpu_interpolation"), py::arg("reference"),
       py::arg("progress"), py::arg("out_device") = false, py::arg("checkpoint_dir") = "",
       py::arg("unit_planes") = 0, py::arg("checkpoint_every") = 0,
-      py::arg("checkpoint_seconds") = 30.0, py::arg("run_record") = "{}");
+      py::arg("checkpoint_seconds") = 30.0, py::arg("run_record") = "{}",
+      py::arg("subsets") = 10, py::arg("tv_weight") = 0.0, py::arg("tv_iterations") = 20,
+      py::arg("backprojector") = "auto", py::arg("tolerance") = 0.0,
+      py::arg("initial") = py::none(), py::arg("return_log") = false);
   m.def(
       "estimate_center_of_rotation",
       [](const py::handle& proj_obj, const geometry& g) {

@@ -3,13 +3,14 @@
 // (src/recon/iterative_space_cpu.cpp) and the CUDA kernels (src/kernels/iterative_space.cu).
 //
 // The prox of weight `lam` of a volume b ([z][y][x], nx * ny * nz, 64-bit indices) is
-//   x = P_C(b - lam div p*),  p* = argmin over |p_i| <= 1 of |P_C(b - lam div p) - ...|,
+//   x = P_C(b + lam div p*),  p* the maximiser over |p_i| <= 1 of the dual of
+//   min_z 0.5 |z - b|^2 + lam TV(z), TV(z) = max over |p_i| <= 1 of <p, grad z>,
 // reached by iterating, from r = p = 0, t = 1:
-//   z   = P_C(b - lam div r)                                     (tv_primal_at, every voxel)
-//   q   = P_ball(r - grad z / (L lam)), L = 4 * dims (8 in 2D, 12 in 3D)
+//   z   = P_C(b + lam div r)                                     (tv_primal_at, every voxel)
+//   q   = P_ball(r + grad z / (L lam)), L = 4 * dims (8 in 2D, 12 in 3D)
 //   t'  = (1 + sqrt(1 + 4 t^2)) / 2
 //   r   = q + ((t - 1) / t') (q - p),  p = q                       (tv_dual_at, every voxel)
-// and finally x = P_C(b - lam div p) (tv_primal_at with p). P_C clamps at 0 when nonnegative,
+// and finally x = P_C(b + lam div p) (tv_primal_at with p). P_C clamps at 0 when nonnegative,
 // else is the identity. grad: forward differences, 0 across the last plane of each axis
 // (Neumann); div = -grad^T (backward differences with the matching boundary terms). The dual
 // field has one array per axis (px, py, pz); pz is unused (and may be null) when nz == 1.
@@ -31,8 +32,8 @@ struct tv_dims {
 };
 
 /// (div p)_i with div = -grad^T for grad = forward differences, zero at the last index.
-CTFORGE_HD float tv_divergence_at(const float* px, const float* py, const float* pz,
-                                  tv_dims d, std::int64_t i) {
+CTFORGE_HD float tv_divergence_at(const float* px, const float* py, const float* pz, tv_dims d,
+                                  std::int64_t i) {
   const std::int64_t x = i % d.nx;
   const std::int64_t y = (i / d.nx) % d.ny;
   const std::int64_t z = i / (d.nx * d.ny);
@@ -54,14 +55,16 @@ CTFORGE_HD float tv_divergence_at(const float* px, const float* py, const float*
   return div;
 }
 
-/// z_i = P_C(b_i - lam (div p)_i).
+/// z_i = P_C(b_i + lam (div p)_i) = P_C(b_i - lam (grad^T p)_i): the primal point of the dual
+/// field p (TV(z) = max over |p_i| <= 1 of <p, grad z>, so the prox is b - lam grad^T p* with
+/// the dual ascent step of tv_dual_at along +grad z).
 CTFORGE_HD float tv_primal_at(const float* b, const float* px, const float* py, const float* pz,
                               tv_dims d, float lam, bool nonnegative, std::int64_t i) {
-  const float v = b[i] - lam * tv_divergence_at(px, py, pz, d, i);
+  const float v = b[i] + lam * tv_divergence_at(px, py, pz, d, i);
   return nonnegative ? max_f(v, 0.0f) : v;
 }
 
-/// One dual update at voxel i: q = P_ball(r_i - grad(z)_i / (L lam)), then
+/// One dual update at voxel i: q = P_ball(r_i + grad(z)_i / (L lam)), then
 /// r_i = q + momentum (q - p_i), p_i = q, for every axis. `momentum` = (t - 1) / t'.
 /// Reads z (the whole primal iterate) and writes only index i of r and p, so every voxel may
 /// be updated in parallel.
@@ -76,11 +79,9 @@ CTFORGE_HD void tv_dual_at(const float* z, float* rx, float* ry, float* rz, floa
   const float gx = (d.nx > 1 && x < d.nx - 1) ? z[i + 1] - zi : 0.0f;
   const float gy = (d.ny > 1 && y < d.ny - 1) ? z[i + d.nx] - zi : 0.0f;
   const float gz = (three && zz < d.nz - 1) ? z[i + d.nx * d.ny] - zi : 0.0f;
-  // Minus: the dual objective 0.5 |b - lam div p|^2 has gradient lam grad(z) in p (div^T =
-  // -grad), so the projected gradient step descends along -grad z (Beck & Teboulle's L^T).
-  float qx = rx[i] - step * gx;
-  float qy = ry[i] - step * gy;
-  float qz = three ? rz[i] - step * gz : 0.0f;
+  float qx = rx[i] + step * gx;
+  float qy = ry[i] + step * gy;
+  float qz = three ? rz[i] + step * gz : 0.0f;
   // Project onto the unit ball (isotropic TV).
   const float n2 = qx * qx + qy * qy + qz * qz;
   if (n2 > 1.0f) {

@@ -424,8 +424,9 @@ volume reconstruct_resumable(const projection_view& proj, const geometry& g,
     if (note_fn) note_fn(t);
   };
   if (ro.algo == algorithm::sirt) return sirt_checkpointed(proj, g, vg, ro, co, run_record, note);
-  CTFORGE_EXPECTS(ro.algo != algorithm::cgls,
-                  "--checkpoint-dir: CGLS runs are not resumable yet; run without it");
+  CTFORGE_EXPECTS(!is_iterative(ro.algo),
+                  "--checkpoint-dir: " + to_string(ro.algo) +
+                      " runs are not resumable yet (SIRT's are); run without it");
   // Each unit's rows of the detector, copied out of the caller's projections.
   const row_band_source rows = [&](std::int64_t r0, std::int64_t r1) {
     projection_stack band(proj.views, r1 - r0, proj.cols);

@@ -3,10 +3,13 @@
 // callers time exactly the code ctforge::reconstruct runs.
 #pragma once
 
+#include "ctforge/geometry.hpp"
+#include "ctforge/recon.hpp"
 #include "ctforge/volume.hpp"
 #include "kernels/cylinder.cuh"
 #include "kernels/geometry.cuh"
 #include "recon/backproject_cpu.hpp"
+#include "recon/fdk_setup.hpp"
 
 namespace ctforge::detail {
 
@@ -22,5 +25,12 @@ void backproject_filtered_cpu(const padded_projections& proj, const kernels::pro
 void backproject_filtered_cpu(const padded_projections& proj, const kernels::cyl_map* maps,
                               const volume_geometry& vg, bool distance_weighting, float* out,
                               int threads);
+
+/// FDK / FBP on the CPU of a circular geometry `g` after make_fdk_setup (pre-weighting, ramp
+/// filter, back-projection: the fast loop, or opt.reference's double-precision one). Reports
+/// progress through opt.progress and checks opt.cancel.
+volume fdk_reconstruct_cpu(const projection_view& proj, const geometry& g,
+                           const volume_geometry& vg, const recon_options& opt,
+                           const fdk_setup& setup);
 
 }  // namespace ctforge::detail

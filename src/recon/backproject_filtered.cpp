@@ -1,0 +1,258 @@
+// The fast CPU back-projection loop of FDK / FBP and ctforge::back_project
+// (detail::backproject_filtered_cpu, declared in recon/fdk.hpp): AVX2 where the library is built
+// for it, else the portable loop of recon/backproject_cpu.hpp.
+#include <omp.h>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "ctforge/volume.hpp"
+#include "kernels/backproject.cuh"
+#include "kernels/geometry.cuh"
+#include "recon/backproject_cpu.hpp"
+#include "recon/fdk.hpp"
+
+namespace ctforge {
+
+// ---- fast back-projection ------------------------------------------------------------------
+//
+// Same computation as kernels::bp_contribution with kernels::sample_bilinear_padded (clamp of
+// the detector coordinates to [-1, cols] x [-1, rows] of a zero-bordered view, bilinear taps,
+// weight 1/w^2 or 1, nothing for p2 <= 1e-6; rounding differs by a few ulp: fused multiply-adds,
+// 1/w by reciprocal estimate + Newton step), written with AVX2 intrinsics and organised for the
+// cache (fdk tests compare it with the double-precision reference path):
+//  * voxels whose projection misses the detector (contribution exactly 0) are skipped;
+//  * views in batches of ~6 MiB that stay in the last-level cache while all voxels visit them;
+//  * work unit = a block of up to k_block_rows consecutive y rows at one z; for each view the
+//    rows of a block project onto nearly the same detector rows, so the view's footprint stays
+//    in L1/L2 while the block is processed;
+//  * per row and view, two phases: first the tap offsets and weights of all voxels (pure
+//    arithmetic), then the loads: the load addresses are known early, so the loads of many
+//    voxels overlap instead of each waiting behind its own division and rounding chain;
+//  * the two horizontal taps of a row are adjacent floats and are read as one 64-bit load.
+// Without AVX2/FMA (another -march) it falls back to detail::backproject_cpu.
+namespace {
+
+#if defined(__AVX2__) && defined(__FMA__)
+
+constexpr std::int64_t k_block_rows = 32;
+constexpr std::int64_t k_view_batch_bytes = std::int64_t{6} << 20;  // 6 MiB of views per batch
+
+struct row_scratch {
+  std::vector<std::int32_t> idx;  // offset of tap (c0, r0) in the padded view
+  std::vector<float> ac, ar, wt;  // column / row fractions, view weight (0: behind the source)
+  explicit row_scratch(std::int64_t nx)
+      : idx(static_cast<std::size_t>(nx)),
+        ac(static_cast<std::size_t>(nx)),
+        ar(static_cast<std::size_t>(nx)),
+        wt(static_cast<std::size_t>(nx)) {}
+};
+
+// 64-bit loads of the tap pairs at base + a and base + b: [base[a], base[a+1], base[b], base[b+1]].
+inline __m128 load_pairs(const float* base, std::int32_t a, std::int32_t b) {
+  const __m128 lo = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(base + a)));
+  return _mm_loadh_pi(lo, reinterpret_cast<const __m64*>(base + b));
+}
+
+// Voxels i of the row (x0 + i dx, y, z) that can receive a non-zero contribution: in front of
+// the source (p2 > 1e-6) and projecting strictly inside (-1, cols) x (-1, rows), where a
+// bilinear tap can touch the image (outside it every tap reads the zero border). Each condition
+// is linear in x once multiplied by p2 > 0. Solved in double and widened by 2 voxels on each
+// side, so rounding can never drop a voxel that the exact loop would give a non-zero value.
+inline void contributing_range(const kernels::proj_matrix& P, float x0, float dx, float y, float z,
+                               int cols, int rows, int nx, int& lo, int& hi) {
+  const float* m = P.m;
+  const double a0 = double(m[1]) * y + double(m[2]) * z + m[3];
+  const double a1 = double(m[5]) * y + double(m[6]) * z + m[7];
+  const double a2 = double(m[9]) * y + double(m[10]) * z + m[11];
+  double xlo = -std::numeric_limits<double>::infinity(),
+         xhi = std::numeric_limits<double>::infinity();
+  bool empty = false;
+  const auto half_line = [&](double a, double b) {  // a x + b > 0
+    if (a > 0)
+      xlo = std::max(xlo, -b / a);
+    else if (a < 0)
+      xhi = std::min(xhi, -b / a);
+    else if (!(b > 0))
+      empty = true;
+  };
+  const double c = cols, r = rows;
+  half_line(double(m[0]) + m[8], a0 + a2);  // col > -1
+  half_line(c * m[8] - m[0], c * a2 - a0);  // col < cols
+  half_line(double(m[4]) + m[8], a1 + a2);  // row > -1
+  half_line(r * m[8] - m[4], r * a2 - a1);  // row < rows
+  half_line(m[8], a2 - 1e-6);               // p2 > 1e-6
+  if (empty || !(xlo < xhi)) {
+    lo = hi = 0;
+    return;
+  }
+  const double ilo = std::floor((xlo - x0) / dx) - 2, ihi = std::ceil((xhi - x0) / dx) + 3;
+  lo = static_cast<int>(std::clamp(ilo, 0.0, static_cast<double>(nx)));
+  hi = static_cast<int>(std::clamp(ihi, 0.0, static_cast<double>(nx)));
+  if (lo > hi) lo = hi;
+}
+
+// acc[i] += contribution of view (pv, P) to voxel (x0 + i dx, y, z), i in [0, nx). Voxels that
+// project outside the detector (contribution exactly 0) are skipped.
+template <kernels::bp_weighting W>
+void backproject_row_avx2(const kernels::padded_view& pv, const kernels::proj_matrix& P, float x0,
+                          float dx, float y, float z, int nx, float* __restrict acc,
+                          row_scratch& s) {
+  const float* m = P.m;
+  int lo, hi;
+  contributing_range(P, x0, dx, y, z, pv.cols, pv.rows, nx, lo, hi);
+  if (lo >= hi) return;
+  const int vb = lo & ~7;                // vector part [vb, ve) on the same 8-lane grid
+  const int ve = vb + ((hi - vb) & ~7);  // as the unclipped loop; scalar tail [ve, hi)
+  // Phase 1: detector coordinates -> tap offsets and weights.
+  {
+    const __m256 a0 = _mm256_set1_ps(m[1] * y + m[2] * z + m[3]);
+    const __m256 a1 = _mm256_set1_ps(m[5] * y + m[6] * z + m[7]);
+    const __m256 a2 = _mm256_set1_ps(m[9] * y + m[10] * z + m[11]);
+    const __m256 m0 = _mm256_set1_ps(m[0]), m4 = _mm256_set1_ps(m[4]), m8 = _mm256_set1_ps(m[8]);
+    const __m256 vdx = _mm256_set1_ps(dx), vx0 = _mm256_set1_ps(x0);
+    const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256 eps = _mm256_set1_ps(1e-6f), one = _mm256_set1_ps(1.0f),
+                 minus1 = _mm256_set1_ps(-1.0f);
+    const __m256 two = _mm256_set1_ps(2.0f);
+    const __m256 cmax = _mm256_set1_ps(static_cast<float>(pv.cols));
+    const __m256 rmax = _mm256_set1_ps(static_cast<float>(pv.rows));
+    const __m256i pitch = _mm256_set1_epi32(pv.pitch), base = _mm256_set1_epi32(pv.pitch + 1);
+    for (int i = vb; i < ve; i += 8) {
+      const __m256 x =
+          _mm256_fmadd_ps(_mm256_add_ps(_mm256_set1_ps(static_cast<float>(i)), lane), vdx, vx0);
+      const __m256 p0 = _mm256_fmadd_ps(m0, x, a0);
+      const __m256 p1 = _mm256_fmadd_ps(m4, x, a1);
+      const __m256 p2 = _mm256_fmadd_ps(m8, x, a2);
+      // 1 / max(p2, eps): reciprocal estimate + one Newton step (relative error ~1e-7, a few
+      // ulp; measured ~15 % faster than vdivps here).
+      const __m256 wc = _mm256_max_ps(p2, eps);
+      const __m256 r0 = _mm256_rcp_ps(wc);
+      const __m256 inv = _mm256_mul_ps(r0, _mm256_fnmadd_ps(wc, r0, two));
+      const __m256 col = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(p0, inv), minus1), cmax);
+      const __m256 row = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(p1, inv), minus1), rmax);
+      const __m256 fc = _mm256_floor_ps(col), fr = _mm256_floor_ps(row);
+      const __m256i off =
+          _mm256_add_epi32(_mm256_add_epi32(_mm256_mullo_epi32(_mm256_cvttps_epi32(fr), pitch),
+                                            _mm256_cvttps_epi32(fc)),
+                           base);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(s.idx.data() + i), off);
+      _mm256_storeu_ps(s.ac.data() + i, _mm256_sub_ps(col, fc));
+      _mm256_storeu_ps(s.ar.data() + i, _mm256_sub_ps(row, fr));
+      const __m256 in_front = _mm256_cmp_ps(p2, eps, _CMP_GT_OQ);
+      const __m256 w = W == kernels::bp_weighting::fdk ? _mm256_mul_ps(inv, inv) : one;
+      _mm256_storeu_ps(s.wt.data() + i, _mm256_and_ps(w, in_front));
+    }
+  }
+  // Phase 2: taps, bilinear interpolation, accumulation.
+  const float* top = pv.data;
+  const float* bottom = pv.data + pv.pitch;
+  for (int i = vb; i < ve; i += 8) {
+    const std::int32_t* o = s.idx.data() + i;
+    // t0 = [v0 pair, v1 pair | v4 pair, v5 pair], t1 = [v2, v3 | v6, v7]
+    const __m256 t0 = _mm256_insertf128_ps(_mm256_castps128_ps256(load_pairs(top, o[0], o[1])),
+                                           load_pairs(top, o[4], o[5]), 1);
+    const __m256 t1 = _mm256_insertf128_ps(_mm256_castps128_ps256(load_pairs(top, o[2], o[3])),
+                                           load_pairs(top, o[6], o[7]), 1);
+    const __m256 b0 = _mm256_insertf128_ps(_mm256_castps128_ps256(load_pairs(bottom, o[0], o[1])),
+                                           load_pairs(bottom, o[4], o[5]), 1);
+    const __m256 b1 = _mm256_insertf128_ps(_mm256_castps128_ps256(load_pairs(bottom, o[2], o[3])),
+                                           load_pairs(bottom, o[6], o[7]), 1);
+    const __m256 t00 = _mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(2, 0, 2, 0));  // left taps, v0..v7
+    const __m256 t01 = _mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 1, 3, 1));  // right taps
+    const __m256 t10 = _mm256_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m256 t11 = _mm256_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1));
+    const __m256 ac = _mm256_loadu_ps(s.ac.data() + i), ar = _mm256_loadu_ps(s.ar.data() + i);
+    const __m256 one_ac = _mm256_sub_ps(_mm256_set1_ps(1.0f), ac);
+    const __m256 one_ar = _mm256_sub_ps(_mm256_set1_ps(1.0f), ar);
+    // (1 - ar) ((1 - ac) t00 + ac t01) + ar ((1 - ac) t10 + ac t11), as in sample_bilinear_padded
+    const __m256 up = _mm256_fmadd_ps(ac, t01, _mm256_mul_ps(one_ac, t00));
+    const __m256 down = _mm256_fmadd_ps(ac, t11, _mm256_mul_ps(one_ac, t10));
+    const __m256 v = _mm256_fmadd_ps(ar, down, _mm256_mul_ps(one_ar, up));
+    _mm256_storeu_ps(
+        acc + i, _mm256_fmadd_ps(v, _mm256_loadu_ps(s.wt.data() + i), _mm256_loadu_ps(acc + i)));
+  }
+  // Tail: the shared scalar code.
+  const auto sample = [&pv](float c, float r) { return kernels::sample_bilinear_padded(pv, c, r); };
+  for (int i = ve; i < hi; ++i)
+    acc[i] += kernels::bp_contribution<W>(P, x0 + static_cast<float>(i) * dx, y, z, sample);
+}
+
+template <kernels::bp_weighting W>
+void backproject_blocked(const detail::padded_projections& proj, const kernels::proj_matrix* mats,
+                         const volume_geometry& vg, float* out, int threads) {
+  const std::int64_t nx = vg.nx, ny = vg.ny, nz = vg.nz;
+  CTFORGE_EXPECTS(nx < (std::int64_t{1} << 30), "back-projection: nx too large");
+  const int nt = threads > 0 ? threads : omp_get_max_threads();
+  // Blocks of up to k_block_rows rows; smaller when that would leave threads idle.
+  const std::int64_t block = std::clamp<std::int64_t>(ny * nz / (4 * nt), 1, k_block_rows);
+  const std::int64_t blocks_per_slice = (ny + block - 1) / block;
+  const std::int64_t units = nz * blocks_per_slice;
+  // Views are taken in batches small enough to stay in the last-level cache while every block
+  // of the volume visits them: the taps of off-mid-plane slices are scattered over many
+  // detector rows, and fetching them from DRAM for every block was the bottleneck.
+  const std::int64_t view_bytes = proj.view_stride * static_cast<std::int64_t>(sizeof(float));
+  const std::int64_t batch =
+      std::clamp<std::int64_t>(k_view_batch_bytes / std::max<std::int64_t>(view_bytes, 1), 1,
+                               std::max<std::int64_t>(proj.views, 1));
+  const float x0 = static_cast<float>(vg.origin_mm[0]), dx = static_cast<float>(vg.spacing_mm[0]);
+#pragma omp parallel num_threads(nt)
+  {
+    row_scratch scratch(nx);
+    for (std::int64_t v0 = 0; v0 < proj.views; v0 += batch) {
+      const std::int64_t v1 = std::min(proj.views, v0 + batch);
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t u = 0; u < units; ++u) {
+        const std::int64_t k = u / blocks_per_slice, j0 = (u % blocks_per_slice) * block;
+        const std::int64_t rows = std::min(block, ny - j0);
+        const float z =
+            static_cast<float>(vg.origin_mm[2] + static_cast<double>(k) * vg.spacing_mm[2]);
+        for (std::int64_t v = v0; v < v1; ++v) {
+          const kernels::padded_view pv = proj.view(v);
+          for (std::int64_t b = 0; b < rows; ++b) {
+            const float y = static_cast<float>(vg.origin_mm[1] +
+                                               static_cast<double>(j0 + b) * vg.spacing_mm[1]);
+            backproject_row_avx2<W>(pv, mats[v], x0, dx, y, z, static_cast<int>(nx),
+                                    out + (k * ny + j0 + b) * nx, scratch);
+          }
+        }
+      }  // implicit barrier: the next batch adds to the same voxels
+    }
+  }
+}
+
+#endif  // AVX2 && FMA
+
+}  // namespace
+
+void detail::backproject_filtered_cpu(const padded_projections& proj,
+                                      const kernels::proj_matrix* mats, const volume_geometry& vg,
+                                      bool distance_weighting, float* out, int threads) {
+#if defined(__AVX2__) && defined(__FMA__)
+  if (distance_weighting)
+    backproject_blocked<kernels::bp_weighting::fdk>(proj, mats, vg, out, threads);
+  else
+    backproject_blocked<kernels::bp_weighting::none>(proj, mats, vg, out, threads);
+#else
+  if (distance_weighting)
+    backproject_cpu<kernels::bp_weighting::fdk>(proj, mats, vg, out, 0, vg.nz, threads);
+  else
+    backproject_cpu<kernels::bp_weighting::none>(proj, mats, vg, out, 0, vg.nz, threads);
+#endif
+}
+
+void detail::backproject_filtered_cpu(const padded_projections& proj, const kernels::cyl_map* maps,
+                                      const volume_geometry& vg, bool distance_weighting,
+                                      float* out, int threads) {
+  if (distance_weighting)
+    backproject_cpu_curved<kernels::bp_weighting::fdk>(proj, maps, vg, out, threads);
+  else
+    backproject_cpu_curved<kernels::bp_weighting::none>(proj, maps, vg, out, threads);
+}
+
+}  // namespace ctforge

@@ -1,0 +1,241 @@
+// What the iterative methods share: option validation, the space they run in, the projections
+// uploaded into it, progress / cancellation, the per-iteration report and the stopping rule.
+#include "recon/iterative/iterative.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/finite_scan.hpp"
+#include "ctforge/error.hpp"
+
+namespace ctforge::detail {
+
+namespace {
+
+const char* display_name(algorithm a) {
+  switch (a) {
+    case algorithm::sirt:
+      return "SIRT";
+    case algorithm::os_sart:
+      return "OS-SART";
+    case algorithm::cgls:
+      return "CGLS";
+    case algorithm::fista_tv:
+      return "FISTA-TV";
+    case algorithm::osem:
+      return "OSEM";
+    default:
+      return "reconstruction";
+  }
+}
+
+}  // namespace
+
+backprojector_kind backprojector_for(const recon_options& opt) {
+  switch (opt.backprojector) {
+    case backprojector::voxel:
+      return backprojector_kind::voxel;
+    case backprojector::matched:
+      return backprojector_kind::matched;
+    case backprojector::automatic:
+      break;
+  }
+  return opt.algo == algorithm::sirt || opt.algo == algorithm::os_sart
+             ? backprojector_kind::voxel
+             : backprojector_kind::matched;
+}
+
+void validate_iterative(const projection_view& proj, const geometry& g, const volume_geometry& vg,
+                        const recon_options& opt) {
+  const char* name = display_name(opt.algo);
+  require_host(proj, name);
+  g.validate();
+  vg.validate();
+  CTFORGE_EXPECTS(opt.iterations >= 1 && opt.iterations <= 1000000,
+                  fmt::format("--iterations: must be in [1, 1000000] (got {})", opt.iterations));
+  CTFORGE_EXPECTS(std::isfinite(opt.relaxation) && opt.relaxation > 0 && opt.relaxation < 2,
+                  fmt::format("--relaxation: must be in (0, 2) (got {})", opt.relaxation));
+  CTFORGE_EXPECTS(proj.views == g.view_count() && proj.rows == g.rows && proj.cols == g.cols,
+                  fmt::format("projections are {} views x {} rows x {} cols but the geometry has "
+                              "{} x {} x {}",
+                              proj.views, proj.rows, proj.cols, g.view_count(), g.rows, g.cols));
+  CTFORGE_EXPECTS(static_cast<std::int64_t>(proj.data.size()) == proj.size(),
+                  "projection data size does not match its dimensions");
+  CTFORGE_EXPECTS(opt.subsets >= 1, fmt::format("--subsets: must be >= 1 (got {})", opt.subsets));
+  CTFORGE_EXPECTS(std::isfinite(opt.tolerance) && opt.tolerance >= 0 && opt.tolerance < 1,
+                  fmt::format("--tolerance: must be in [0, 1) (got {})", opt.tolerance));
+  if (opt.algo == algorithm::fista_tv) {
+    CTFORGE_EXPECTS(std::isfinite(opt.tv_weight) && opt.tv_weight > 0,
+                    fmt::format("--tv-weight: FISTA-TV needs a weight > 0 in units of the "
+                                "volume's values, e.g. 1/100 of the object's peak (got {})",
+                                opt.tv_weight));
+    CTFORGE_EXPECTS(
+        opt.tv_iterations >= 1 && opt.tv_iterations <= 10000,
+        fmt::format("--tv-iterations: must be in [1, 10000] (got {})", opt.tv_iterations));
+  }
+  if (opt.backprojector == backprojector::voxel &&
+      (opt.algo == algorithm::cgls || opt.algo == algorithm::fista_tv))
+    throw usage_error(fmt::format(
+        "--backprojector voxel: {} needs the exact transpose of the forward projector; use "
+        "matched (the default)",
+        name));
+  if (opt.algo == algorithm::cgls)
+    CTFORGE_EXPECTS(!opt.nonnegative,
+                    "--nonnegative: CGLS has no constraint step; use --algorithm sirt, os-sart, "
+                    "fista-tv or osem");
+  if (!opt.initial.empty()) {
+    CTFORGE_EXPECTS(static_cast<std::int64_t>(opt.initial.size()) == vg.voxel_count(),
+                    fmt::format("--initial: holds {} values but the grid has {} x {} x {} = {} "
+                                "voxels",
+                                opt.initial.size(), vg.nx, vg.ny, vg.nz, vg.voxel_count()));
+    const std::int64_t bad = first_non_finite(opt.initial.data(), vg.voxel_count(), opt.threads);
+    CTFORGE_EXPECTS(bad < 0, fmt::format("--initial: non-finite value at voxel {}", bad));
+    CTFORGE_EXPECTS(opt.sirt_state.resume_iterations == 0,
+                    "--initial: a resumed SIRT run starts from its saved iterate");
+    if (opt.algo == algorithm::osem)
+      for (const float v : opt.initial)
+        CTFORGE_EXPECTS(v >= 0, fmt::format("--initial: OSEM needs a non-negative start (holds "
+                                            "{})",
+                                            v));
+  }
+  if (opt.algo != algorithm::sirt)
+    CTFORGE_EXPECTS(opt.sirt_state.resume_iterations == 0 && !opt.sirt_state.save,
+                    fmt::format("--checkpoint-dir: saving and resuming the iterate is for SIRT "
+                                "({} keeps more state)",
+                                name));
+  if (opt.algo == algorithm::osem) {
+    // Rounding leaves values like -1e-19 in computed projections: below 1e-6 of the largest
+    // value they count as 0 (upload_projections clamps them).
+    const auto* d = proj.data.data();
+    float peak = 0;
+    for (std::int64_t i = 0; i < proj.size(); ++i) peak = std::max(peak, std::abs(d[i]));
+    for (std::int64_t i = 0; i < proj.size(); ++i)
+      if (d[i] < -1e-6f * peak) {
+        const std::int64_t plane = proj.rows * proj.cols;
+        throw usage_error(fmt::format(
+            "OSEM: the projections hold a negative value ({}) at view {}, row {}, column {}; "
+            "OSEM models counts-like non-negative data (use sirt, cgls or fista-tv)",
+            d[i], i / plane, (i % plane) / proj.cols, i % proj.cols));
+      }
+  }
+}
+
+iterative_run::iterative_run(const projection_view& proj, const geometry& g,
+                             const volume_geometry& vg, const recon_options& opt, backend where,
+                             const char* name)
+    : proj_(proj), vg_(vg), opt_(opt), name_(name), kind_(backprojector_for(opt)) {
+  start_ = std::chrono::steady_clock::now();
+  space_config cfg;
+  cfg.where = where;
+  cfg.threads = opt.threads;
+  cfg.device = opt.device;
+  cfg.gpu_memory_limit_bytes = opt.gpu_memory_limit_bytes;
+  cfg.gpu_hardware_interpolation = opt.gpu_hardware_interpolation;
+  cfg.subset_count =
+      opt.algo == algorithm::os_sart || opt.algo == algorithm::osem ? opt.subsets : 1;
+  space_ = make_space(g, vg, cfg);
+  double s = 0;
+  for (const float v : proj.data) s += static_cast<double>(v) * v;
+  p_norm2_ = s;
+}
+
+space_buffer iterative_run::upload_projections(int subset) {
+  space_buffer b = space_->projections(subset);
+  const std::int64_t pixels = proj_.rows * proj_.cols;
+  const bool clamp = opt_.algo == algorithm::osem;  // rounding negatives (validate_iterative)
+  if (subset < 0 && !clamp) {
+    space_->upload(proj_.data, b);
+    return b;
+  }
+  const auto& views = space_->views_of(subset);
+  std::vector<float> host(static_cast<std::size_t>(b.size()));
+  for (std::size_t k = 0; k < views.size(); ++k)
+    std::memcpy(host.data() + static_cast<std::int64_t>(k) * pixels, proj_.view(views[k]),
+                static_cast<std::size_t>(pixels) * sizeof(float));
+  if (clamp)
+    for (float& v : host) v = std::max(v, 0.0f);
+  space_->upload(host, b);
+  return b;
+}
+
+space_buffer iterative_run::initial_volume(float fill, bool* from_initial, bool track_update) {
+  space_buffer x = space_->volume();
+  if (!opt_.initial.empty()) {
+    space_->upload(opt_.initial, x);
+  } else if (fill != 0.0f) {
+    space_->fill(x, fill);
+  }
+  if (from_initial) *from_initial = !opt_.initial.empty();
+  if (track_update && wants_update()) x_before_ = space_->volume();
+  return x;
+}
+
+void iterative_run::before_update(const space_buffer& x) {
+  if (!x_before_.empty()) space_->copy(x, x_before_);
+}
+
+double iterative_run::relative_update(const space_buffer& x) {
+  if (x_before_.empty()) return 0;
+  space_->lincomb(1.0f, x, -1.0f, x_before_, x_before_);
+  return relative_norm(space_->dot(x_before_, x_before_), space_->dot(x, x));
+}
+
+void iterative_run::progress(double fraction) {
+  if (opt_.progress) opt_.progress(std::clamp(fraction, 0.0, 1.0));
+  opt_.cancel.throw_if_requested(name_);
+}
+
+bool iterative_run::end_iteration(int done, double residual, double objective, double rel_update,
+                                  double criterion) {
+  if (opt_.on_iteration) {
+    iteration_info info;
+    info.iteration = done;
+    info.residual = residual;
+    info.objective = objective;
+    info.relative_update = rel_update;
+    info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    opt_.on_iteration(info);
+  }
+  // (OSEM's objective is +inf, honestly, when a ray with data sees no activity.)
+  CTFORGE_CHECK(std::isfinite(criterion) && std::isfinite(residual) && !std::isnan(objective),
+                fmt::format("{}: the iteration became non-finite at iteration {} (inconsistent "
+                            "input?)",
+                            name_, done));
+  const bool stop = opt_.tolerance > 0 && criterion < opt_.tolerance;
+  progress(stop ? 1.0 : static_cast<double>(done) / static_cast<double>(opt_.iterations));
+  return stop;
+}
+
+volume iterative_run::result(const space_buffer& x) {
+  volume out(vg_);
+  space_->download(x, out.data);
+  const std::int64_t bad = first_non_finite(out.data.data(), vg_.voxel_count(), opt_.threads);
+  CTFORGE_CHECK(bad < 0,
+                fmt::format("{}: the iterate became non-finite (inconsistent input?)", name_));
+  return out;
+}
+
+volume iterative_reconstruct(const projection_view& proj, const geometry& g,
+                             const volume_geometry& vg, const recon_options& opt, backend where) {
+  iterative_run run(proj, g, vg, opt, where, display_name(opt.algo));
+  switch (opt.algo) {
+    case algorithm::sirt:
+      return run_sirt(run);
+    case algorithm::os_sart:
+      return run_os_sart(run);
+    case algorithm::cgls:
+      return run_cgls(run);
+    case algorithm::fista_tv:
+      return run_fista_tv(run);
+    case algorithm::osem:
+      return run_osem(run);
+    default:
+      break;
+  }
+  throw usage_error(fmt::format("--algorithm {}: not an iterative method", to_string(opt.algo)));
+}
+
+}  // namespace ctforge::detail

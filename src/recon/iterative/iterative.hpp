@@ -1,0 +1,99 @@
+// The iterative methods (SIRT, OS-SART, CGLS, FISTA-TV, OSEM), written once against
+// detail::iterative_space (src/recon/iterative_space.hpp) so that they run on every backend;
+// reached through ctforge::reconstruct (src/recon/reconstruct.cpp).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "ctforge/geometry.hpp"
+#include "ctforge/recon.hpp"
+#include "ctforge/volume.hpp"
+#include "recon/iterative_space.hpp"
+
+namespace ctforge::detail {
+
+/// Validates the options of an iterative method (iterations, relaxation, subsets, TV weight,
+/// tolerance, back-projector, warm start) and the projections against the geometry; throws
+/// usage_error naming the option or mismatch.
+void validate_iterative(const projection_view& proj, const geometry& g, const volume_geometry& vg,
+                        const recon_options& opt);
+
+/// The back-projector opt.algo runs with (automatic resolved).
+backprojector_kind backprojector_for(const recon_options& opt);
+
+/// Runs opt.algo (iterative) of `vg` from `proj` on backend `where` (cpu or cuda, already
+/// resolved), after validate_iterative. Reports progress once per iteration.
+volume iterative_reconstruct(const projection_view& proj, const geometry& g,
+                             const volume_geometry& vg, const recon_options& opt, backend where);
+
+/// What every method shares while it runs: the space, the projections in it, the progress /
+/// cancellation / per-iteration report, and the relative update.
+class iterative_run {
+ public:
+  iterative_run(const projection_view& proj, const geometry& g, const volume_geometry& vg,
+                const recon_options& opt, backend where, const char* name);
+
+  iterative_space& space() { return *space_; }
+  const recon_options& options() const { return opt_; }
+  const char* name() const { return name_; }
+  const projection_view& host_projections() const { return proj_; }
+  backprojector_kind kind() const { return kind_; }
+
+  /// The projections of subset s (-1: all views) uploaded into a new buffer.
+  space_buffer upload_projections(int subset);
+  /// |p|^2 of the whole data (double).
+  double data_norm2() const { return p_norm2_; }
+  /// A volume buffer holding opt.initial, or `fill` everywhere when there is none; sets
+  /// *from_initial. `track_update`: keep a volume for before_update / relative_update.
+  space_buffer initial_volume(float fill, bool* from_initial = nullptr, bool track_update = true);
+
+  /// Whether the per-iteration figures are wanted (opt.on_iteration set).
+  bool wants_figures() const { return static_cast<bool>(opt_.on_iteration); }
+  /// Whether the relative update is wanted (figures or a tolerance).
+  bool wants_update() const { return wants_figures() || opt_.tolerance > 0; }
+
+  /// Before an update of x: keeps a copy of it (when the relative update is wanted).
+  void before_update(const space_buffer& x);
+  /// After it: |x - x_before| / |x| (0 when not wanted or x = 0).
+  double relative_update(const space_buffer& x);
+
+  /// Progress (fraction done) and the cancellation check.
+  void progress(double fraction);
+  /// Reports iteration `done` (1-based) to on_iteration and progress; says whether to stop
+  /// (the criterion fell below the tolerance). `criterion`: the relative update, or what the
+  /// method stops on.
+  bool end_iteration(int done, double residual, double objective, double rel_update,
+                     double criterion);
+
+  /// The result, downloaded; runtime error naming the method when it holds a non-finite value.
+  volume result(const space_buffer& x);
+
+ private:
+  const projection_view& proj_;
+  const volume_geometry vg_;
+  const recon_options& opt_;
+  const char* name_;
+  backprojector_kind kind_;
+  std::unique_ptr<iterative_space> space_;
+  space_buffer x_before_;
+  double p_norm2_ = 0;
+  std::chrono::steady_clock::time_point start_;
+};
+
+/// The methods (one file each under src/recon/iterative/).
+volume run_sirt(iterative_run& run);
+volume run_os_sart(iterative_run& run);
+volume run_cgls(iterative_run& run);
+volume run_fista_tv(iterative_run& run);
+volume run_osem(iterative_run& run);
+
+/// sqrt(max(a, 0) / b), 0 when b is not positive.
+inline double relative_norm(double a2, double b2) {
+  return b2 > 0 ? std::sqrt(std::max(a2, 0.0) / b2) : 0.0;
+}
+
+}  // namespace ctforge::detail

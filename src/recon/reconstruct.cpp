@@ -1,0 +1,244 @@
+// ctforge::reconstruct: validation, backend selection and dispatch to FDK / FBP
+// (src/recon/fdk.cpp on the CPU, src/kernels on CUDA) and the iterative methods
+// (src/recon/iterative/), and the option parsers of include/ctforge/recon.hpp.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+#include <string>
+
+#include "core/parallel_copy.hpp"
+#include "ctforge/error.hpp"
+#include "ctforge/geometry.hpp"
+#include "ctforge/recon.hpp"
+#include "recon/cuda_dispatch.hpp"
+#include "recon/fdk.hpp"
+#include "recon/fdk_geometry.hpp"
+#include "recon/fdk_setup.hpp"
+#include "recon/iterative/iterative.hpp"
+
+namespace ctforge {
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string r(s);
+  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return r;
+}
+
+}  // namespace
+
+algorithm parse_algorithm(std::string_view name) {
+  std::string n = lower(name);
+  std::replace(n.begin(), n.end(), '_', '-');
+  if (n == "fdk") return algorithm::fdk;
+  if (n == "fbp") return algorithm::fbp;
+  if (n == "sirt") return algorithm::sirt;
+  if (n == "cgls") return algorithm::cgls;
+  if (n == "os-sart") return algorithm::os_sart;
+  if (n == "fista-tv") return algorithm::fista_tv;
+  if (n == "osem") return algorithm::osem;
+  throw usage_error(fmt::format(
+      "--algorithm: unknown algorithm '{}' (expected fdk, fbp, sirt, os-sart, cgls, fista-tv or "
+      "osem)",
+      name));
+}
+
+std::string to_string(algorithm a) {
+  switch (a) {
+    case algorithm::fdk:
+      return "fdk";
+    case algorithm::fbp:
+      return "fbp";
+    case algorithm::sirt:
+      return "sirt";
+    case algorithm::cgls:
+      return "cgls";
+    case algorithm::os_sart:
+      return "os-sart";
+    case algorithm::fista_tv:
+      return "fista-tv";
+    case algorithm::osem:
+      return "osem";
+  }
+  return "fdk";
+}
+
+backprojector parse_backprojector(std::string_view name) {
+  const std::string n = lower(name);
+  if (n == "auto" || n == "automatic") return backprojector::automatic;
+  if (n == "voxel") return backprojector::voxel;
+  if (n == "matched") return backprojector::matched;
+  throw usage_error(fmt::format(
+      "--backprojector: unknown back-projector '{}' (expected voxel or matched)", name));
+}
+
+std::string to_string(backprojector b) {
+  switch (b) {
+    case backprojector::automatic:
+      return "auto";
+    case backprojector::voxel:
+      return "voxel";
+    case backprojector::matched:
+      return "matched";
+  }
+  return "auto";
+}
+
+filter_window parse_filter(std::string_view name) {
+  std::string n = lower(name);
+  std::replace(n.begin(), n.end(), '_', '-');
+  if (n == "ram-lak" || n == "ramlak" || n == "ramp") return filter_window::ram_lak;
+  if (n == "shepp-logan") return filter_window::shepp_logan;
+  if (n == "cosine") return filter_window::cosine;
+  if (n == "hamming") return filter_window::hamming;
+  if (n == "hann" || n == "hanning") return filter_window::hann;
+  throw usage_error(fmt::format(
+      "--filter: unknown filter '{}' (expected ram-lak, shepp-logan, cosine, hamming or hann)",
+      name));
+}
+
+std::string to_string(filter_window w) {
+  switch (w) {
+    case filter_window::ram_lak:
+      return "ram-lak";
+    case filter_window::shepp_logan:
+      return "shepp-logan";
+    case filter_window::cosine:
+      return "cosine";
+    case filter_window::hamming:
+      return "hamming";
+    case filter_window::hann:
+      return "hann";
+  }
+  return "ram-lak";
+}
+
+algorithm default_algorithm(const geometry& g) {
+  const algorithm analytic = g.beam == beam_kind::cone ? algorithm::fdk : algorithm::fbp;
+  if (g.orbit) return analytic;
+  try {
+    (void)detail::make_circular_equivalent(g, "");
+    return analytic;
+  } catch (const usage_error&) {
+    return algorithm::sirt;
+  }
+}
+
+namespace {
+
+/// reconstruct, or (device_out) reconstruct_to_device.
+volume reconstruct_impl(const projection_view& proj, const geometry& g, const volume_geometry& vg,
+                        const recon_options& opt, device_array* device_out) {
+  vg.validate();
+  detail::require_thread_count(opt.threads);
+  // Data in GPU memory is never read on the host: only the CUDA FDK / FBP pipeline takes it.
+  const bool on_device = proj.space == memory_space::cuda_device;
+  if (on_device || device_out) {
+    const char* what = on_device ? "projections in GPU memory" : "a volume kept in GPU memory";
+    CTFORGE_EXPECTS(!is_iterative(opt.algo), std::string(what) + " need --algorithm fdk or fbp (" +
+                                                 to_string(opt.algo) + " runs on the host)");
+    CTFORGE_EXPECTS(!opt.reference, std::string(what) + " need the CUDA backend, not --reference");
+    CTFORGE_EXPECTS(opt.where != backend::cpu,
+                    std::string(what) + " need the CUDA backend, not --backend cpu");
+    CTFORGE_EXPECTS(static_cast<std::int64_t>(proj.data.size()) == proj.size(),
+                    "projection data size does not match its dimensions");
+    if (resolve_backend(opt.where, nullptr, opt.device) != backend::cuda)
+      throw error(std::string(what) + ": no usable CUDA device");
+  }
+  if (is_iterative(opt.algo)) {
+    detail::validate_iterative(proj, g, vg, opt);
+    CTFORGE_EXPECTS(!opt.reference, fmt::format("--reference: there is no reference path for {}",
+                                                to_string(opt.algo)));
+    const backend where = resolve_backend(opt.where, nullptr, opt.device);
+    detail::check_finite_values(proj, opt.threads);
+    return detail::iterative_reconstruct(proj, g, vg, opt, where);
+  }
+  // Vector geometries with a circular orbit are rewritten as circular ones on virtual
+  // detectors (recon/fdk_geometry.hpp); their projections are resampled when those differ from
+  // the real detectors. Everything below sees a circular geometry.
+  std::optional<detail::circular_equivalent> eq;
+  std::optional<projection_stack> resampled;
+  if (!g.orbit) {
+    const char* name = opt.algo == algorithm::fdk ? "fdk" : "fbp";
+    CTFORGE_EXPECTS((opt.algo == algorithm::fdk) == (g.beam == beam_kind::cone),
+                    fmt::format("{}: needs a {} geometry, got '{}' (use --algorithm {})", name,
+                                opt.algo == algorithm::fdk ? "cone-beam" : "parallel-beam",
+                                g.type_name(), opt.algo == algorithm::fdk ? "fbp" : "fdk"));
+    CTFORGE_EXPECTS(
+        proj.views == g.view_count() && proj.rows == g.rows && proj.cols == g.cols &&
+            static_cast<std::int64_t>(proj.data.size()) == proj.size(),
+        fmt::format("{}: projections are {}x{}x{} (views x rows x cols) but the geometry "
+                    "describes {}x{}x{}",
+                    name, proj.views, proj.rows, proj.cols, g.view_count(), g.rows, g.cols));
+    eq = detail::make_circular_equivalent(g, name);
+    CTFORGE_EXPECTS(!(on_device && eq->needs_resampling),
+                    "projections in GPU memory: this vector geometry's detectors need resampling "
+                    "on the host; pass host projections");
+    if (eq->needs_resampling) {
+      detail::check_finite_values(proj, opt.threads);  // before interpolation spreads a NaN
+      resampled = detail::resample(*eq, proj, opt.threads);
+    }
+  }
+  const geometry* geo = eq ? &eq->geom : &g;
+  projection_view data = resampled ? projection_view(*resampled) : proj;
+  // At half the column pitch the filter's Nyquist doubles: keep the cut-off where the real
+  // detector's is.
+  recon_options opt_used = opt;
+  if (resampled && eq->oversample > 1 && opt.cutoff > 0 && opt.cutoff <= 1)  // else refused below
+    opt_used.cutoff = opt.cutoff / eq->oversample;
+  // Validation first (usage errors before device errors); the scan for non-finite values is
+  // left to the backend: the CPU scans here, the GPU while pre-weighting.
+  detail::fdk_setup setup = detail::make_fdk_setup(data, *geo, opt_used, /*check_values=*/false);
+  // A displaced detector gets zero columns on its narrow side (see narrow_side_padding), with
+  // the weights of the unpadded detector.
+  const detail::narrow_side_padding pad = detail::narrow_side_padding_for(setup, *geo);
+  std::optional<geometry> padded_geo;
+  std::optional<projection_stack> padded;
+  bool checked = resampled.has_value();
+  CTFORGE_EXPECTS(!(on_device && pad.columns > 0),
+                  "projections in GPU memory: a displaced (half-fan) detector is padded on the "
+                  "host; pass host projections");
+  if (pad.columns > 0) {
+    if (!checked) detail::check_finite_values(data, opt.threads);
+    checked = true;
+    padded_geo = detail::pad_narrow_side(*geo, pad);
+    padded = detail::pad_narrow_side(data, pad, opt.threads);
+    setup = detail::make_fdk_setup(*padded, *padded_geo, opt_used, false, &setup);
+    geo = &*padded_geo;
+    data = *padded;
+  }
+  // The reference path is a CPU path by definition.
+  const backend where =
+      opt.reference ? backend::cpu : resolve_backend(opt.where, nullptr, opt.device);
+  if (where != backend::cuda && !checked) detail::check_finite_values(data, opt.threads);
+  if (where == backend::cuda) {
+#if defined(CTFORGE_WITH_CUDA)
+    detail::cuda_options copt;
+    copt.device = opt.device;
+    copt.memory_limit_bytes = opt.gpu_memory_limit_bytes;
+    copt.hardware_interpolation = opt.gpu_hardware_interpolation;
+    return detail::cuda_reconstruct(data, *geo, vg, opt_used, copt, &setup, device_out);
+#endif
+  }
+  return detail::fdk_reconstruct_cpu(data, *geo, vg, opt_used, setup);
+}
+
+}  // namespace
+
+volume reconstruct(const projection_view& proj, const geometry& g, const volume_geometry& vg,
+                   const recon_options& opt) {
+  return reconstruct_impl(proj, g, vg, opt, nullptr);
+}
+
+device_array reconstruct_to_device(const projection_view& proj, const geometry& g,
+                                   const volume_geometry& vg, const recon_options& opt) {
+  device_array out;
+  (void)reconstruct_impl(proj, g, vg, opt, &out);
+  CTFORGE_CHECK(!out.empty() || vg.voxel_count() == 0,
+                "reconstruct_to_device: the CUDA pipeline returned no device volume");
+  return out;
+}
+
+}  // namespace ctforge
