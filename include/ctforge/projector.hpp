@@ -58,10 +58,13 @@ volume back_project(const projection_view& proj, const geometry& g, const volume
 volume back_project_matched(const projection_view& proj, const geometry& g,
                             const volume_geometry& vg, int threads = 0);
 
-/// The adjoint a projector_pair applies: the exact transpose of its forward projector
-/// (back_project_matched's scatter) or the voxel-driven back-projector (back_project: faster on
-/// the GPU, the adjoint only up to the interpolation models).
-enum class backprojector { matched, voxel };
+/// A back-projector paired with the Joseph forward projector: matched, its exact transpose
+/// (back_project_matched's scatter), or voxel, the voxel-driven back-projector (back_project:
+/// faster, the transpose only up to the interpolation models). automatic: a projector_pair
+/// takes matched; an iterative method (recon_options::backprojector) takes voxel for SIRT and
+/// OS-SART and matched for the others (CGLS and FISTA-TV need the exact transpose and refuse
+/// voxel).
+enum class backprojector { automatic, voxel, matched };
 
 /// What a projector_pair has done so far. On CUDA every device allocation (arrays, textures,
 /// buffers, per-view geometry) is made by the constructor, so `allocations` stays constant from

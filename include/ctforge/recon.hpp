@@ -13,6 +13,7 @@
 #include "ctforge/cancel.hpp"
 #include "ctforge/device.hpp"
 #include "ctforge/geometry.hpp"
+#include "ctforge/projector.hpp"  // backprojector
 #include "ctforge/volume.hpp"
 
 namespace ctforge {
@@ -34,11 +35,6 @@ inline bool is_iterative(algorithm a) {
   return a != algorithm::fdk && a != algorithm::fbp;
 }
 
-/// The back-projector of an iterative method: voxel-driven (fast; the transpose of the forward
-/// projector only up to the interpolation models) or matched (the exact transpose of the Joseph
-/// forward projector, back_project_matched). automatic: voxel for SIRT and OS-SART, matched for
-/// the others. CGLS and FISTA-TV need the exact transpose and refuse voxel.
-enum class backprojector { automatic, voxel, matched };
 
 /// What an iterative method reports after each iteration (recon_options::on_iteration). For
 /// OS-SART and OSEM an iteration is one pass over every subset.

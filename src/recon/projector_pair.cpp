@@ -57,6 +57,7 @@ projector_pair::projector_pair(const geometry& g, const volume_geometry& vg,
   g.validate();
   vg.validate();
   detail::require_thread_count(opt.threads);
+  if (adjoint == backprojector::automatic) adjoint = backprojector::matched;
   CTFORGE_EXPECTS(adjoint == backprojector::matched || adjoint == backprojector::voxel,
                   "projector_pair: unknown back-projector");
   impl_->g = g;
