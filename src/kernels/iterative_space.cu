@@ -195,6 +195,11 @@ struct term_dot {
   const float *a, *b;
   __device__ double operator()(std::int64_t i) const { return dot_term(a[i], b[i]); }
 };
+struct term_tv {
+  const float* x;
+  tv_dims d;
+  __device__ double operator()(std::int64_t i) const { return tv_norm_at(x, d, i); }
+};
 struct term_poisson {
   const float *p, *q;
   __device__ double operator()(std::int64_t i) const { return poisson_term(p[i], q[i]); }
@@ -499,6 +504,10 @@ class cuda_space final : public detail::iterative_space {
   double dot(const space_buffer& a, const space_buffer& b) override {
     check_same("dot", a, b);
     return reduce(a.size(), term_dot{a.data(), b.data()}, "dot");
+  }
+  double total_variation(const space_buffer& x) override {
+    CTFORGE_EXPECTS(x.size() == vg_.voxel_count(), "total_variation: not a volume buffer");
+    return reduce(x.size(), term_tv{x.data(), tv_dims{vg_.nx, vg_.ny, vg_.nz}}, "total variation");
   }
   double poisson_log_likelihood(const space_buffer& p, const space_buffer& q) override {
     check_same("poisson_log_likelihood", p, q);

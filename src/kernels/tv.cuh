@@ -104,6 +104,19 @@ CTFORGE_HD void tv_dual_at(const float* z, float* rx, float* ry, float* rz, floa
   }
 }
 
+/// |grad x|_i in double: voxel i's term of the isotropic TV tv_prox penalises (forward
+/// differences, 0 across the last plane of each axis; z only when nz > 1).
+CTFORGE_HD double tv_norm_at(const float* x, tv_dims d, std::int64_t i) {
+  const std::int64_t xi = i % d.nx;
+  const std::int64_t yi = (i / d.nx) % d.ny;
+  const std::int64_t zi = i / (d.nx * d.ny);
+  const double v = x[i];
+  const double gx = xi + 1 < d.nx ? x[i + 1] - v : 0.0;
+  const double gy = yi + 1 < d.ny ? x[i + d.nx] - v : 0.0;
+  const double gz = d.nz > 1 && zi + 1 < d.nz ? x[i + d.nx * d.ny] - v : 0.0;
+  return sqrt(gx * gx + gy * gy + gz * gz);
+}
+
 /// The FGP momentum sequence: t' = (1 + sqrt(1 + 4 t^2)) / 2 (host side, double).
 inline double tv_next_t(double t) {
   return 0.5 * (1.0 + std::sqrt(1.0 + 4.0 * t * t));

@@ -165,29 +165,10 @@ class iterative_space {
   /// in units of the volume's values times voxels.
   virtual void tv_prox(space_buffer& x, float weight, int iterations, bool nonnegative) = 0;
 
-  /// TV(x) = sum over voxels of |grad x| (the isotropic TV tv_prox penalises: forward
-  /// differences, 0 across the last plane of each axis; z only when nz > 1), in double: the
-  /// FISTA-TV objective's penalty. This default downloads x and sums on the host; a space may
-  /// override it with a reduction where the buffer lies.
-  virtual double total_variation(const space_buffer& x) {
-    const volume_geometry& vg = grid();
-    std::vector<float> h(static_cast<std::size_t>(x.size()));
-    download(x, h);
-    const std::int64_t nx = vg.nx, ny = vg.ny, nz = vg.nz;
-    double tv = 0;
-    for (std::int64_t k = 0; k < nz; ++k)
-      for (std::int64_t j = 0; j < ny; ++j)
-        for (std::int64_t i = 0; i < nx; ++i) {
-          const auto c = static_cast<std::size_t>((k * ny + j) * nx + i);
-          const double v = h[c];
-          const double gx = i + 1 < nx ? h[c + 1] - v : 0.0;
-          const double gy = j + 1 < ny ? h[c + static_cast<std::size_t>(nx)] - v : 0.0;
-          const double gz =
-              nz > 1 && k + 1 < nz ? h[c + static_cast<std::size_t>(nx * ny)] - v : 0.0;
-          tv += std::sqrt(gx * gx + gy * gy + gz * gz);
-        }
-    return tv;
-  }
+  /// TV(x) = sum over voxels of |grad x| (kernels::tv_norm_at: the isotropic TV tv_prox
+  /// penalises), in double: the FISTA-TV objective's penalty. Both spaces reduce it where the
+  /// buffer lies.
+  virtual double total_variation(const space_buffer& x) = 0;
 
   virtual space_stats stats() const = 0;
   /// Every allocation the space has made so far: its buffers and, on CUDA, its device arrays,

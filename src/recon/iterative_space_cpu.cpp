@@ -236,6 +236,12 @@ class cpu_space final : public iterative_space {
       return static_cast<double>(ad[i]) * static_cast<double>(bd[i]);
     });
   }
+  double total_variation(const space_buffer& x) override {
+    check_size(x, vg_.voxel_count(), "total_variation");
+    const float* d = x.data();
+    const kernels::tv_dims dims{vg_.nx, vg_.ny, vg_.nz};
+    return reduce(x.size(), [=](std::int64_t i) { return kernels::tv_norm_at(d, dims, i); });
+  }
   double poisson_log_likelihood(const space_buffer& p, const space_buffer& q) override {
     check_size(q, p.size(), "poisson_log_likelihood");
     const float* pd = p.data();

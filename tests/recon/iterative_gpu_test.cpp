@@ -27,26 +27,10 @@ namespace {
 
 constexpr double pi = std::numbers::pi;
 
-/// Skips the current test while the build holds the placeholder CUDA space (its make_cuda_space
-/// throws "CUDA iterative space not built").
-#define SKIP_WITHOUT_CUDA_SPACE()                                                                 \
-  do {                                                                                            \
-    try {                                                                                         \
-      detail::space_config cfg;                                                                   \
-      cfg.where = backend::cuda;                                                                  \
-      (void)detail::make_space(make_cone_geometry(4, 2, 1, 1, 60, 120, {0.0}),                    \
-                               volume_geometry::centered(2, 2, 2, {1, 1, 1}), cfg);               \
-    } catch (const error& e) {                                                                    \
-      if (std::string(e.what()).find("not built") != std::string::npos) GTEST_SKIP() << e.what(); \
-      throw;                                                                                      \
-    }                                                                                             \
-  } while (false)
-
 class IterativeGpu : public testing::gpu_param_test<algorithm> {};
 
 // 4 iterations (passes) of each method on both backends: max |cpu - cuda| <= 1e-5 of the peak.
 TEST_P(IterativeGpu, MatchesCpu) {
-  SKIP_WITHOUT_CUDA_SPACE();
   const algorithm a = GetParam();
   const volume_geometry vg = volume_geometry::centered(32, 32, 24, {1, 1, 1});
   const volume truth = voxelize(shepp_logan_phantom(30), vg, 2);
@@ -80,11 +64,10 @@ INSTANTIATE_TEST_SUITE_P(Methods, IterativeGpu,
                            return n;
                          });
 
-class IterativeSpaceGpu : public testing::gpu_test {};
+class CpuAndCudaSpaces : public testing::gpu_test {};
 
-// The TV prox and a reduction on both spaces: 1e-6 of the values' range apart.
-TEST_F(IterativeSpaceGpu, TvProxAndDotMatchCpu) {
-  SKIP_WITHOUT_CUDA_SPACE();
+// The TV prox and the reductions on both spaces: 1e-6 of the values' range apart.
+TEST_F(CpuAndCudaSpaces, TvProxAndReductionsMatch) {
   const geometry g = make_cone_geometry(24, 16, 1.2, 1.2, 120, 200, angle_range(0, 0.5, 4));
   for (const std::int64_t nz : {1, 9}) {
     const volume_geometry vg = volume_geometry::centered(17, 13, nz, {1, 1, 1});
@@ -93,7 +76,7 @@ TEST_F(IterativeSpaceGpu, TvProxAndDotMatchCpu) {
     std::uniform_real_distribution<float> u(0.0f, 1.0f);
     for (float& v : b) v = u(rng);
     std::vector<float> out[2];
-    double dots[2];
+    double dots[2], tvs[2];
     for (int k = 0; k < 2; ++k) {
       detail::space_config cfg;
       cfg.where = k == 0 ? backend::cpu : backend::cuda;
@@ -101,11 +84,13 @@ TEST_F(IterativeSpaceGpu, TvProxAndDotMatchCpu) {
       detail::space_buffer x = sp->volume();
       sp->upload(b, x);
       dots[k] = sp->dot(x, x);
+      tvs[k] = sp->total_variation(x);
       sp->tv_prox(x, 0.05f, 20, true);
       out[k].resize(b.size());
       sp->download(x, out[k]);
     }
     EXPECT_NEAR(dots[0], dots[1], 1e-9 * dots[0]);
+    EXPECT_NEAR(tvs[0], tvs[1], 1e-9 * tvs[0]);
     for (std::size_t i = 0; i < b.size(); ++i) ASSERT_NEAR(out[0][i], out[1][i], 1e-6) << i;
   }
 }
