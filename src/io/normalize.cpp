@@ -349,7 +349,8 @@ loaded_projections load_projections(const std::string& path, const projection_re
     normalize_report report;
     if (mode == intensity_mode::line_integrals && opt.bin_rows == 1 && opt.bin_cols == 1) {
       // Line integrals as stored (our own files): checked, then taken without a copy.
-      require_finite_line_integrals(scan.frames, path);
+      // (read_native_selection has checked our own files already, naming the file's indices.)
+      if (format != "ctforge") require_finite_line_integrals(scan.frames, path);
       out.projections = std::move(scan.frames);
     } else {
       out.projections =
