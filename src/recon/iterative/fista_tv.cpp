@@ -18,7 +18,8 @@
 namespace ctforge::detail {
 namespace {
 
-constexpr int k_power_iterations = 12;
+constexpr int k_power_iterations = 12;  ///< at most
+constexpr double k_power_tolerance = 1e-3;
 constexpr double k_lipschitz_safety = 1.1;
 constexpr unsigned k_power_seed = 20091;
 
@@ -36,9 +37,14 @@ double estimate_lipschitz(iterative_space& sp, space_buffer& v, space_buffer& w,
   for (int k = 0; k < k_power_iterations; ++k) {
     sp.forward(v, q, -1);
     sp.back(q, w, -1, backprojector_kind::matched);
+    const double previous = lambda;
     lambda = std::sqrt(sp.dot(w, w));  // |A^T A v| for |v| = 1
     if (!(lambda > 0)) return 0;
     sp.lincomb(static_cast<float>(1 / lambda), w, 0.0f, w, v);
+    // The estimates of a symmetric positive semi-definite operator rise towards its largest
+    // eigenvalue: once they have settled to k_power_tolerance, the safety factor covers the rest
+    // (each step costs a forward and a back-projection).
+    if (k >= 2 && lambda - previous <= k_power_tolerance * lambda) break;
   }
   return lambda;
 }
