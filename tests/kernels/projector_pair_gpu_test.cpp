@@ -17,32 +17,20 @@
 #include "ctforge/error.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/projector.hpp"
+#include "adjoint_cases.hpp"
 
 using namespace ctforge;
 
 namespace {
 
-constexpr double pi = std::numbers::pi;
+using ctforge::testing::dot;
+using ctforge::testing::random_values;
 
 // The GPU runs the CPU's per-ray / per-voxel float code (exact interpolation); only FMA
 // contraction, the order of the matched scatter's atomic additions and of the voxel-driven
 // sum over views differ (~1e-6 of the peak). 1e-5 of the peak as mean absolute error is the
 // bound tests/kernels/projector_gpu_test.cpp uses; a half-voxel shift costs >= 1e-3.
 constexpr double k_tol = 1e-5;
-
-std::vector<float> random_values(std::size_t n, unsigned seed, float lo = -1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
-
-double dot(const std::vector<float>& a, const std::vector<float>& b) {
-  double s = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
-  return s;
-}
 
 double mae_over_peak(const std::vector<float>& got, const std::vector<float>& ref) {
   double err = 0, peak = 0;
@@ -53,33 +41,14 @@ double mae_over_peak(const std::vector<float>& got, const std::vector<float>& re
   return peak > 0 ? err / static_cast<double>(ref.size()) / peak : err;
 }
 
-struct pair_case {
-  const char* name;
-  geometry g;
-  volume_geometry vg;
-};
-
-geometry tilted_vec() {
-  std::vector<view_vectors> views;
-  for (int i = 0; i < 7; ++i) {
-    const double a = 2 * pi * i / 7;
-    view_vectors v;
-    v.source = {90 * std::sin(a), -90 * std::cos(a), 3.0 * i};
-    v.detector_center = {-60 * std::sin(a), 60 * std::cos(a), 1.0 * i};
-    v.u = {std::cos(a) * 1.1, std::sin(a) * 1.1, 0.1};
-    v.v = {0.05, 0.0, 1.2};
-    views.push_back(v);
-  }
-  return make_vec_geometry(beam_kind::cone, 23, 17, views);
-}
-
-std::vector<pair_case> cases() {
+std::vector<ctforge::testing::geometry_case> cases() {
   return {
       {"cone_odd_sizes", make_cone_geometry(41, 27, 1.3, 1.1, 80, 150, angle_range(0.1, 0.3, 23)),
        volume_geometry::centered(31, 27, 19, {1.0, 1.2, 0.9})},
       {"parallel", make_parallel_geometry(39, 17, 1.0, 1.0, angle_range(0, 0.2, 18)),
        volume_geometry::centered(27, 28, 12, {1.0, 1.0, 1.0})},
-      {"cone_vec_tilted_helical", tilted_vec(), volume_geometry::centered(12, 12, 10, {1, 1, 1})},
+      {"cone_vec_tilted_helical", ctforge::testing::tilted_helical_cone_vec(),
+       volume_geometry::centered(12, 12, 10, {1, 1, 1})},
       {"single_view", make_cone_geometry(16, 12, 1.0, 1.0, 60, 120, {0.3}),
        volume_geometry::centered(10, 9, 8, {1, 1, 1})},
       {"single_row", make_cone_geometry(25, 1, 1.0, 1.0, 60, 120, angle_range(0, 0.5, 12)),

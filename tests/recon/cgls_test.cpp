@@ -17,64 +17,17 @@
 #include "ctforge/phantom.hpp"
 #include "ctforge/projector.hpp"
 #include "ctforge/recon.hpp"
+#include "adjoint_cases.hpp"
 #include "test_support.hpp"
 
 namespace ctforge {
 namespace {
 
 constexpr double pi = std::numbers::pi;
-
-std::vector<float> random_values(std::size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
-
-double dot(const std::vector<float>& a, const std::vector<float>& b) {
-  double s = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
-  return s;
-}
-
-double norm(const std::vector<float>& a) {
-  return std::sqrt(dot(a, a));
-}
-
-struct adjoint_case {
-  const char* name;
-  geometry g;
-  volume_geometry vg;
-};
-
-geometry tilted_vec() {
-  std::vector<view_vectors> views;
-  for (int i = 0; i < 7; ++i) {
-    const double a = 2 * pi * i / 7;
-    view_vectors v;
-    v.source = {90 * std::sin(a), -90 * std::cos(a), 3.0 * i};
-    v.detector_center = {-60 * std::sin(a), 60 * std::cos(a), 1.0 * i};
-    v.u = {std::cos(a) * 1.1, std::sin(a) * 1.1, 0.1};
-    v.v = {0.05, 0.0, 1.2};
-    views.push_back(v);
-  }
-  return make_vec_geometry(beam_kind::cone, 23, 17, views);
-}
-
-std::vector<adjoint_case> adjoint_cases() {
-  return {
-      {"cone_odd_sizes", make_cone_geometry(21, 13, 1.3, 1.1, 80, 150, angle_range(0.1, 0.7, 9)),
-       volume_geometry::centered(15, 11, 9, {1.0, 1.2, 0.9})},
-      {"parallel", make_parallel_geometry(19, 7, 1.0, 1.0, angle_range(0, 0.4, 8)),
-       volume_geometry::centered(13, 14, 6, {1.0, 1.0, 1.0})},
-      {"cone_vec_tilted_helical", tilted_vec(), volume_geometry::centered(12, 12, 10, {1, 1, 1})},
-      {"single_view", make_cone_geometry(16, 12, 1.0, 1.0, 60, 120, {0.3}),
-       volume_geometry::centered(10, 9, 8, {1, 1, 1})},
-      {"single_row", make_cone_geometry(25, 1, 1.0, 1.0, 60, 120, angle_range(0, 0.5, 12)),
-       volume_geometry::centered(14, 14, 1, {1, 1, 1})},
-  };
-}
+using testing::adjoint_cases;
+using testing::dot;
+using testing::norm;
+using testing::random_values;
 
 // |<A x, y> - <x, A^T y>| / (|A x| |y|) <= 1e-5 for random x, y: the transpose takes exactly
 // the samples and weights of the forward projector (float rounding of sums over ~10^4 terms

@@ -15,30 +15,15 @@
 #include "ctforge/error.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/projector.hpp"
+#include "adjoint_cases.hpp"
 #include "test_support.hpp"
 
 namespace ctforge {
 namespace {
 
-constexpr double pi = std::numbers::pi;
-
-std::vector<float> random_values(std::size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
-
-double dot(const std::vector<float>& a, const std::vector<float>& b) {
-  double s = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
-  return s;
-}
-
-double norm(const std::vector<float>& a) {
-  return std::sqrt(dot(a, a));
-}
+using testing::dot;
+using testing::norm;
+using testing::random_values;
 
 projector_options cpu(int threads = 2) {
   projector_options o;
@@ -47,43 +32,9 @@ projector_options cpu(int threads = 2) {
   return o;
 }
 
-struct pair_case {
-  const char* name;
-  geometry g;
-  volume_geometry vg;
-};
-
-geometry tilted_vec() {
-  std::vector<view_vectors> views;
-  for (int i = 0; i < 7; ++i) {
-    const double a = 2 * pi * i / 7;
-    view_vectors v;
-    v.source = {90 * std::sin(a), -90 * std::cos(a), 3.0 * i};
-    v.detector_center = {-60 * std::sin(a), 60 * std::cos(a), 1.0 * i};
-    v.u = {std::cos(a) * 1.1, std::sin(a) * 1.1, 0.1};
-    v.v = {0.05, 0.0, 1.2};
-    views.push_back(v);
-  }
-  return make_vec_geometry(beam_kind::cone, 23, 17, views);
-}
-
-std::vector<pair_case> cases() {
-  return {
-      {"cone_odd_sizes", make_cone_geometry(21, 13, 1.3, 1.1, 80, 150, angle_range(0.1, 0.7, 9)),
-       volume_geometry::centered(15, 11, 9, {1.0, 1.2, 0.9})},
-      {"parallel", make_parallel_geometry(19, 7, 1.0, 1.0, angle_range(0, 0.4, 8)),
-       volume_geometry::centered(13, 14, 6, {1.0, 1.0, 1.0})},
-      {"cone_vec_tilted_helical", tilted_vec(), volume_geometry::centered(12, 12, 10, {1, 1, 1})},
-      {"single_view", make_cone_geometry(16, 12, 1.0, 1.0, 60, 120, {0.3}),
-       volume_geometry::centered(10, 9, 8, {1, 1, 1})},
-      {"single_row", make_cone_geometry(25, 1, 1.0, 1.0, 60, 120, angle_range(0, 0.5, 12)),
-       volume_geometry::centered(14, 14, 1, {1, 1, 1})},
-  };
-}
-
 // The same floats as the free functions (same code, same thread count), in the caller's memory.
 TEST(ProjectorPair, CpuMatchesTheFreeFunctionsBitForBit) {
-  for (const auto& c : cases()) {
+  for (const auto& c : testing::adjoint_cases()) {
     projector_pair A(c.g, c.vg, cpu());
     EXPECT_EQ(A.where(), backend::cpu);
     ASSERT_EQ(A.volume_size(), c.vg.voxel_count()) << c.name;
@@ -110,7 +61,7 @@ TEST(ProjectorPair, CpuMatchesTheFreeFunctionsBitForBit) {
 }
 
 TEST(ProjectorPair, RepeatedCallsGiveTheSameFloats) {
-  const auto c = cases()[0];
+  const auto c = testing::adjoint_cases()[0];
   projector_pair A(c.g, c.vg, cpu());
   const std::vector<float> x = random_values(static_cast<std::size_t>(A.volume_size()), 3);
   const std::vector<float> y = random_values(static_cast<std::size_t>(A.projection_size()), 4);
@@ -129,7 +80,7 @@ TEST(ProjectorPair, RepeatedCallsGiveTheSameFloats) {
 }
 
 TEST(ProjectorPair, WrongSpanSizesNameTheExpectedSize) {
-  const auto c = cases()[0];  // 15 x 11 x 9 voxels = 1485; 9 views x 13 x 21 = 2457 pixels
+  const auto c = testing::adjoint_cases()[0];  // 15 x 11 x 9 voxels = 1485; 9 views x 13 x 21 = 2457 pixels
   projector_pair A(c.g, c.vg, cpu());
   std::vector<float> vol(1485), proj(2457), short_vol(1484), long_proj(2458);
   using testing::expect_error_naming;
@@ -147,7 +98,7 @@ TEST(ProjectorPair, WrongSpanSizesNameTheExpectedSize) {
 // |<A x, y> - <x, A^T y>| / (|A x| |y|) <= 1e-5 (float rounding of sums over ~1e4 terms is
 // ~1e-7; cgls_test.cpp's negative control shows the voxel-driven adjoint missing by > 1e-4).
 TEST(ProjectorPair, AdjointIdentityOfTheMatchedPair) {
-  for (const auto& c : cases()) {
+  for (const auto& c : testing::adjoint_cases()) {
     projector_pair A(c.g, c.vg, cpu());
     const std::vector<float> x = random_values(static_cast<std::size_t>(A.volume_size()), 21);
     const std::vector<float> y = random_values(static_cast<std::size_t>(A.projection_size()), 22);
@@ -163,7 +114,7 @@ TEST(ProjectorPair, AdjointIdentityOfTheMatchedPair) {
 }
 
 TEST(ProjectorPair, MovesKeepTheOperator) {
-  const auto c = cases()[3];
+  const auto c = testing::adjoint_cases()[3];
   projector_pair A(c.g, c.vg, cpu());
   projector_pair B = std::move(A);
   const std::vector<float> x = random_values(static_cast<std::size_t>(B.volume_size()), 5);
