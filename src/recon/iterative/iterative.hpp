@@ -73,7 +73,7 @@ class iterative_run {
   volume result(const space_buffer& x);
 
  private:
-  const projection_view& proj_;
+  projection_view proj_;  ///< a view (by value: callers may pass a temporary made from a stack)
   const volume_geometry vg_;
   const recon_options& opt_;
   const char* name_;
