@@ -50,7 +50,8 @@ std::optional<chunk_layout> qualify(hid_t dset) {
     if (c == 0) return std::nullopt;
     L.chunk_elems *= static_cast<std::size_t>(c);
   }
-  if (L.chunk_elems > (std::size_t{1} << 28)) return std::nullopt;  // over 1 GiB per chunk
+  // Over 64 MiB per chunk (never ours; the scratch is two chunks per thread): left to libhdf5.
+  if (L.chunk_elems > (std::size_t{1} << 24)) return std::nullopt;
   const int nf = H5Pget_nfilters(dcpl.get());
   if (nf < 0 || nf > 2) return std::nullopt;
   for (int i = 0; i < nf; ++i) {
@@ -228,6 +229,11 @@ bool read_float_chunks(hid_t dset, const dims_t& start, const dims_t& count, flo
         H5Eclear2(H5E_DEFAULT);
         return false;  // not allocated (fill values): libhdf5 knows what to return
       }
+      // A deflate stream of a chunk is at most a few bytes per 16 KiB larger than the chunk.
+      if (stored > chunk_bytes + chunk_bytes / 64 + 1024)
+        throw error(fmt::format("{}: chunk at {} claims {} stored bytes for {} bytes of data "
+                                "(corrupt file)",
+                                context, chunk_name(chunks[g1]), stored, chunk_bytes));
       std::vector<unsigned char> buf(static_cast<std::size_t>(stored));
       std::uint32_t mask = 0;
       check(H5Dread_chunk(dset, H5P_DEFAULT, chunks[g1].data(), &mask, buf.data()), context,

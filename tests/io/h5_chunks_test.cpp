@@ -226,6 +226,16 @@ TEST_F(H5ChunksDecline, ACorruptChunkIsAnErrorNamingIt) {
     EXPECT_NE(m.find("dataset /vol"), std::string::npos) << m;
     EXPECT_NE(m.find("chunk at [2][0]"), std::string::npos) << m;
   }
+  // A stored size no deflate stream of the chunk could have: refused before it is read.
+  const std::vector<unsigned char> huge(48 * 1024 + 1, 0xCD);  // chunk: 12 floats = 48 bytes
+  ASSERT_GE(H5Dwrite_chunk(d.id(), H5P_DEFAULT, 0, second, huge.size(), huge.data()), 0);
+  try {
+    (void)h5::read_float_chunks(d.id(), {0, 0}, dims, got.data(), d.context(), 2);
+    FAIL() << "an oversized chunk was read without an error";
+  } catch (const ctforge::error& e) {
+    EXPECT_NE(std::string(e.what()).find("claims 49153 stored bytes"), std::string::npos)
+        << e.what();
+  }
   // The first chunk alone is still readable.
   std::vector<float> first(12);
   ASSERT_TRUE(h5::read_float_chunks(d.id(), {0, 0}, {2, 6}, first.data(), d.context()));
