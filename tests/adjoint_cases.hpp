@@ -1,8 +1,10 @@
-// Geometries and random data shared by the tests of the projector pair (the matched transpose,
-// ctforge::projector_pair on CPU and CUDA, CGLS): odd sizes, parallel beam, a tilted helical
-// vector geometry, a single view and a single detector row.
+// Geometries, random data and comparisons shared by the tests of the projector pair (the
+// matched transpose, ctforge::projector_pair on CPU and CUDA, CGLS) and of the iterative
+// spaces: odd sizes, parallel beam, a tilted helical vector geometry, a single view and a
+// single detector row.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <random>
@@ -13,10 +15,11 @@
 
 namespace ctforge::testing {
 
-/// n values uniform in [lo, 1), reproducible from `seed`.
-inline std::vector<float> random_values(std::size_t n, unsigned seed, float lo = -1.0f) {
+/// n values uniform in [lo, hi), reproducible from `seed`.
+inline std::vector<float> random_values(std::size_t n, unsigned seed, float lo = -1.0f,
+                                        float hi = 1.0f) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, 1.0f);
+  std::uniform_real_distribution<float> u(lo, hi);
   std::vector<float> v(n);
   for (float& x : v) x = u(rng);
   return v;
@@ -31,6 +34,16 @@ inline double dot(const std::vector<float>& a, const std::vector<float>& b) {
 
 inline double norm(const std::vector<float>& a) {
   return std::sqrt(dot(a, a));
+}
+
+/// Mean absolute difference over the largest magnitude of `ref`.
+inline double mae_over_peak(const std::vector<float>& got, const std::vector<float>& ref) {
+  double err = 0, peak = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    err += std::abs(static_cast<double>(got[i]) - ref[i]);
+    peak = std::max(peak, std::abs(static_cast<double>(ref[i])));
+  }
+  return peak > 0 ? err / static_cast<double>(ref.size()) / peak : err;
 }
 
 struct geometry_case {

@@ -24,6 +24,8 @@
 #include "kernels/tv.cuh"
 #include "recon/cuda_dispatch.hpp"
 #include "recon/iterative_space.hpp"
+#include "adjoint_cases.hpp"
+#include "kernels/tv_host.hpp"
 
 using namespace ctforge;
 using namespace ctforge::detail;
@@ -31,22 +33,10 @@ namespace k = ctforge::kernels;
 
 namespace {
 
-std::vector<float> random_values(std::size_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
-
-double mae_over_peak(const std::vector<float>& got, const std::vector<float>& ref) {
-  double err = 0, peak = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    err += std::abs(static_cast<double>(got[i]) - ref[i]);
-    peak = std::max(peak, std::abs(static_cast<double>(ref[i])));
-  }
-  return peak > 0 ? err / static_cast<double>(ref.size()) / peak : err;
-}
+using ctforge::testing::host_total_variation;
+using ctforge::testing::host_tv_prox;
+using ctforge::testing::mae_over_peak;
+using ctforge::testing::random_values;
 
 // Element-wise results: the device may contract a * x + b * y into one FMA (one rounding
 // instead of two), so results may differ by about one ulp of the largest term; 4 ulp of
@@ -90,46 +80,6 @@ struct helper {
     return h;
   }
 };
-
-/// The FGP iteration of kernels/tv.cuh as a host loop (reference for tv_prox).
-std::vector<float> host_tv_prox(const std::vector<float>& b, k::tv_dims d, float lam, int iters,
-                                bool nonnegative) {
-  const std::size_t n = b.size();
-  const bool three = d.nz > 1;
-  std::vector<float> z(n), rx(n), ry(n), rz(n), px(n), py(n), pz(n), out(n);
-  float* rzp = three ? rz.data() : nullptr;
-  float* pzp = three ? pz.data() : nullptr;
-  double t = 1.0;
-  for (int it = 0; it < iters; ++it) {
-    for (std::size_t i = 0; i < n; ++i)
-      z[i] = k::tv_primal_at(b.data(), rx.data(), ry.data(), rzp, d, lam, nonnegative,
-                             static_cast<std::int64_t>(i));
-    const double t_next = k::tv_next_t(t);
-    const auto momentum = static_cast<float>((t - 1.0) / t_next);
-    for (std::size_t i = 0; i < n; ++i)
-      k::tv_dual_at(z.data(), rx.data(), ry.data(), rzp, px.data(), py.data(), pzp, d, lam,
-                    momentum, static_cast<std::int64_t>(i));
-    t = t_next;
-  }
-  for (std::size_t i = 0; i < n; ++i)
-    out[i] = k::tv_primal_at(b.data(), px.data(), py.data(), pzp, d, lam, nonnegative,
-                             static_cast<std::int64_t>(i));
-  return out;
-}
-
-/// Isotropic TV with forward differences (what the prox lowers).
-double total_variation(const std::vector<float>& x, k::tv_dims d) {
-  double tv = 0;
-  for (std::int64_t i = 0; i < d.count(); ++i) {
-    const std::int64_t xx = i % d.nx, yy = (i / d.nx) % d.ny, zz = i / (d.nx * d.ny);
-    const double v = x[static_cast<std::size_t>(i)];
-    const double gx = xx + 1 < d.nx ? x[static_cast<std::size_t>(i + 1)] - v : 0.0;
-    const double gy = yy + 1 < d.ny ? x[static_cast<std::size_t>(i + d.nx)] - v : 0.0;
-    const double gz = zz + 1 < d.nz ? x[static_cast<std::size_t>(i + d.nx * d.ny)] - v : 0.0;
-    tv += std::sqrt(gx * gx + gy * gy + gz * gz);
-  }
-  return tv;
-}
 
 class IterativeSpaceGpu : public ctforge::testing::gpu_test {};
 
@@ -331,10 +281,10 @@ TEST_F(IterativeSpaceGpu, TvProxMatchesAHostLoopIn3dAnd2d) {
       space_buffer X = h.put(b, true);
       sp->tv_prox(X, 0.05f, 20, nonneg);
       const std::vector<float> got = h.get(X);
-      const std::vector<float> ref = host_tv_prox(b, d, 0.05f, 20, nonneg);
+      const std::vector<float> ref = host_tv_prox(b, d, 0.05f, 20, nonneg).x;
       const std::string what = std::string(c.name) + (nonneg ? " nonnegative" : "");
       EXPECT_LE(mae_over_peak(got, ref), 1e-5) << what;
-      EXPECT_LT(total_variation(got, d), 0.9 * total_variation(b, d)) << what;
+      EXPECT_LT(host_total_variation(got, d), 0.9 * host_total_variation(b, d)) << what;
       if (nonneg) EXPECT_GE(*std::min_element(got.begin(), got.end()), 0.0f) << what;
     }
     space_buffer X = h.put(b, true);

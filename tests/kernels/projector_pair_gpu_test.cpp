@@ -24,6 +24,7 @@ using namespace ctforge;
 namespace {
 
 using ctforge::testing::dot;
+using ctforge::testing::mae_over_peak;
 using ctforge::testing::random_values;
 
 // The GPU runs the CPU's per-ray / per-voxel float code (exact interpolation); only FMA
@@ -31,15 +32,6 @@ using ctforge::testing::random_values;
 // sum over views differ (~1e-6 of the peak). 1e-5 of the peak as mean absolute error is the
 // bound tests/kernels/projector_gpu_test.cpp uses; a half-voxel shift costs >= 1e-3.
 constexpr double k_tol = 1e-5;
-
-double mae_over_peak(const std::vector<float>& got, const std::vector<float>& ref) {
-  double err = 0, peak = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    err += std::abs(static_cast<double>(got[i]) - ref[i]);
-    peak = std::max(peak, std::abs(static_cast<double>(ref[i])));
-  }
-  return peak > 0 ? err / static_cast<double>(ref.size()) / peak : err;
-}
 
 std::vector<ctforge::testing::geometry_case> cases() {
   return {

@@ -11,54 +11,31 @@
 #include <random>
 #include <vector>
 
+#include "kernels/tv_host.hpp"
+
 namespace {
 
 namespace k = ctforge::kernels;
 
+/// The host FGP loop, checking on the way out that the dual field stays in the unit ball.
 std::vector<float> fgp(const std::vector<float>& b, k::tv_dims d, float lam, int iters,
                        bool nonnegative) {
-  const std::size_t n = b.size();
-  const bool three = d.nz > 1;
-  std::vector<float> z(n), rx(n), ry(n), rz(n), px(n), py(n), pz(n), out(n);
-  float* rzp = three ? rz.data() : nullptr;
-  float* pzp = three ? pz.data() : nullptr;
-  double t = 1.0;
-  for (int it = 0; it < iters; ++it) {
-    for (std::size_t i = 0; i < n; ++i)
-      z[i] = k::tv_primal_at(b.data(), rx.data(), ry.data(), rzp, d, lam, nonnegative,
-                             static_cast<std::int64_t>(i));
-    const double t_next = k::tv_next_t(t);
-    const auto momentum = static_cast<float>((t - 1.0) / t_next);
-    for (std::size_t i = 0; i < n; ++i)
-      k::tv_dual_at(z.data(), rx.data(), ry.data(), rzp, px.data(), py.data(), pzp, d, lam,
-                    momentum, static_cast<std::int64_t>(i));
-    t = t_next;
-  }
-  for (std::size_t i = 0; i < n; ++i) {
-    // the dual field stays in the unit ball
-    const double q2 = static_cast<double>(px[i]) * px[i] + static_cast<double>(py[i]) * py[i] +
-                      (three ? static_cast<double>(pz[i]) * pz[i] : 0.0);
+  const ctforge::testing::host_fgp_result r =
+      ctforge::testing::host_tv_prox(b, d, lam, iters, nonnegative);
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    const double q2 = static_cast<double>(r.px[i]) * r.px[i] +
+                      static_cast<double>(r.py[i]) * r.py[i] +
+                      (r.pz.empty() ? 0.0 : static_cast<double>(r.pz[i]) * r.pz[i]);
     EXPECT_LE(q2, 1.0 + 1e-5);
-    out[i] = k::tv_primal_at(b.data(), px.data(), py.data(), pzp, d, lam, nonnegative,
-                             static_cast<std::int64_t>(i));
   }
-  return out;
+  return r.x;
 }
 
 double objective(const std::vector<float>& x, const std::vector<float>& b, k::tv_dims d,
                  double lam) {
-  double fit = 0, tv = 0;
-  for (std::int64_t i = 0; i < d.count(); ++i) {
-    const auto u = static_cast<std::size_t>(i);
-    const std::int64_t xx = i % d.nx, yy = (i / d.nx) % d.ny, zz = i / (d.nx * d.ny);
-    const double v = x[u];
-    const double gx = xx + 1 < d.nx ? x[u + 1] - v : 0.0;
-    const double gy = yy + 1 < d.ny ? x[u + static_cast<std::size_t>(d.nx)] - v : 0.0;
-    const double gz = zz + 1 < d.nz ? x[u + static_cast<std::size_t>(d.nx * d.ny)] - v : 0.0;
-    tv += std::sqrt(gx * gx + gy * gy + gz * gz);
-    fit += 0.5 * (v - b[u]) * (v - b[u]);
-  }
-  return fit + lam * tv;
+  double fit = 0;
+  for (std::size_t i = 0; i < b.size(); ++i) fit += 0.5 * (x[i] - b[i]) * (static_cast<double>(x[i]) - b[i]);
+  return fit + lam * ctforge::testing::host_total_variation(x, d);
 }
 
 TEST(TvProxArithmetic, LowersTheProxObjectiveAndConverges) {

@@ -15,6 +15,7 @@
 #include "ctforge/phantom.hpp"
 #include "ctforge/projector.hpp"
 #include "recon/iterative_space.hpp"
+#include "adjoint_cases.hpp"
 #include "test_support.hpp"
 
 namespace ctforge {
@@ -26,14 +27,7 @@ using detail::space_buffer;
 using detail::space_config;
 
 constexpr double pi = std::numbers::pi;
-
-std::vector<float> random_values(std::size_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
+using testing::random_values;
 
 struct fixture {
   geometry g = make_cone_geometry(21, 13, 1.3, 1.1, 80, 150, angle_range(0.1, 0.7, 9));
