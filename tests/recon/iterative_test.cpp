@@ -21,10 +21,13 @@
 #include "ctforge/phantom.hpp"
 #include "ctforge/projector.hpp"
 #include "ctforge/recon.hpp"
+#include "recon/recon_quality.hpp"
 #include "test_support.hpp"
 
 namespace ctforge {
 namespace {
+
+using testing::relative_error;
 
 constexpr double pi = std::numbers::pi;
 
@@ -36,17 +39,6 @@ recon_options iterative(algorithm a, int iterations) {
   o.threads = 2;
   if (a == algorithm::fista_tv) o.tv_weight = 1e-6;  // mild: consistent data need no prior
   return o;
-}
-
-/// ||a - b|| / ||b||.
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double e = static_cast<double>(a[i]) - b[i];
-    num += e * e;
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(num / den);
 }
 
 struct scan {

@@ -135,6 +135,17 @@ inline quality compare_in_radius(const volume& rec, const volume& truth, double 
 }
 
 /// Largest |value| (0 when empty).
+/// ||a - b|| / ||b|| (Euclidean, over all elements, in double).
+inline double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double e = static_cast<double>(a[i]) - b[i];
+    num += e * e;
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
 inline double peak_abs(std::span<const float> values) {
   double p = 0;
   for (float x : values) p = std::max(p, static_cast<double>(std::abs(x)));

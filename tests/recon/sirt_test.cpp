@@ -15,10 +15,13 @@
 #include "ctforge/phantom.hpp"
 #include "ctforge/projector.hpp"
 #include "ctforge/recon.hpp"
+#include "recon/recon_quality.hpp"
 #include "test_support.hpp"
 
 namespace ctforge {
 namespace {
+
+using testing::relative_error;
 
 constexpr double pi = std::numbers::pi;
 
@@ -29,17 +32,6 @@ recon_options sirt(int iterations, bool nonnegative = false) {
   o.iterations = iterations;
   o.nonnegative = nonnegative;
   return o;
-}
-
-/// ||a - b|| / ||b|| (Euclidean, over all elements).
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double e = static_cast<double>(a[i]) - b[i];
-    num += e * e;
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(num / den);
 }
 
 struct scan {
