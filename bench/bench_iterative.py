@@ -9,14 +9,13 @@ the slope shown), on every backend available (CPU; CUDA when a device is present
 Markdown table and writes every figure with the machine to --json.
 """
 import argparse
-import json
 import os
 import statistics
 import sys
 import time
 
 import ctforge
-from bench_machine import cpu_model
+from bench_machine import cpu_model, write_json
 
 PROBLEMS = {
     "64": dict(size=64, views=60, cols=96, rows=80),  # quick check
@@ -87,9 +86,7 @@ def main():
         print(f"| {p['size']}³ ← {p['views']} × {p['cols']}×{p['rows']} | {r['algorithm']} | "
               f"{r['backend']} | {r['iteration_s']:.3f} ({r['min_s']:.3f}-{r['max_s']:.3f}) | "
               f"{r['setup_s']:.2f} |")
-    os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(report, f, indent=1)
+    write_json(args.json, report)
     log(f"wrote {args.json}")
 
 

@@ -1,4 +1,7 @@
-"""What machine a benchmark ran on (shared by the Python benchmarks in bench/)."""
+"""What machine a benchmark ran on, and writing its report (shared by the Python benchmarks in
+bench/)."""
+import json
+import os
 import platform
 
 
@@ -12,3 +15,10 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor()
+
+
+def write_json(path: str, report: dict) -> None:
+    """Writes `report` as indented JSON to `path`, making its folder."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(report, f, indent=1)

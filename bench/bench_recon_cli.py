@@ -12,7 +12,6 @@ The ratio end to end / back-projection alone is the overhead of everything aroun
 back-projection. Prints a Markdown table and writes every figure with the machine to --json.
 """
 import argparse
-import json
 import os
 import re
 import statistics
@@ -22,7 +21,7 @@ import tempfile
 import time
 
 import ctforge
-from bench_machine import cpu_model
+from bench_machine import cpu_model, write_json
 
 
 def stats(times):
@@ -110,9 +109,7 @@ def main():
     print(row("`ctforge recon` end to end", report["cli"]))
     print(f"\n`ctforge recon` reports read {med[0]:.2f} s ({report['read_mib_per_s']:.0f} MiB/s of "
           f"projections), reconstruct {med[1]:.2f} s, write {med[2]:.2f} s")
-    os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(report, f, indent=1)
+    write_json(args.json, report)
     log(f"wrote {args.json}")
 
 
