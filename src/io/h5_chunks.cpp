@@ -99,10 +99,12 @@ std::vector<dims_t> chunks_meeting(const chunk_layout& L, const dims_t& start,
   return out;
 }
 
-/// Copies the part of a chunk (origin `co`, full chunk shape) inside the block [s, s + c) of
-/// the dataset between the chunk buffer and the block buffer (to_block: chunk -> block).
-void copy_intersection(const chunk_layout& L, const dims_t& co, const dims_t& s, const dims_t& c,
-                       float* chunk_buf, float* block_buf, bool to_block) {
+/// Calls run(chunk_offset, block_offset, n) for each row of n contiguous elements of the part of
+/// a chunk (origin `co`, full chunk shape) inside the block [s, s + c) of the dataset; offsets
+/// in elements of the chunk buffer and of the row-major block buffer.
+template <class Run>
+void for_each_intersection_row(const chunk_layout& L, const dims_t& co, const dims_t& s,
+                               const dims_t& c, Run&& run) {
   const std::size_t r = L.dims.size();
   dims_t lo(r), hi(r);
   for (std::size_t i = 0; i < r; ++i) {
@@ -110,7 +112,7 @@ void copy_intersection(const chunk_layout& L, const dims_t& co, const dims_t& s,
     hi[i] = std::min({co[i] + L.chunk[i], s[i] + c[i], L.dims[i]});
     if (hi[i] <= lo[i]) return;
   }
-  const std::size_t run = static_cast<std::size_t>(hi[r - 1] - lo[r - 1]);
+  const std::size_t n = static_cast<std::size_t>(hi[r - 1] - lo[r - 1]);
   dims_t idx = lo;
   for (;;) {
     std::size_t ci = 0, bi = 0;
@@ -118,10 +120,7 @@ void copy_intersection(const chunk_layout& L, const dims_t& co, const dims_t& s,
       ci = ci * L.chunk[i] + (idx[i] - co[i]);
       bi = bi * c[i] + (idx[i] - s[i]);
     }
-    if (to_block)
-      std::memcpy(block_buf + bi, chunk_buf + ci, run * sizeof(float));
-    else
-      std::memcpy(chunk_buf + ci, block_buf + bi, run * sizeof(float));
+    run(ci, bi, n);
     if (r == 1) return;
     std::size_t d = r - 1;
     while (d-- > 0) {
@@ -269,13 +268,12 @@ bool read_float_chunks(hid_t dset, const dims_t& start, const dims_t& count, flo
         unshuffle4(data, dst, L->chunk_elems);
         data = dst;
       }
-      // The chunk's bytes are aligned copies in our scratch (or the raw buffer when unfiltered).
-      if (data == in.data()) {
-        std::memcpy(s.a.data(), data, chunk_bytes);
-        data = s.a.data();
-      }
-      copy_intersection(*L, origin, start, count,
-                        reinterpret_cast<float*>(const_cast<unsigned char*>(data)), out, true);
+      // Copied by bytes: `data` may be the raw buffer (an unfiltered chunk), aligned or not.
+      for_each_intersection_row(*L, origin, start, count,
+                                [&](std::size_t ci, std::size_t bi, std::size_t n) {
+                                  std::memcpy(out + bi, data + ci * sizeof(float),
+                                              n * sizeof(float));
+                                });
     });
     g0 = g1;
   }
@@ -318,8 +316,11 @@ bool write_float_chunks(hid_t dset, const dims_t& start, const dims_t& count, co
       scratch& s = per_thread[static_cast<std::size_t>(std::max(0, omp_get_thread_num()))];
       // The chunk's values; the part beyond the dataset's edge is stored as zeros.
       std::fill(s.a.begin(), s.a.end(), 0);
-      copy_intersection(*L, chunks[g0 + k], start, count, reinterpret_cast<float*>(s.a.data()),
-                        const_cast<float*>(in), false);
+      auto* values = reinterpret_cast<float*>(s.a.data());
+      for_each_intersection_row(*L, chunks[g0 + k], start, count,
+                                [&](std::size_t ci, std::size_t bi, std::size_t n) {
+                                  std::memcpy(values + ci, in + bi, n * sizeof(float));
+                                });
       const unsigned char* data = s.a.data();
       if (L->shuffle_bit >= 0 && L->chunk_elems > 1) {
         shuffle4(data, s.b.data(), L->chunk_elems);
