@@ -65,12 +65,14 @@ FUZZ_SECONDS ?= 60
 asan: deps
 	@if [ ! -f build-asan/CMakeCache.txt ]; then cmake --preset asan; fi
 	cmake --build build-asan -j$(JOBS)
+	scripts/clear-omp-registrations
 	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir build-asan --output-on-failure -j$(JOBS) -LE gpu
 
 fuzz: deps
 	@if [ ! -f build-asan/CMakeCache.txt ]; then cmake --preset asan; fi
 	cmake --build build-asan -j$(JOBS)
+	scripts/clear-omp-registrations
 	scripts/fuzz $(FUZZ_SECONDS) build-asan
 
 bench: build
