@@ -3,13 +3,17 @@
 // with all threads.
 //
 //   bench_forward [--size 256] [--views 180] [--det 256] [--reference-stride 10] [--repeat 1]
-//                 [--threads N] [--json]
+//                 [--threads N] [--transpose] [--json]
 //
 // Work is counted in plane samples: one per voxel plane along each ray's dominant axis, summed
 // over the rays (detail::forward_project_samples). Reported per loop and thread count: wall
 // seconds, samples/s, samples/s per thread, samples per CPU-second (the per-core throughput,
 // which stays meaningful when other processes compete for the cores) and GUPS = voxels x views /
 // wall seconds / 1e9 (the unit of bench_backproject and the peers comparison).
+//
+// --transpose also times back_project_matched, the forward projector's exact transpose that the
+// iterative methods pair with it, on all views: the same plane samples, scattered into the volume
+// instead of gathered (loop "transpose" in the table), and its time against the forward's.
 //
 // The scalar loop runs on every --reference-stride-th view only (the views spread over the whole
 // arc, so every ray direction is represented) to keep the run short; the vectorised loop runs on
@@ -34,6 +38,7 @@
 
 #include "ctforge/error.hpp"
 #include "ctforge/geometry.hpp"
+#include "ctforge/projector.hpp"
 #include "ctforge/volume.hpp"
 #include "recon/forward_project_cpu.hpp"
 
@@ -89,13 +94,42 @@ run_result time_forward(const volume& vol, const geometry& g, detail::forward_pa
   return r;
 }
 
+/// The matched back-projector (back_project_matched, the exact transpose the iterative methods
+/// pair with the forward projector) on the same rays: the same plane samples, scattered.
+run_result time_transpose(const projection_stack& p, const geometry& g, const volume_geometry& vg,
+                          int threads, int repeat, double samples) {
+  run_result r;
+  r.loop = "transpose";
+  r.views = "all";
+  r.threads = threads;
+  r.samples = samples;
+  r.updates = static_cast<double>(vg.voxel_count()) * static_cast<double>(g.view_count());
+  r.seconds = 1e300;
+  for (int i = 0; i < repeat; ++i) {
+    const double c0 = process_cpu_seconds();
+    const auto t0 = std::chrono::steady_clock::now();
+    const volume v = back_project_matched(p, g, vg, threads);
+    const auto t1 = std::chrono::steady_clock::now();
+    const double cpu = process_cpu_seconds() - c0;
+    const double wall = std::chrono::duration<double>(t1 - t0).count();
+    double checksum = 0;
+    for (std::size_t k = 0; k < v.data.size(); k += 4099) checksum += v.data[k];
+    if (!std::isfinite(checksum)) CTFORGE_FAIL("bench_forward: non-finite transpose");
+    if (wall < r.seconds) {
+      r.seconds = wall;
+      r.cpu_seconds = cpu;
+    }
+  }
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"CPU Joseph forward-projection throughput: vectorised against scalar loop"};
   std::int64_t size = 256, views = 180, det = 256, stride = 10;
   int repeat = 1, threads = 0;
-  bool json_out = false;
+  bool json_out = false, transpose = false;
   app.add_option("--size", size, "volume edge in voxels (256 mm across)")
       ->check(CLI::Range(1, 2048));
   app.add_option("--views", views, "number of views over 360 deg")->check(CLI::Range(1, 100000));
@@ -108,6 +142,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100));
   app.add_option("--threads", threads, "threads of the multi-threaded runs (0: all)")
       ->check(CLI::Range(0, 4096));
+  app.add_flag("--transpose", transpose,
+               "also time the matched back-projector (the forward projector's exact transpose) "
+               "on all views");
   app.add_flag("--json", json_out, "print JSON instead of a table");
   CLI11_PARSE(app, argc, argv);
 
@@ -151,9 +188,12 @@ int main(int argc, char** argv) {
       r = time_forward(vol, sub, detail::forward_path::automatic, t, repeat, sub_samples, &fast);
       r.views = "subset";
       results.push_back(r);
-      r = time_forward(vol, g, detail::forward_path::automatic, t, repeat, samples, nullptr);
+      projection_stack whole;
+      r = time_forward(vol, g, detail::forward_path::automatic, t, repeat, samples,
+                       transpose ? &whole : nullptr);
       r.views = "all";
       results.push_back(r);
+      if (transpose) results.push_back(time_transpose(whole, g, vol.geom, t, repeat, samples));
       for (std::size_t i = 0; i < ref.data.size(); ++i) {
         peak = std::max(peak, static_cast<double>(std::abs(ref.data[i])));
         max_diff = std::max(max_diff, static_cast<double>(std::abs(fast.data[i] - ref.data[i])));
@@ -219,6 +259,12 @@ int main(int argc, char** argv) {
             t, find("vectorised", t).samples_per_thread() / find("scalar", t).samples_per_thread(),
             find("vectorised", t).samples_per_cpu_second() /
                 find("scalar", t).samples_per_cpu_second());
+      for (const auto& r : results)
+        if (r.loop == "transpose")
+          for (const auto& f : results)
+            if (f.loop == "vectorised" && f.views == "all" && f.threads == r.threads)
+              fmt::print("transpose / forward on all views, {} thread(s): {:.2f}x the time\n",
+                         r.threads, r.seconds / f.seconds);
       fmt::print("max |vectorised - scalar| / peak on those views: {:.2e}\n", max_diff / peak);
       fmt::print(
           "(Gsamples/CPUs = throughput per busy core; it differs from Gsamples/s/th when other\n"

@@ -64,8 +64,12 @@ CTFORGE_HD trilinear_cell make_trilinear_cell(float x, float y, float z, int nx,
   y = clamp_f(y, -1.0f, static_cast<float>(ny));
   z = clamp_f(z, -1.0f, static_cast<float>(nz));
   const float fx = floor_f(x), fy = floor_f(y), fz = floor_f(z);
-  return {static_cast<std::int64_t>(fx), static_cast<std::int64_t>(fy),
-          static_cast<std::int64_t>(fz), x - fx, y - fy, z - fz};
+  return {static_cast<std::int64_t>(fx),
+          static_cast<std::int64_t>(fy),
+          static_cast<std::int64_t>(fz),
+          x - fx,
+          y - fy,
+          z - fz};
 }
 /// Trilinear blend of a cell's eight taps: a (i, j, k), b (j + 1), c (k + 1), d (j + 1, k + 1),
 /// each pair [x, x + 1].
@@ -275,12 +279,56 @@ template <class Sampler>
 CTFORGE_HD float joseph_ray_window(const Sampler& sample, f3 p, f3 d, int nx, int ny, int nz,
                                    float dir_mm, float t_min, float z_lo, float z_hi) {
   float acc = 0.0f;
-  const float adm = joseph_ray_samples(p, d, nx, ny, nz, t_min, z_lo, z_hi,
-                                       [&](float x, float y, float z, float w) {
-                                         acc += w * sample(x, y, z);
-                                       });
+  const float adm =
+      joseph_ray_samples(p, d, nx, ny, nz, t_min, z_lo, z_hi,
+                         [&](float x, float y, float z, float w) { acc += w * sample(x, y, z); });
   if (adm == 0.0f) return 0.0f;
   return acc * dir_mm / adm;
+}
+
+/// The plane samples of one walk scattered: for plane k, the four taps of its sample in the plane
+/// (the sample lies exactly on it, so the main-axis tap k + 1 has weight 0 and is not visited),
+/// each with `scale` x cell weight x its bilinear weight. Axis: the walk's dominant axis; u, v are
+/// the transverse axes (y, z), (x, z) or (x, y), as in the CPU's vectorised forward loop.
+template <int Axis, class Add>
+CTFORGE_HD void joseph_scatter_planes(Add& add, const joseph_walk& walk, int nx, int ny, int nz,
+                                      float scale) {
+  const std::int64_t sxy = static_cast<std::int64_t>(nx) * ny;
+  const int nu = Axis == 0 ? ny : nx, nv = Axis == 2 ? ny : nz;
+  const std::int64_t stride_m = Axis == 0 ? 1 : (Axis == 1 ? nx : sxy);
+  const std::int64_t stride_u = Axis == 0 ? nx : 1, stride_v = Axis == 2 ? nx : sxy;
+  for (int k = walk.k0; k <= walk.k1; ++k) {
+    float x, y, z;
+    const float w = joseph_plane_sample(walk, k, x, y, z);
+    if (w == 0.0f) continue;
+    // make_trilinear_cell's clamp and floor, in the two transverse axes.
+    const float cu = clamp_f(Axis == 0 ? y : x, -1.0f, static_cast<float>(nu));
+    const float cv = clamp_f(Axis == 2 ? y : z, -1.0f, static_cast<float>(nv));
+    const float fu = floor_f(cu), fv = floor_f(cv);
+    const int iu = static_cast<int>(fu), iv = static_cast<int>(fv);
+    const float au = cu - fu, av = cv - fv;
+    const float c = scale * w;
+    // trilinear_blend's weights with the main-axis fraction 0: (1 - av)(1 - au) for tap
+    // (iu, iv), and so on.
+    const float w00 = c * (1.0f - av) * (1.0f - au), w01 = c * (1.0f - av) * au;
+    const float w10 = c * av * (1.0f - au), w11 = c * av * au;
+    const std::int64_t base = k * stride_m + iu * stride_u + iv * stride_v;
+    if (iu >= 0 && iv >= 0 && iu + 1 < nu && iv + 1 < nv) {
+      add(base, w00);
+      add(base + stride_u, w01);
+      add(base + stride_v, w10);
+      add(base + stride_u + stride_v, w11);
+      continue;
+    }
+    // Near a face: taps outside the volume are dropped (the sampler reads them as zero). With
+    // iu in [-1, nu], tap iu is inside for 0 <= iu < nu and tap iu + 1 for iu < nu - 1.
+    const bool u0 = iu >= 0 && iu < nu, u1 = iu + 1 < nu;
+    const bool v0 = iv >= 0 && iv < nv, v1 = iv + 1 < nv;
+    if (u0 && v0) add(base, w00);
+    if (u1 && v0) add(base + stride_u, w01);
+    if (u0 && v1) add(base + stride_v, w10);
+    if (u1 && v1) add(base + stride_u + stride_v, w11);
+  }
 }
 
 /// The exact transpose of joseph_ray with border_volume_sampler: calls add(v, value * (the
@@ -291,35 +339,16 @@ CTFORGE_HD float joseph_ray_window(const Sampler& sample, f3 p, f3 d, int nx, in
 template <class Add>
 CTFORGE_HD void joseph_scatter_with(Add&& add, int nx, int ny, int nz, f3 p, f3 d, float dir_mm,
                                     float t_min, float value) {
-  const std::int64_t sx = nx, sxy = static_cast<std::int64_t>(nx) * ny;
-  float scale = 0.0f;  // value * dir_mm / |d_main|, known once the samples are: first collect
-  // The scale depends on |d_main| only, which the sample walk returns at its end; it is the
-  // same for every sample, so it is computed from d up front with the walk's own arithmetic.
-  {
-    const float ax = fabsf(d.x), ay = fabsf(d.y), az = fabsf(d.z);
-    const float adm = (ax >= ay && ax >= az) ? ax : (ay >= az ? ay : az);
-    scale = value * dir_mm / adm;
-  }
-  joseph_ray_samples(p, d, nx, ny, nz, t_min, -1.0f, static_cast<float>(nz),
-                     [&](float x, float y, float z, float w) {
-    const trilinear_cell t = make_trilinear_cell(x, y, z, nx, ny, nz);
-    const float c = scale * w;
-    const float wx[2] = {1.0f - t.ax, t.ax}, wy[2] = {1.0f - t.ay, t.ay},
-                wz[2] = {1.0f - t.az, t.az};
-    for (int dz = 0; dz < 2; ++dz) {
-      const std::int64_t k = t.k + dz;
-      if (k < 0 || k >= nz) continue;
-      for (int dy = 0; dy < 2; ++dy) {
-        const std::int64_t j = t.j + dy;
-        if (j < 0 || j >= ny) continue;
-        for (int dx = 0; dx < 2; ++dx) {
-          const std::int64_t i = t.i + dx;
-          if (i < 0 || i >= nx) continue;
-          add(k * sxy + j * sx + i, c * wz[dz] * wy[dy] * wx[dx]);
-        }
-      }
-    }
-  });
+  joseph_walk walk;
+  if (!joseph_ray_plan(p, d, nx, ny, nz, t_min, -1.0f, static_cast<float>(nz), walk)) return;
+  // joseph_ray_window's final scale, the same for every sample.
+  const float scale = value * dir_mm / fabsf(walk.dm);
+  if (walk.axis == 0)
+    joseph_scatter_planes<0>(add, walk, nx, ny, nz, scale);
+  else if (walk.axis == 1)
+    joseph_scatter_planes<1>(add, walk, nx, ny, nz, scale);
+  else
+    joseph_scatter_planes<2>(add, walk, nx, ny, nz, scale);
 }
 
 /// joseph_scatter_with adding into `vol` ([nz][ny][nx]). Not thread-safe on `vol`: the caller
