@@ -552,10 +552,10 @@ runner add_recon(CLI::App& app) {
                   "interrupted run (SIGINT / SIGTERM stop it at the next batch, exit 130 / 143)")
       ->type_name("DIR");
   sub->add_option("--checkpoint-every", o->checkpoint_every,
-                  "--checkpoint-dir, SIRT: save the iterate every N iterations (0: by time only)")
+                  "--checkpoint-dir, iterative methods: save their state every N iterations (0: by time only)")
       ->type_name("N");
   sub->add_option("--checkpoint-seconds", o->checkpoint_seconds,
-                  "--checkpoint-dir, SIRT: save the iterate when T seconds have passed since the "
+                  "--checkpoint-dir, iterative methods: save their state when T seconds have passed since the "
                   "last save (0: by count only)")
       ->type_name("T")
       ->capture_default_str();

@@ -29,7 +29,7 @@ class checkpoint_stopped : public cancelled {
 struct checkpoint_options {
   std::string dir;                   ///< the checkpoint directory (created when missing)
   std::int64_t planes_per_unit = 0;  ///< FDK / FBP: z-planes per unit; 0: about 16 M voxels
-  int every_iterations = 0;          ///< SIRT: save the iterate every N iterations (0: by time)
+  int every_iterations = 0;          ///< iterative methods: save the state every N iterations (0: by time)
   double every_seconds = 30;         ///< SIRT: ... and after T seconds since the last save (0: off)
   /// Called after each unit (FDK / FBP: units complete; SIRT: iterations saved). May be empty.
   std::function<void(std::int64_t)> after_unit;

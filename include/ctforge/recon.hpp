@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ctforge/backend.hpp"
 #include "ctforge/cancel.hpp"
@@ -34,7 +35,6 @@ enum class algorithm { fdk, fbp, sirt, cgls, os_sart, fista_tv, osem };
 inline bool is_iterative(algorithm a) {
   return a != algorithm::fdk && a != algorithm::fbp;
 }
-
 
 /// What an iterative method reports after each iteration (recon_options::on_iteration). For
 /// OS-SART and OSEM an iteration is one pass over every subset.
@@ -89,18 +89,30 @@ volume_geometry default_grid(const geometry& g, const grid_request& request = {}
 /// detector plane), 1 for parallel beams.
 double magnification(const geometry& g);
 
-/// Resumable SIRT: the iterate after a number of iterations is SIRT's whole state (the weights
-/// R and C are recomputed exactly from the geometry), so saving it and starting again from it
-/// continues bit for bit.
-struct sirt_checkpoint {
-  /// Called with the iterations done and the iterate ([z][y][x], valid during the call) after
-  /// every `every` iterations, after `seconds` have passed since the last call, and before a
-  /// cancelled call throws. May be empty.
-  std::function<void(int iterations_done, std::span<const float> x)> save;
-  int every = 0;                    ///< 0: not by count
-  double seconds = 0;               ///< 0: not by time
-  int resume_iterations = 0;        ///< iterations already done in resume_x (0: start from x = 0)
-  std::span<const float> resume_x;  ///< the iterate after them, vg.voxel_count() values
+/// The state of an iterative method after some iterations: everything it continues from, bit for
+/// bit on the same backend and thread count (what it derives, such as SIRT's weights R and C or
+/// the subsets' sensitivities, is recomputed exactly). The arrays and scalars are the method's:
+///  * SIRT, OS-SART, OSEM: {x}, no scalars;
+///  * CGLS: {x, r = p - A x, d (search direction)}, {gamma = |A^T r|^2, |A^T p|^2, gamma_0};
+///  * FISTA-TV: {x, y (extrapolated point), A x, A y}, {t (momentum), L (step, ||A||^2 x 1.1)}.
+/// Volumes are [z][y][x] (vg.voxel_count() values), projections [view][row][col].
+struct iterative_state {
+  int iterations = 0;                          ///< iterations done; 0: none (start afresh)
+  std::vector<std::span<const float>> arrays;  ///< the iterate x first
+  std::vector<double> scalars;
+};
+
+/// Saving and resuming an iterative method's state (ctforge recon --checkpoint-dir).
+struct iterative_checkpoint {
+  /// Called with the state after every `every` iterations, after `seconds` have passed since the
+  /// last call, and before a cancelled call throws (never after the last iteration: the result
+  /// is returned instead); its spans are valid during the call. May be empty.
+  std::function<void(const iterative_state&)> save;
+  int every = 0;       ///< 0: not by count
+  double seconds = 0;  ///< 0: not by time
+  /// The state to continue from (iterations = 0: none); its arrays are read during the call.
+  /// Shapes that do not fit the method, grid and geometry are refused (usage_error).
+  iterative_state resume;
 };
 
 struct recon_options {
@@ -156,8 +168,8 @@ struct recon_options {
   /// call stops there, frees what it holds and throws ctforge::cancelled. A progress callback
   /// may request it itself (the Python module does so on KeyboardInterrupt).
   cancellation_token cancel;
-  /// SIRT only: save and resume the iterate (see sirt_checkpoint).
-  sirt_checkpoint sirt_state;
+  /// Iterative methods: save and resume their state (see iterative_checkpoint).
+  iterative_checkpoint checkpoint;
 };
 
 /// Reconstructs `vg` from line integrals `proj` (views x rows x cols, matching `g`).

@@ -539,8 +539,9 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
     the volume as a :class:`DeviceArray` in GPU memory (the volume must fit there whole).
 
     ``checkpoint_dir``: a resumable run (as ``ctforge recon --checkpoint-dir``): FDK / FBP slab
-    by slab (``unit_planes`` z-planes per unit; default about 16 M voxels), SIRT with its
-    iterate saved every ``checkpoint_every`` iterations and/or ``checkpoint_seconds``; after a
+    by slab (``unit_planes`` z-planes per unit; default about 16 M voxels), the iterative
+    methods with their state saved every ``checkpoint_every`` iterations and/or
+    ``checkpoint_seconds``; after a
     crash, a killed kernel or Ctrl-C the same call skips what is recorded there (the same
     projections, geometry, grid and options; the directory refuses other ones) and returns the
     bit-identical result. The units are removed once it is returned."""

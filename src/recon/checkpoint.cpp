@@ -1,5 +1,6 @@
 // Resumable reconstruction (include/ctforge/checkpoint.hpp; ctforge recon --checkpoint-dir,
-// ctforge.reconstruct(checkpoint_dir=...)): FDK / FBP slab by slab, SIRT with saved iterates.
+// ctforge.reconstruct(checkpoint_dir=...)): FDK / FBP slab by slab, the iterative methods with
+// their saved state.
 //
 // The grid is cut into slabs of whole z-planes (units). Each unit reconstructs from the detector
 // rows its slab projects onto (plus interpolation margin), so the ramp filter runs once per row
@@ -13,26 +14,29 @@
 // A cancelled call (opt.cancel: the CLI's SIGINT / SIGTERM handler, Python's Ctrl-C) abandons
 // the unit in progress at its next batch of views and throws ctforge::cancelled saying what is
 // recorded.
+#include "ctforge/checkpoint.hpp"
+
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <optional>
-#include <tuple>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
-#include "ctforge/checkpoint.hpp"
 #include "ctforge/detail/atomic_write.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
 #include "kernels/cuda_plan.cuh"
 #include "kernels/cylinder.cuh"
+#include "recon/iterative/iterative.hpp"
 
 namespace ctforge {
 namespace {
@@ -76,7 +80,8 @@ std::pair<std::int64_t, std::int64_t> row_band(const geometry& g, const volume_g
         }
   // The slab's box is convex and the map projective with every corner in front of the source,
   // so the corners bound the rows; bilinear taps reach floor(row) and floor(row) + 1.
-  const auto r0 = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(lo)) - 1, 0, g.rows);
+  const auto r0 =
+      std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(lo)) - 1, 0, g.rows);
   const auto r1 =
       std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(hi)) + 3, r0 + 1, g.rows);
   return {r0, r1};
@@ -97,7 +102,8 @@ void write_text(const fs::path& p, const std::string& text) {
 }
 
 /// A recorded unit or state slot (<stem>.json + <stem>.f32) of run `run_hash`: its marker and
-/// its `count` floats when both check out; an empty marker with the reason otherwise.
+/// its `count` floats (0: the sum of the marker's "arrays" sizes, a state slot) when both check
+/// out; an empty marker with the reason otherwise.
 struct recorded {
   json marker;
   std::vector<float> data;
@@ -112,6 +118,19 @@ recorded read_recorded(const fs::path& dir, const std::string& stem, const std::
   if (m.value("run", "") != run_hash) {
     *why = "marker of another run";
     return {};
+  }
+  if (count == 0) {
+    const auto it = m.find("arrays");
+    bool ok = it != m.end() && it->is_array();
+    if (ok)
+      for (const auto& n : *it) {
+        ok = ok && n.is_number_unsigned();
+        if (ok) count += n.get<std::size_t>();
+      }
+    if (!ok || count == 0 || count > (std::size_t{1} << 40)) {
+      *why = "marker without a valid list of arrays";
+      return {};
+    }
   }
   std::vector<float> data(count);
   std::ifstream in(dir / (stem + ".f32"), std::ios::binary);
@@ -133,8 +152,8 @@ std::string describe_difference(const json& there, const json& here) {
     const auto it = there.find(key);
     const std::string was = it == there.end() ? "absent" : it->dump();
     if (it == there.end() || *it != value)
-      diff += fmt::format("{}{} ({} there, {} here)", diff.empty() ? "" : "; ", key, was,
-                          value.dump());
+      diff +=
+          fmt::format("{}{} ({} there, {} here)", diff.empty() ? "" : "; ", key, was, value.dump());
   }
   return diff.empty() ? "the run record differs" : diff;
 }
@@ -144,8 +163,8 @@ std::string open_run_dir(const checkpoint_options& co, const json& record) {
   const fs::path dir(co.dir);
   std::error_code ec;
   fs::create_directories(dir, ec);
-  CTFORGE_CHECK(fs::is_directory(dir), fmt::format("--checkpoint-dir: cannot create '{}'{}",
-                                                   co.dir, ec ? ": " + ec.message() : ""));
+  CTFORGE_CHECK(fs::is_directory(dir), fmt::format("--checkpoint-dir: cannot create '{}'{}", co.dir,
+                                                   ec ? ": " + ec.message() : ""));
   const std::string text = record.dump();
   const std::string run_hash = hex(fnv1a(text.data(), text.size()));
   const fs::path run_file = dir / "run.json";
@@ -177,59 +196,115 @@ void record_unit(const fs::path& dir, const std::string& stem, std::span<const f
   throw checkpoint_stopped(what_is_kept);
 }
 
-/// SIRT with its iterate saved into two alternating slots of co.dir (sirt_0, sirt_1), so that
-/// a crash while one is written leaves the other; resumes from the valid one with the most
-/// iterations.
-volume sirt_checkpointed(const projection_view& proj, const geometry& g, const volume_geometry& vg,
-                         recon_options ro, const checkpoint_options& co, json record,
-                         const std::function<void(const std::string&)>& note) {
-  // Not the iteration count: a run may be continued to more iterations.
+constexpr algorithm k_iterative[] = {algorithm::sirt, algorithm::os_sart, algorithm::cgls,
+                                     algorithm::fista_tv, algorithm::osem};
+
+/// The stem of an iterative method's state slots: sirt, os_sart, cgls, fista_tv, osem.
+std::string state_stem(algorithm a) {
+  std::string s = to_string(a);
+  std::replace(s.begin(), s.end(), '-', '_');
+  return s;
+}
+
+/// An iterative method with its state (iterative_state) saved into two alternating slots of
+/// co.dir (<method>_0, <method>_1: the arrays one after the other in .f32, their sizes, the
+/// scalars and the iteration count in the marker), so that a crash while one is written leaves
+/// the other; resumes from the valid one with the most iterations.
+volume iterative_checkpointed(const projection_view& proj, const geometry& g,
+                              const volume_geometry& vg, recon_options ro,
+                              const checkpoint_options& co, json record,
+                              const std::function<void(const std::string&)>& note) {
+  // Not the iteration count: a run may be continued to more iterations. What the iterations do:
   record.erase("filter");
   record.erase("cutoff");
   record["ctforge"] = CTFORGE_VERSION;
   record["relaxation"] = ro.relaxation;
   record["nonnegative"] = ro.nonnegative;
+  const bool matched = detail::backprojector_for(ro) == detail::backprojector_kind::matched;
+  record["backprojector"] = matched ? "matched" : "voxel";
+  if (ro.algo == algorithm::os_sart || ro.algo == algorithm::osem) record["subsets"] = ro.subsets;
+  if (ro.algo == algorithm::fista_tv) {
+    record["tv_weight"] = ro.tv_weight;
+    record["tv_iterations"] = ro.tv_iterations;
+  }
   const std::string run_hash = open_run_dir(co, record);
   const fs::path dir(co.dir);
-  const auto count = static_cast<std::size_t>(vg.voxel_count());
+  const std::string stem = state_stem(ro.algo);
+  const char* name = detail::display_name(ro.algo);
+  const int threads = ro.threads > 0 ? ro.threads : omp_get_max_threads();
   int best_slot = -1, best_iterations = 0;
-  std::vector<float> best;
+  recorded best;
   for (int slot = 0; slot < 2; ++slot) {
-    const std::string stem = fmt::format("sirt_{}", slot);
+    const std::string slot_stem = fmt::format("{}_{}", stem, slot);
     std::string why;
-    recorded r = read_recorded(dir, stem, run_hash, count, &why);
+    recorded r = read_recorded(dir, slot_stem, run_hash, 0, &why);
     if (r.marker.is_null()) {
       if (why != "no marker" && why != "marker of another run")
-        note(fmt::format("note: {}: {}; not used", stem, why));
+        note(fmt::format("note: {}: {}; not used", slot_stem, why));
       continue;
     }
     const int iterations = r.marker.value("iterations", 0);
+    const json scalars = r.marker.value("scalars", json::array());
+    const bool scalars_ok =
+        scalars.is_array() &&
+        std::all_of(scalars.begin(), scalars.end(), [](const json& v) { return v.is_number(); });
+    if (!scalars_ok) {
+      note(fmt::format("note: {}: marker without valid scalars; not used", slot_stem));
+      continue;
+    }
     if (iterations <= best_iterations || iterations > ro.iterations) continue;
     best_slot = slot;
     best_iterations = iterations;
-    best = std::move(r.data);
+    best = std::move(r);
   }
-  if (best_slot >= 0)
-    note(fmt::format("resuming SIRT after iteration {} of {} from {}", best_iterations,
+  if (best_slot >= 0) {
+    note(fmt::format("resuming {} after iteration {} of {} from {}", name, best_iterations,
                      ro.iterations, co.dir));
+    const int saved_threads = best.marker.value("threads", threads);
+    if (saved_threads != threads && matched)
+      note(
+          fmt::format("note: the state was saved by a run of {} threads and this one has {}: "
+                      "the matched back-projector's sums depend on the thread count, so the "
+                      "result equals an uninterrupted run's up to rounding (--threads {} "
+                      "continues bit for bit)",
+                      saved_threads, threads, saved_threads));
+    iterative_state& st = ro.checkpoint.resume;
+    st.iterations = best_iterations;
+    std::size_t offset = 0;
+    for (const auto& n : best.marker["arrays"]) {
+      const auto size = n.get<std::size_t>();
+      st.arrays.emplace_back(best.data.data() + offset, size);
+      offset += size;
+    }
+    for (const auto& v : best.marker["scalars"]) st.scalars.push_back(v.get<double>());
+  }
   int next_slot = best_slot < 0 ? 0 : 1 - best_slot;  // never overwrite the latest state
   int saved_iterations = best_iterations;
-  ro.sirt_state.resume_iterations = best_iterations;
-  ro.sirt_state.resume_x = best;
-  ro.sirt_state.every = co.every_iterations;
-  ro.sirt_state.seconds = co.every_seconds;
-  ro.sirt_state.save = [&](int iterations, std::span<const float> x) {
-    record_unit(dir, fmt::format("sirt_{}", next_slot), x,
-                {{"iterations", iterations}, {"run", run_hash}});
+  ro.checkpoint.every = co.every_iterations;
+  ro.checkpoint.seconds = co.every_seconds;
+  std::vector<float> packed;
+  ro.checkpoint.save = [&](const iterative_state& st) {
+    json sizes = json::array();
+    packed.clear();
+    for (const auto& a : st.arrays) {
+      sizes.push_back(a.size());
+      packed.insert(packed.end(), a.begin(), a.end());
+    }
+    record_unit(dir, fmt::format("{}_{}", stem, next_slot), packed,
+                {{"iterations", st.iterations},
+                 {"run", run_hash},
+                 {"arrays", sizes},
+                 {"scalars", st.scalars},
+                 {"threads", threads}});
     next_slot = 1 - next_slot;
-    saved_iterations = iterations;
-    if (co.after_unit) co.after_unit(iterations);
+    saved_iterations = st.iterations;
+    if (co.after_unit) co.after_unit(st.iterations);
   };
   try {
     return reconstruct(proj, g, vg, ro);
   } catch (const cancelled&) {
-    throw_stopped(fmt::format("the iterate after {} of {} iterations is kept in {}",
-                              saved_iterations, ro.iterations, co.dir));
+    throw_stopped(fmt::format("the state after {} of {} iterations is kept in {}", saved_iterations,
+                              ro.iterations, co.dir));
   }
 }
 
@@ -240,8 +315,8 @@ std::string slab_unit::name() const {
 }
 
 std::int64_t default_unit_planes(const volume_geometry& vg) {
-  return std::max<std::int64_t>(
-      1, (std::int64_t{1} << 24) / std::max<std::int64_t>(1, vg.nx * vg.ny));
+  return std::max<std::int64_t>(1,
+                                (std::int64_t{1} << 24) / std::max<std::int64_t>(1, vg.nx * vg.ny));
 }
 
 std::vector<slab_unit> plan_slab_units(const geometry& g, const volume_geometry& vg,
@@ -277,11 +352,11 @@ std::vector<slab_unit> plan_slab_units(const geometry& g, const volume_geometry&
 volume reconstruct_unit(const projection_view& band, const geometry& g, const volume_geometry& vg,
                         const recon_options& opt, const slab_unit& u) {
   require_host(band, "a slab unit");
-  CTFORGE_EXPECTS(0 <= u.k0 && u.k0 < u.k1 && u.k1 <= vg.nz && 0 <= u.r0 && u.r0 < u.r1 &&
-                      u.r1 <= g.rows,
-                  fmt::format("{}: planes [{}, {}) / rows [{}, {}) outside the {}-plane grid / "
-                              "{}-row detector",
-                              u.name(), u.k0, u.k1, u.r0, u.r1, vg.nz, g.rows));
+  CTFORGE_EXPECTS(
+      0 <= u.k0 && u.k0 < u.k1 && u.k1 <= vg.nz && 0 <= u.r0 && u.r0 < u.r1 && u.r1 <= g.rows,
+      fmt::format("{}: planes [{}, {}) / rows [{}, {}) outside the {}-plane grid / "
+                  "{}-row detector",
+                  u.name(), u.k0, u.k1, u.r0, u.r1, vg.nz, g.rows));
   CTFORGE_EXPECTS(band.views == g.view_count() && band.rows == u.r1 - u.r0 && band.cols == g.cols,
                   fmt::format("{}: the band holds [{}][{}][{}] projections, the unit needs "
                               "[{}][{}][{}] (views, rows {}..{}, cols)",
@@ -348,10 +423,9 @@ void slab_run::compute_unit(std::size_t i, const projection_view& band,
               {{"k0", u.k0}, {"k1", u.k1}, {"rows", {u.r0, u.r1}}, {"run", hash_}});
 }
 
-void reconstruct_slabwise(const row_band_source& rows, const geometry& g,
-                          const volume_geometry& vg, recon_options ro, std::int64_t planes,
-                          const checkpoint_options& co_in, std::string_view run_record_json,
-                          const slab_sink& sink,
+void reconstruct_slabwise(const row_band_source& rows, const geometry& g, const volume_geometry& vg,
+                          recon_options ro, std::int64_t planes, const checkpoint_options& co_in,
+                          std::string_view run_record_json, const slab_sink& sink,
                           const std::function<void(const std::string&)>& note_fn) {
   const auto note = [&](const std::string& t) {
     if (note_fn) note_fn(t);
@@ -370,8 +444,8 @@ void reconstruct_slabwise(const row_band_source& rows, const geometry& g,
       marked += m.is_object() && m.value("run", "") == run->fingerprint();
     }
     if (marked > 0)
-      note(fmt::format("resuming: {} of {} units in {} are recorded", marked, units.size(),
-                       co.dir));
+      note(
+          fmt::format("resuming: {} of {} units in {} are recorded", marked, units.size(), co.dir));
   }
   const auto user_progress = ro.progress;
   const auto n_units = static_cast<double>(units.size());
@@ -401,13 +475,15 @@ void reconstruct_slabwise(const row_band_source& rows, const geometry& g,
       break;
     }
     if (run)
-      record_unit(dir, u.name(), slab.data,
-                  {{"k0", u.k0}, {"k1", u.k1}, {"rows", {u.r0, u.r1}}, {"run", run->fingerprint()}});
+      record_unit(
+          dir, u.name(), slab.data,
+          {{"k0", u.k0}, {"k1", u.k1}, {"rows", {u.r0, u.r1}}, {"run", run->fingerprint()}});
     sink(u, slab.data);
     if (co.after_unit) co.after_unit(++done);
   }
   if (ro.cancel.requested() && done < static_cast<std::int64_t>(units.size())) {
-    if (run) throw_stopped(fmt::format("{} of {} units complete in {}", done, units.size(), co.dir));
+    if (run)
+      throw_stopped(fmt::format("{} of {} units complete in {}", done, units.size(), co.dir));
     throw cancelled("reconstruction cancelled");
   }
 }
@@ -423,10 +499,7 @@ volume reconstruct_resumable(const projection_view& proj, const geometry& g,
   const auto note = [&](const std::string& t) {
     if (note_fn) note_fn(t);
   };
-  if (ro.algo == algorithm::sirt) return sirt_checkpointed(proj, g, vg, ro, co, run_record, note);
-  CTFORGE_EXPECTS(!is_iterative(ro.algo),
-                  "--checkpoint-dir: " + to_string(ro.algo) +
-                      " runs are not resumable yet (SIRT's are); run without it");
+  if (is_iterative(ro.algo)) return iterative_checkpointed(proj, g, vg, ro, co, run_record, note);
   // Each unit's rows of the detector, copied out of the caller's projections.
   const row_band_source rows = [&](std::int64_t r0, std::int64_t r1) {
     projection_stack band(proj.views, r1 - r0, proj.cols);
@@ -449,9 +522,12 @@ void remove_checkpoint(const checkpoint_options& co) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(co.dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (((name.starts_with("slab_") || name.starts_with("sirt_")) &&
-         (name.ends_with(".f32") || name.ends_with(".json"))) ||
-        name == "run.json")
+    const bool ours =
+        name.starts_with("slab_") ||
+        std::any_of(std::begin(k_iterative), std::end(k_iterative), [&](algorithm a) {
+          return name.starts_with(state_stem(a) + "_0.") || name.starts_with(state_stem(a) + "_1.");
+        });
+    if ((ours && (name.ends_with(".f32") || name.ends_with(".json"))) || name == "run.json")
       fs::remove(e.path(), ec);
   }
 }

@@ -49,7 +49,8 @@ class Checkpoint : public ::testing::Test {
                                     "--geometry g.json -o p.h5 --quiet");
     ASSERT_EQ(r.status, 0) << r.output;
     // The uninterrupted checkpointed run every resumed run must reproduce bit for bit.
-    const auto a = testing::run_cli(*dir_, std::string(k_recon) + " -o ref.h5 --checkpoint-dir ck0");
+    const auto a =
+        testing::run_cli(*dir_, std::string(k_recon) + " -o ref.h5 --checkpoint-dir ck0");
     ASSERT_EQ(a.status, 0) << a.output;
   }
   static void TearDownTestSuite() {
@@ -65,12 +66,14 @@ class Checkpoint : public ::testing::Test {
                        double delay = 0, const std::string& recon = k_recon,
                        const char* marker = "slab_") {
     const fs::path script = *dir_ / (ck + ".sh");
-    std::ofstream(script) << "cd '" << dir_->string() << "'\n'" << CTFORGE_CLI_PATH << "' "
-                          << recon << " -o " << out << " --checkpoint-dir " << ck << " > " << ck
+    std::ofstream(script) << "cd '" << dir_->string() << "'\n'" << CTFORGE_CLI_PATH << "' " << recon
+                          << " -o " << out << " --checkpoint-dir " << ck << " > " << ck
                           << ".log 2>&1 &\npid=$!\n"
-                          << "while [ $(ls " << ck << "/" << marker << "*.json 2>/dev/null | wc -l) -lt "
-                          << units << " ] && kill -0 $pid 2>/dev/null; do sleep 0.01; done\n"
-                          << "sleep " << delay << "\nkill -" << sig << " $pid\nwait $pid\necho $?\n";
+                          << "while [ $(ls " << ck << "/" << marker
+                          << "*.json 2>/dev/null | wc -l) -lt " << units
+                          << " ] && kill -0 $pid 2>/dev/null; do sleep 0.01; done\n"
+                          << "sleep " << delay << "\nkill -" << sig
+                          << " $pid\nwait $pid\necho $?\n";
     FILE* p = ::popen(("bash '" + script.string() + "'").c_str(), "r");
     char buf[64] = {};
     const std::size_t n = std::fread(buf, 1, sizeof buf - 1, p);
@@ -114,8 +117,8 @@ TEST_F(Checkpoint, SigkillAtSeveralPointsResumesBitIdentical) {
     EXPECT_FALSE(fs::exists(*dir_ / "kill.h5"));
     const int recorded = count_units(*dir_ / ck);
     EXPECT_GE(recorded, units);
-    const auto r = testing::run_cli(*dir_, std::string(k_recon) + " -o kill.h5 --checkpoint-dir " +
-                                               ck + " --quiet");
+    const auto r = testing::run_cli(
+        *dir_, std::string(k_recon) + " -o kill.h5 --checkpoint-dir " + ck + " --quiet");
     ASSERT_EQ(r.status, 0) << r.output;
     EXPECT_TRUE(same_volume("kill.h5", "ref.h5")) << "units " << units;
     fs::remove(*dir_ / "kill.h5");
@@ -130,7 +133,8 @@ TEST_F(Checkpoint, SigtermStopsWithinAUnitAndResumes) {
   EXPECT_NE(log.find("run the same command again"), std::string::npos) << log;
   EXPECT_FALSE(fs::exists(*dir_ / "term.h5"));
   EXPECT_TRUE(testing::leftover_temporaries(*dir_ / "ck_term").empty());
-  const auto r = testing::run_cli(*dir_, std::string(k_recon) + " -o term.h5 --checkpoint-dir ck_term");
+  const auto r =
+      testing::run_cli(*dir_, std::string(k_recon) + " -o term.h5 --checkpoint-dir ck_term");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_TRUE(same_volume("term.h5", "ref.h5"));
 }
@@ -138,8 +142,8 @@ TEST_F(Checkpoint, SigtermStopsWithinAUnitAndResumes) {
 TEST_F(Checkpoint, ForeignAndCorruptedUnitsAreDetected) {
   ASSERT_EQ(interrupt("ck_bad", "bad.h5", 4, "KILL"), 128 + 9);
   // Another filter: the directory belongs to another run, and the message says what differs.
-  auto r = testing::run_cli(*dir_, std::string(k_recon) +
-                                       " --filter hann -o bad.h5 --checkpoint-dir ck_bad");
+  auto r = testing::run_cli(
+      *dir_, std::string(k_recon) + " --filter hann -o bad.h5 --checkpoint-dir ck_bad");
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("filter"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("hann"), std::string::npos) << r.output;
@@ -153,8 +157,9 @@ TEST_F(Checkpoint, ForeignAndCorruptedUnitsAreDetected) {
     f.seekp(100);
     f.put('\x7f');
   }
-  r = testing::run_cli(*dir_, std::string(k_recon).replace(std::string(k_recon).find(" --quiet"), 8, "") +
-                                  " -o bad.h5 --checkpoint-dir ck_bad");
+  r = testing::run_cli(*dir_,
+                       std::string(k_recon).replace(std::string(k_recon).find(" --quiet"), 8, "") +
+                           " -o bad.h5 --checkpoint-dir ck_bad");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("checksum mismatch"), std::string::npos) << r.output;
   EXPECT_TRUE(same_volume("bad.h5", "ref.h5"));
@@ -168,8 +173,9 @@ TEST_F(Checkpoint, SirtResumesBitIdenticalFromEitherSlot) {
       "--checkpoint-every 1 --checkpoint-seconds 0 --quiet";
   auto r = testing::run_cli(*dir_, sirt + " -o sirt_plain.h5 --checkpoint-dir ck_sirt_ref");
   ASSERT_EQ(r.status, 0) << r.output;
-  r = testing::run_cli(*dir_, "recon p.h5 --size 24 --algorithm sirt --iterations 8 "
-                              "--backend cpu --threads 2 --quiet -o sirt_nock.h5");
+  r = testing::run_cli(*dir_,
+                       "recon p.h5 --size 24 --algorithm sirt --iterations 8 "
+                       "--backend cpu --threads 2 --quiet -o sirt_nock.h5");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_TRUE(same_volume("sirt_plain.h5", "sirt_nock.h5"));
 
@@ -186,7 +192,8 @@ TEST_F(Checkpoint, SirtResumesBitIdenticalFromEitherSlot) {
   const std::string log = bytes_of(*dir_ / "ck_sirt_term.log");
   EXPECT_NE(log.find("iterations is kept in"), std::string::npos) << log;
   {
-    std::fstream f(*dir_ / "ck_sirt_term" / "sirt_0.f32", std::ios::in | std::ios::out | std::ios::binary);
+    std::fstream f(*dir_ / "ck_sirt_term" / "sirt_0.f32",
+                   std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(64);
     f.put('\x55');
   }
@@ -195,6 +202,52 @@ TEST_F(Checkpoint, SirtResumesBitIdenticalFromEitherSlot) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("sirt_0: checksum mismatch"), std::string::npos) << r.output;
   EXPECT_TRUE(same_volume("sirt_t.h5", "sirt_plain.h5"));
+}
+
+// The other iterative methods keep more state than SIRT (CGLS: residual, direction, norms;
+// FISTA-TV: extrapolated point, projections, momentum, step; OS-SART, OSEM: the iterate): killed
+// once a state is saved, the same command resumes from it to the bit-identical volume of a run
+// without a checkpoint. The directory refuses the same method with another option.
+TEST_F(Checkpoint, EveryIterativeMethodResumesBitIdentical) {
+  struct method {
+    const char* args;
+    const char* key;   // file names
+    const char* stem;  // state slots
+    const char* name;  // in messages
+  };
+  for (const method m : {method{"cgls", "cgls", "cgls_", "CGLS"},
+                         method{"fista-tv --tv-weight 1e-3", "fista", "fista_tv_", "FISTA-TV"},
+                         method{"os-sart --subsets 4", "ossart", "os_sart_", "OS-SART"},
+                         method{"osem --subsets 4", "osem", "osem_", "OSEM"}}) {
+    const std::string cmd = std::string("recon p.h5 --size 24 --algorithm ") + m.args +
+                            " --iterations 10 --backend cpu --threads 2 --checkpoint-every 1 "
+                            "--checkpoint-seconds 0 --quiet";
+    const std::string key = m.key;
+    auto r = testing::run_cli(*dir_, std::string("recon p.h5 --size 24 --algorithm ") + m.args +
+                                         " --iterations 10 --backend cpu --threads 2 --quiet -o " +
+                                         key + "_plain.h5");
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_EQ(interrupt("ck_" + key, key + "_k.h5", 2, "KILL", 0.02, cmd, m.stem), 128 + 9)
+        << m.args;
+    EXPECT_FALSE(fs::exists(*dir_ / (key + "_k.h5")));
+    r = testing::run_cli(*dir_, std::string(cmd).replace(cmd.find(" --quiet"), 8, "") + " -o " +
+                                    key + "_k.h5 --checkpoint-dir ck_" + key);
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find(std::string("resuming ") + m.name + " after iteration"),
+              std::string::npos)
+        << r.output;
+    EXPECT_TRUE(same_volume(key + "_k.h5", key + "_plain.h5")) << m.args;
+  }
+  // Another TV weight is another run: refused with the difference named, the state kept.
+  const std::string fista =
+      "recon p.h5 --size 24 --algorithm fista-tv --tv-weight 1e-3 --iterations 10 --backend cpu "
+      "--threads 2 --checkpoint-every 1 --checkpoint-seconds 0 --quiet";
+  EXPECT_EQ(interrupt("ck_fista2", "fista2.h5", 2, "KILL", 0.02, fista, "fista_tv_"), 128 + 9);
+  const auto r = testing::run_cli(*dir_, std::string(fista).replace(fista.find("1e-3"), 4, "2e-3") +
+                                             " -o fista2.h5 --checkpoint-dir ck_fista2");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("tv_weight"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(*dir_ / "ck_fista2" / "fista_tv_0.json"));
 }
 
 // --memory-limit: the units' planes go straight into the .h5 output; with the same units the
@@ -250,15 +303,17 @@ TEST_F(Checkpoint, MemoryLimitBoundsPeakMemory) {
       << R"({"type":"cone","source_to_isocenter_mm":400,"source_to_detector_mm":800,
              "detector":{"cols":256,"rows":160,"pixel_mm":[1,1]},
              "angles_deg":{"start":0,"step":3,"count":120}})";
-  auto r = testing::run_cli(*dir_, "simulate --phantom shepp-logan --phantom-size 100 "
-                                   "--geometry big.json -o big.h5 --quiet");
+  auto r = testing::run_cli(*dir_,
+                            "simulate --phantom shepp-logan --phantom-size 100 "
+                            "--geometry big.json -o big.h5 --quiet");
   ASSERT_EQ(r.status, 0) << r.output;
   const std::string recon = "recon big.h5 --size-xyz 256,256,192 --backend cpu --threads 2 --quiet";
   const long volume_kib = 256L * 256 * 192 * 4 / 1024;       // 48 MiB
   const long projections_kib = 120L * 160 * 256 * 4 / 1024;  // 19 MiB
   const long limit_kib = 12 * 1024;
-  const long base = peak_rss_kib(*dir_, "recon p.h5 --size 8 --backend cpu --threads 2 --quiet "
-                                        "-o small.h5 --memory-limit 3M");
+  const long base = peak_rss_kib(*dir_,
+                                 "recon p.h5 --size 8 --backend cpu --threads 2 --quiet "
+                                 "-o small.h5 --memory-limit 3M");
   const long limited = peak_rss_kib(*dir_, recon + " -o big_lim.h5 --memory-limit 12M");
   const long whole = peak_rss_kib(*dir_, recon + " -o big_whole.h5");
   std::cout << "[ metric   ] peak RSS: program " << base << " KiB, 256x256x192 with "

@@ -161,8 +161,6 @@ TEST_F(IterativeCli, InapplicableAndInvalidOptionsAreUsageErrors) {
       {"--algorithm os-sart --subsets 0", "--subsets"},
       {"--algorithm sirt --tolerance -1", "--tolerance"},
       {"--algorithm art", "--algorithm"},
-      {"--algorithm os-sart --checkpoint-dir ck", "--checkpoint-dir"},
-      {"--algorithm cgls --checkpoint-dir ck", "--checkpoint-dir"},
   };
   for (const auto& [args, name] : cases) {
     const result r = run(std::string(k_recon) + args + " -o bad.h5");

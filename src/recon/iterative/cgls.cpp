@@ -6,6 +6,7 @@
 //           s = A^T r; gamma' = |s|^2; d = s + (gamma' / gamma) d; gamma = gamma'
 // Dot products in double; vectors in float. Deterministic for a given backend and thread
 // count. The tolerance applies to the relative normal-equation residual |A^T r| / |A^T p|.
+// State (iterative_state): x, r, d and gamma, |A^T p|^2, gamma_0; s is recomputed from r.
 #include <cmath>
 
 #include "recon/iterative/iterative.hpp"
@@ -24,19 +25,26 @@ volume run_cgls(iterative_run& run) {
   space_buffer s = sp.volume();
   space_buffer d = sp.volume();
   double gamma_p = 0;  // |A^T p|^2, the scale of the stopping criterion
-  if (from_initial) {
+  double gamma = 0, gamma0 = 0;
+  if (const auto* saved = run.resume_into({&x, &r, &d}, 3)) {
+    gamma = (*saved)[0];
+    gamma_p = (*saved)[1];
+    gamma0 = (*saved)[2];
+  } else {
+    if (from_initial) {
+      sp.back(r, s, -1, kind);
+      gamma_p = sp.dot(s, s);
+      sp.forward(x, q, -1);
+      sp.axpby(-1.0f, q, 1.0f, r);  // r = p - A x0
+    }
     sp.back(r, s, -1, kind);
-    gamma_p = sp.dot(s, s);
-    sp.forward(x, q, -1);
-    sp.axpby(-1.0f, q, 1.0f, r);  // r = p - A x0
+    sp.copy(s, d);
+    gamma = sp.dot(s, s);
+    if (!from_initial) gamma_p = gamma;
+    gamma0 = gamma;
   }
-  sp.back(r, s, -1, kind);
-  sp.copy(s, d);
-  double gamma = sp.dot(s, s);
-  if (!from_initial) gamma_p = gamma;
-  const double gamma0 = gamma;
   const double p2 = run.data_norm2();
-  for (int it = 0; it < opt.iterations; ++it) {
+  for (int it = run.first_iteration(); it < opt.iterations; ++it) {
     // A zero gradient (relative to the start): x minimises the residual already.
     if (!(gamma > 1e-30 * gamma0) || gamma0 == 0) {
       run.progress(1.0);
@@ -61,6 +69,7 @@ volume run_cgls(iterative_run& run) {
       residual = relative_norm(r2, p2);
       objective = 0.5 * r2;
     }
+    run.save_if_due(it + 1, {&x, &r, &d}, {gamma, gamma_p, gamma0});
     if (run.end_iteration(it + 1, residual, objective, rel, relative_norm(gamma, gamma_p))) break;
   }
   return run.result(x);

@@ -7,7 +7,8 @@
 // (tv_iterations FGP steps, non-negativity inside). L: power iteration on A^T A from a fixed
 // random start, times a safety factor (an underestimate would make the step too long). A y_k is
 // the same combination of A x_k+1 and A x_k, so each iteration runs one forward projection
-// (of x_k+1, which also gives the residual) and one back-projection.
+// (of x_k+1, which also gives the residual) and one back-projection. State (iterative_state):
+// x, y, A x, A y and t, L (so that a resumed run does not estimate L again).
 #include <cmath>
 #include <random>
 #include <utility>
@@ -59,20 +60,26 @@ volume run_fista_tv(iterative_run& run) {
   space_buffer p = run.upload_projections(-1);
   space_buffer qx = sp.projections(-1), qx_prev = sp.projections(-1), qy = sp.projections(-1);
   space_buffer y = sp.volume(), g = sp.volume(), x_prev = sp.volume();
-  const double lip = k_lipschitz_safety * estimate_lipschitz(sp, y, g, qy);
   bool from_initial = false;
   space_buffer x = run.initial_volume(0.0f, &from_initial, /*track_update=*/false);
-  if (!(lip > 0)) return run.result(x);  // no ray meets the grid: nothing to update
-  if (from_initial)
-    sp.forward(x, qx, -1);
-  else
-    sp.fill(qx, 0.0f);
-  sp.copy(x, y);
-  sp.copy(qx, qy);
+  double lip = 0, t = 1;
+  if (const auto* saved = run.resume_into({&x, &y, &qx, &qy}, 2)) {
+    t = (*saved)[0];
+    lip = (*saved)[1];
+    CTFORGE_EXPECTS(lip > 0 && t >= 1, "FISTA-TV: the saved state's step or momentum is invalid");
+  } else {
+    lip = k_lipschitz_safety * estimate_lipschitz(sp, y, g, qy);
+    if (!(lip > 0)) return run.result(x);  // no ray meets the grid: nothing to update
+    if (from_initial)
+      sp.forward(x, qx, -1);
+    else
+      sp.fill(qx, 0.0f);
+    sp.copy(x, y);
+    sp.copy(qx, qy);
+  }
   const double p2 = run.data_norm2();
   const auto weight = static_cast<float>(opt.tv_weight);
-  double t = 1;
-  for (int it = 0; it < opt.iterations; ++it) {
+  for (int it = run.first_iteration(); it < opt.iterations; ++it) {
     // The gradient at y: A^T (A y - p).
     sp.lincomb(1.0f, qy, -1.0f, p, qy);
     sp.back(qy, g, -1, kind);
@@ -96,6 +103,7 @@ volume run_fista_tv(iterative_run& run) {
       residual = relative_norm(r2, p2);
       objective = 0.5 * std::max(r2, 0.0) / lip + opt.tv_weight * sp.total_variation(x);
     }
+    run.save_if_due(it + 1, {&x, &y, &qx, &qy}, {t, lip});
     if (run.end_iteration(it + 1, residual, objective, rel, rel)) break;
   }
   return run.result(x);

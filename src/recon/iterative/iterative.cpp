@@ -13,8 +13,6 @@
 
 namespace ctforge::detail {
 
-namespace {
-
 const char* display_name(algorithm a) {
   switch (a) {
     case algorithm::sirt:
@@ -31,8 +29,6 @@ const char* display_name(algorithm a) {
       return "reconstruction";
   }
 }
-
-}  // namespace
 
 backprojector_kind backprojector_for(const recon_options& opt) {
   switch (opt.backprojector) {
@@ -93,19 +89,18 @@ void validate_iterative(const projection_view& proj, const geometry& g, const vo
                                 opt.initial.size(), vg.nx, vg.ny, vg.nz, vg.voxel_count()));
     const std::int64_t bad = first_non_finite(opt.initial.data(), vg.voxel_count(), opt.threads);
     CTFORGE_EXPECTS(bad < 0, fmt::format("--initial: non-finite value at voxel {}", bad));
-    CTFORGE_EXPECTS(opt.sirt_state.resume_iterations == 0,
-                    "--initial: a resumed SIRT run starts from its saved iterate");
+    CTFORGE_EXPECTS(opt.checkpoint.resume.iterations == 0,
+                    fmt::format("--initial: a resumed {} run starts from its saved state", name));
     if (opt.algo == algorithm::osem)
       for (const float v : opt.initial)
         CTFORGE_EXPECTS(v >= 0, fmt::format("--initial: OSEM needs a non-negative start (holds "
                                             "{})",
                                             v));
   }
-  if (opt.algo != algorithm::sirt)
-    CTFORGE_EXPECTS(opt.sirt_state.resume_iterations == 0 && !opt.sirt_state.save,
-                    fmt::format("--checkpoint-dir: saving and resuming the iterate is for SIRT "
-                                "({} keeps more state)",
-                                name));
+  const iterative_state& resume = opt.checkpoint.resume;
+  CTFORGE_EXPECTS(resume.iterations >= 0 && resume.iterations <= opt.iterations,
+                  fmt::format("{}: the saved state holds {} iterations, more than the {} asked for",
+                              name, resume.iterations, opt.iterations));
   if (opt.algo == algorithm::osem) {
     // Rounding leaves values like -1e-19 in computed projections: below 1e-6 of the largest
     // value they count as 0 (upload_projections clamps them).
@@ -128,6 +123,7 @@ iterative_run::iterative_run(const projection_view& proj, const geometry& g,
                              const char* name)
     : proj_(proj), vg_(vg), opt_(opt), name_(name), kind_(backprojector_for(opt)) {
   start_ = std::chrono::steady_clock::now();
+  last_save_ = start_;
   space_config cfg;
   cfg.where = where;
   cfg.threads = opt.threads;
@@ -207,6 +203,53 @@ bool iterative_run::end_iteration(int done, double residual, double objective, d
   const bool stop = opt_.tolerance > 0 && criterion < opt_.tolerance;
   progress(stop ? 1.0 : static_cast<double>(done) / static_cast<double>(opt_.iterations));
   return stop;
+}
+
+const std::vector<double>* iterative_run::resume_into(std::initializer_list<space_buffer*> arrays,
+                                                      std::size_t scalar_count) {
+  const iterative_state& st = opt_.checkpoint.resume;
+  if (st.iterations == 0) return nullptr;
+  CTFORGE_EXPECTS(
+      st.arrays.size() == arrays.size() && st.scalars.size() == scalar_count,
+      fmt::format("{}: the saved state holds {} arrays and {} scalars, the method "
+                  "keeps {} and {}",
+                  name_, st.arrays.size(), st.scalars.size(), arrays.size(), scalar_count));
+  std::size_t k = 0;
+  for (space_buffer* b : arrays) {
+    const std::span<const float> a = st.arrays[k];
+    CTFORGE_EXPECTS(static_cast<std::int64_t>(a.size()) == b->size(),
+                    fmt::format("{}: saved array {} holds {} values, the method's holds {} "
+                                "(another grid or geometry?)",
+                                name_, k, a.size(), b->size()));
+    space_->upload(a, *b);
+    ++k;
+  }
+  return &st.scalars;
+}
+
+void iterative_run::save_if_due(int done, std::initializer_list<const space_buffer*> arrays,
+                                std::initializer_list<double> scalars) {
+  const iterative_checkpoint& ck = opt_.checkpoint;
+  if (!ck.save || done >= opt_.iterations) return;  // the last iterate is the result itself
+  const auto now = std::chrono::steady_clock::now();
+  const bool due =
+      (ck.every > 0 && done % ck.every == 0) ||
+      (ck.seconds > 0 && std::chrono::duration<double>(now - last_save_).count() >= ck.seconds) ||
+      opt_.cancel.requested();
+  if (!due) return;
+  saved_.resize(arrays.size());
+  iterative_state st;
+  st.iterations = done;
+  std::size_t k = 0;
+  for (const space_buffer* b : arrays) {
+    saved_[k].resize(static_cast<std::size_t>(b->size()));
+    space_->download(*b, saved_[k]);
+    st.arrays.emplace_back(saved_[k]);
+    ++k;
+  }
+  st.scalars.assign(scalars.begin(), scalars.end());
+  ck.save(st);
+  last_save_ = std::chrono::steady_clock::now();
 }
 
 volume iterative_run::result(const space_buffer& x) {

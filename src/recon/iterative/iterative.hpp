@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -21,6 +22,9 @@ namespace ctforge::detail {
 /// usage_error naming the option or mismatch.
 void validate_iterative(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                         const recon_options& opt);
+
+/// The method's name in messages: SIRT, OS-SART, CGLS, FISTA-TV, OSEM.
+const char* display_name(algorithm a);
 
 /// The back-projector opt.algo runs with (automatic resolved).
 backprojector_kind backprojector_for(const recon_options& opt);
@@ -69,6 +73,19 @@ class iterative_run {
   bool end_iteration(int done, double residual, double objective, double rel_update,
                      double criterion);
 
+  /// The first iteration to run (0-based): the resumed state's iteration count, else 0.
+  int first_iteration() const { return opt_.checkpoint.resume.iterations; }
+  /// Resuming (opt.checkpoint.resume.iterations > 0): uploads the saved arrays into `arrays`, in
+  /// order, and returns the saved scalars; nullptr when not resuming. usage_error naming the
+  /// method when the saved state does not have the method's arrays and scalars.
+  const std::vector<double>* resume_into(std::initializer_list<space_buffer*> arrays,
+                                         std::size_t scalar_count);
+  /// After iteration `done` (1-based): saves the state {arrays, scalars} through
+  /// opt.checkpoint.save when it is due (every N iterations, every T seconds, or a stop
+  /// requested), except after the last iteration.
+  void save_if_due(int done, std::initializer_list<const space_buffer*> arrays,
+                   std::initializer_list<double> scalars = {});
+
   /// The result, downloaded; runtime error naming the method when it holds a non-finite value.
   volume result(const space_buffer& x);
 
@@ -80,6 +97,8 @@ class iterative_run {
   backprojector_kind kind_;
   std::unique_ptr<iterative_space> space_;
   space_buffer x_before_;
+  std::vector<std::vector<float>> saved_;  ///< host copies of the saved arrays (reused)
+  std::chrono::steady_clock::time_point last_save_;
   double p_norm2_ = 0;
   std::chrono::steady_clock::time_point start_;
 };

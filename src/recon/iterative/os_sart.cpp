@@ -3,7 +3,8 @@
 // R_s = 1 / A_s(1) (inverse ray lengths), C_s = 1 / B_s(1) (inverse weight of the subset's views
 // at each voxel). One iteration is one pass over every subset: S updates for the cost of one
 // SIRT iteration, hence faster early convergence; with one subset it is SIRT. Subset s holds
-// views s, s + S, ... (each spans the whole orbit). C_s takes one volume per subset.
+// views s, s + S, ... (each spans the whole orbit). C_s takes one volume per subset. The
+// iterate is the whole state (the weights are recomputed exactly): resumable bit for bit.
 #include <algorithm>
 #include <vector>
 
@@ -36,10 +37,11 @@ volume run_os_sart(iterative_run& run) {
   space_buffer u = sp.volume();
   bool from_initial = false;
   x = run.initial_volume(0.0f, &from_initial);
+  const bool resumed = run.resume_into({&x}, 0) != nullptr;
   const double p2 = run.data_norm2();
   const auto lambda = static_cast<float>(opt.relaxation);
-  bool x_is_zero = !from_initial;
-  for (int it = 0; it < opt.iterations; ++it) {
+  bool x_is_zero = !from_initial && !resumed;
+  for (int it = run.first_iteration(); it < opt.iterations; ++it) {
     run.before_update(x);
     for (int s = 0; s < n_sub; ++s) {
       // r_s = R_s (p_s - A_s x), in q_s; A x = 0 while x is the zero start.
@@ -63,6 +65,7 @@ volume run_os_sart(iterative_run& run) {
       residual = relative_norm(r2, p2);
       objective = 0.5 * std::max(r2, 0.0);
     }
+    run.save_if_due(it + 1, {&x});
     if (run.end_iteration(it + 1, residual, objective, rel, rel)) break;
   }
   return run.result(x);

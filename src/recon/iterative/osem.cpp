@@ -4,7 +4,8 @@
 // much as the data) or the warm start. Non-negative by construction (x >= 0 stays >= 0); voxels
 // no ray of a subset sees (A_s^T 1 below 1/1000 of a voxel) keep their value; rays with
 // A_s x = 0 contribute nothing. With one subset it is MLEM, whose likelihood rises every
-// iteration. Sensitivities A_s^T 1 take one volume per subset.
+// iteration. Sensitivities A_s^T 1 take one volume per subset. The iterate is the whole state:
+// resumable bit for bit.
 #include <algorithm>
 #include <vector>
 
@@ -40,8 +41,9 @@ volume run_osem(iterative_run& run) {
   }
   const float start = sum_a1 > 0 && sum_p > 0 ? static_cast<float>(sum_p / sum_a1) : 1.0f;
   space_buffer x = run.initial_volume(start);
+  run.resume_into({&x}, 0);
   const double p2 = run.data_norm2();
-  for (int it = 0; it < opt.iterations; ++it) {
+  for (int it = run.first_iteration(); it < opt.iterations; ++it) {
     run.before_update(x);
     for (int s = 0; s < n_sub; ++s) {
       sp.forward(x, q[sub(s)], s);
@@ -62,6 +64,7 @@ volume run_osem(iterative_run& run) {
       residual = relative_norm(r2, p2);
       objective = -ll;
     }
+    run.save_if_due(it + 1, {&x});
     if (run.end_iteration(it + 1, residual, objective, rel, rel)) break;
   }
   return run.result(x);

@@ -1,13 +1,8 @@
 // SIRT: x <- x + lambda C B (R (p - A x)), R = 1 / A(1), C = 1 / B(1) (see recon.hpp).
 // Resumable: the iterate after a number of iterations is the whole state (R and C are
 // recomputed exactly), so a run resumed from a saved iterate continues bit for bit.
-#include <fmt/format.h>
-
 #include <algorithm>
-#include <chrono>
-#include <vector>
 
-#include "ctforge/error.hpp"
 #include "recon/iterative/iterative.hpp"
 
 namespace ctforge::detail {
@@ -16,12 +11,6 @@ volume run_sirt(iterative_run& run) {
   iterative_space& sp = run.space();
   const recon_options& opt = run.options();
   const volume_geometry& vg = sp.grid();
-  const sirt_checkpoint& ck = opt.sirt_state;
-  CTFORGE_EXPECTS(ck.resume_iterations >= 0 && ck.resume_iterations <= opt.iterations,
-                  "SIRT: the saved state holds more iterations than asked for");
-  if (ck.resume_iterations > 0)
-    CTFORGE_EXPECTS(static_cast<std::int64_t>(ck.resume_x.size()) == vg.voxel_count(),
-                    "SIRT: the saved iterate does not match the grid");
   run.progress(0.0);
 
   // R: inverse ray lengths through the grid (mm); a ray grazing it over less than 1/1000 of a
@@ -44,15 +33,12 @@ volume run_sirt(iterative_run& run) {
   space_buffer u = sp.volume();
   bool from_initial = false;
   x = run.initial_volume(0.0f, &from_initial);
-  if (ck.resume_iterations > 0) sp.upload(ck.resume_x, x);
+  const bool resumed = run.resume_into({&x}, 0) != nullptr;
   // A x = 0 for the first iterate x = 0 (q is zero-filled).
-  bool q_is_ax = ck.resume_iterations == 0 && !from_initial;
-  std::vector<float> host_x;
-  if (ck.save) host_x.resize(static_cast<std::size_t>(vg.voxel_count()));
-  auto last_save = std::chrono::steady_clock::now();
+  bool q_is_ax = !resumed && !from_initial;
   const double p2 = run.data_norm2();
   const auto lambda = static_cast<float>(opt.relaxation);
-  for (int it = ck.resume_iterations; it < opt.iterations; ++it) {
+  for (int it = run.first_iteration(); it < opt.iterations; ++it) {
     // r = R (p - A x)
     if (!q_is_ax) sp.forward(x, q, -1);
     sp.weighted_residual(row_w, p, q, r);
@@ -70,18 +56,7 @@ volume run_sirt(iterative_run& run) {
       residual = relative_norm(r2, p2);
       objective = 0.5 * std::max(r2, 0.0);
     }
-    if (ck.save) {
-      const auto now = std::chrono::steady_clock::now();
-      const bool due = (ck.every > 0 && (it + 1) % ck.every == 0) ||
-                       (ck.seconds > 0 &&
-                        std::chrono::duration<double>(now - last_save).count() >= ck.seconds) ||
-                       opt.cancel.requested();
-      if (due && it + 1 < opt.iterations) {  // the last iterate is the result itself
-        sp.download(x, host_x);
-        ck.save(it + 1, host_x);
-        last_save = std::chrono::steady_clock::now();
-      }
-    }
+    run.save_if_due(it + 1, {&x});
     if (run.end_iteration(it + 1, residual, objective, rel, rel)) break;
   }
   return run.result(x);
