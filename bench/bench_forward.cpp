@@ -66,6 +66,29 @@ double process_cpu_seconds() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
+/// Runs `once` (returning its result's floats) `repeat` times into r: the best wall time and the
+/// CPU time of that run. A strided checksum keeps each result observable, so that the work
+/// cannot be optimised away, and catches a non-finite one.
+template <class Once>
+void time_best(run_result& r, int repeat, Once&& once) {
+  r.seconds = 1e300;
+  for (int i = 0; i < repeat; ++i) {
+    const double c0 = process_cpu_seconds();
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<float>& out = once();
+    const auto t1 = std::chrono::steady_clock::now();
+    const double cpu = process_cpu_seconds() - c0;
+    const double wall = std::chrono::duration<double>(t1 - t0).count();
+    double checksum = 0;
+    for (std::size_t k = 0; k < out.size(); k += 4099) checksum += out[k];
+    if (!std::isfinite(checksum)) CTFORGE_FAIL("bench_forward: non-finite " + r.loop + " result");
+    if (wall < r.seconds) {
+      r.seconds = wall;
+      r.cpu_seconds = cpu;
+    }
+  }
+}
+
 run_result time_forward(const volume& vol, const geometry& g, detail::forward_path path,
                         int threads, int repeat, double samples, projection_stack* keep) {
   run_result r;
@@ -73,24 +96,12 @@ run_result time_forward(const volume& vol, const geometry& g, detail::forward_pa
   r.threads = threads;
   r.samples = samples;
   r.updates = static_cast<double>(vol.geom.voxel_count()) * static_cast<double>(g.view_count());
-  r.seconds = 1e300;
-  for (int i = 0; i < repeat; ++i) {
-    const double c0 = process_cpu_seconds();
-    const auto t0 = std::chrono::steady_clock::now();
-    projection_stack p = detail::forward_project_cpu(vol, g, threads, path);
-    const auto t1 = std::chrono::steady_clock::now();
-    const double cpu = process_cpu_seconds() - c0;
-    const double wall = std::chrono::duration<double>(t1 - t0).count();
-    // Keep the result observable so the work cannot be optimised away.
-    double checksum = 0;
-    for (std::size_t k = 0; k < p.data.size(); k += 4099) checksum += p.data[k];
-    if (!std::isfinite(checksum)) CTFORGE_FAIL("bench_forward: non-finite result");
-    if (wall < r.seconds) {
-      r.seconds = wall;
-      r.cpu_seconds = cpu;
-    }
-    if (keep) *keep = std::move(p);
-  }
+  projection_stack p;
+  time_best(r, repeat, [&]() -> const std::vector<float>& {
+    p = detail::forward_project_cpu(vol, g, threads, path);
+    return p.data;
+  });
+  if (keep) *keep = std::move(p);
   return r;
 }
 
@@ -104,22 +115,11 @@ run_result time_transpose(const projection_stack& p, const geometry& g, const vo
   r.threads = threads;
   r.samples = samples;
   r.updates = static_cast<double>(vg.voxel_count()) * static_cast<double>(g.view_count());
-  r.seconds = 1e300;
-  for (int i = 0; i < repeat; ++i) {
-    const double c0 = process_cpu_seconds();
-    const auto t0 = std::chrono::steady_clock::now();
-    const volume v = back_project_matched(p, g, vg, threads);
-    const auto t1 = std::chrono::steady_clock::now();
-    const double cpu = process_cpu_seconds() - c0;
-    const double wall = std::chrono::duration<double>(t1 - t0).count();
-    double checksum = 0;
-    for (std::size_t k = 0; k < v.data.size(); k += 4099) checksum += v.data[k];
-    if (!std::isfinite(checksum)) CTFORGE_FAIL("bench_forward: non-finite transpose");
-    if (wall < r.seconds) {
-      r.seconds = wall;
-      r.cpu_seconds = cpu;
-    }
-  }
+  volume v;
+  time_best(r, repeat, [&]() -> const std::vector<float>& {
+    v = back_project_matched(p, g, vg, threads);
+    return v.data;
+  });
   return r;
 }
 
