@@ -35,6 +35,9 @@ namespace ctforge {
 //    arithmetic), then the loads: the load addresses are known early, so the loads of many
 //    voxels overlap instead of each waiting behind its own division and rounding chain;
 //  * the two horizontal taps of a row are adjacent floats and are read as one 64-bit load.
+//  * untilted circular orbits (p0 and p2 independent of z in every view): the column, 1/p2 and
+//    weight of a voxel column are computed once for a block of 8 z-planes, only the detector
+//    row per plane (backproject_planes_avx2);
 // Without AVX2/FMA (another -march) it falls back to detail::backproject_cpu.
 namespace {
 
@@ -46,11 +49,18 @@ constexpr std::int64_t k_view_batch_bytes = std::int64_t{6} << 20;  // 6 MiB of 
 struct row_scratch {
   std::vector<std::int32_t> idx;  // offset of tap (c0, r0) in the padded view
   std::vector<float> ac, ar, wt;  // column / row fractions, view weight (0: behind the source)
+  // Shared between the z-planes of a column block (backproject_planes_avx2): the offset of column
+  // c0 in row 0, 1 / max(p2, eps), and the row numerator p1 without its z term.
+  std::vector<std::int32_t> col_off;
+  std::vector<float> inv, p1;
   explicit row_scratch(std::int64_t nx)
       : idx(static_cast<std::size_t>(nx)),
         ac(static_cast<std::size_t>(nx)),
         ar(static_cast<std::size_t>(nx)),
-        wt(static_cast<std::size_t>(nx)) {}
+        wt(static_cast<std::size_t>(nx)),
+        col_off(static_cast<std::size_t>(nx)),
+        inv(static_cast<std::size_t>(nx)),
+        p1(static_cast<std::size_t>(nx)) {}
 };
 
 // 64-bit loads of the tap pairs at base + a and base + b: [base[a], base[a+1], base[b], base[b+1]].
@@ -64,8 +74,11 @@ inline __m128 load_pairs(const float* base, std::int32_t a, std::int32_t b) {
 // bilinear tap can touch the image (outside it every tap reads the zero border). Each condition
 // is linear in x once multiplied by p2 > 0. Solved in double and widened by 2 voxels on each
 // side, so rounding can never drop a voxel that the exact loop would give a non-zero value.
+// With_rows = false: the detector-row conditions are left out (a range for every z at once when
+// p0 and p2 do not depend on z).
 inline void contributing_range(const kernels::proj_matrix& P, float x0, float dx, float y, float z,
-                               int cols, int rows, int nx, int& lo, int& hi) {
+                               int cols, int rows, int nx, int& lo, int& hi,
+                               bool with_rows = true) {
   const float* m = P.m;
   const double a0 = double(m[1]) * y + double(m[2]) * z + m[3];
   const double a1 = double(m[5]) * y + double(m[6]) * z + m[7];
@@ -84,9 +97,11 @@ inline void contributing_range(const kernels::proj_matrix& P, float x0, float dx
   const double c = cols, r = rows;
   half_line(double(m[0]) + m[8], a0 + a2);  // col > -1
   half_line(c * m[8] - m[0], c * a2 - a0);  // col < cols
-  half_line(double(m[4]) + m[8], a1 + a2);  // row > -1
-  half_line(r * m[8] - m[4], r * a2 - a1);  // row < rows
-  half_line(m[8], a2 - 1e-6);               // p2 > 1e-6
+  if (with_rows) {
+    half_line(double(m[4]) + m[8], a1 + a2);  // row > -1
+    half_line(r * m[8] - m[4], r * a2 - a1);  // row < rows
+  }
+  half_line(m[8], a2 - 1e-6);  // p2 > 1e-6
   if (empty || !(xlo < xhi)) {
     lo = hi = 0;
     return;
@@ -95,6 +110,39 @@ inline void contributing_range(const kernels::proj_matrix& P, float x0, float dx
   lo = static_cast<int>(std::clamp(ilo, 0.0, static_cast<double>(nx)));
   hi = static_cast<int>(std::clamp(ihi, 0.0, static_cast<double>(nx)));
   if (lo > hi) lo = hi;
+}
+
+// Phase 2 of a row: for voxels [vb, ve) (multiples of 8 apart), the taps at s.idx, bilinear
+// interpolation with s.ac / s.ar, times s.wt, added to acc.
+inline void accumulate_taps(const kernels::padded_view& pv, const row_scratch& s, int vb, int ve,
+                            float* __restrict acc) {
+  const float* top = pv.data;
+  const float* bottom = pv.data + pv.pitch;
+  for (int i = vb; i < ve; i += 8) {
+    const std::int32_t* o = s.idx.data() + i;
+    // t0 = [v0 pair, v1 pair | v4 pair, v5 pair], t1 = [v2, v3 | v6, v7]
+    const __m256 t0 = _mm256_insertf128_ps(_mm256_castps128_ps256(load_pairs(top, o[0], o[1])),
+                                           load_pairs(top, o[4], o[5]), 1);
+    const __m256 t1 = _mm256_insertf128_ps(_mm256_castps128_ps256(load_pairs(top, o[2], o[3])),
+                                           load_pairs(top, o[6], o[7]), 1);
+    const __m256 b0 = _mm256_insertf128_ps(_mm256_castps128_ps256(load_pairs(bottom, o[0], o[1])),
+                                           load_pairs(bottom, o[4], o[5]), 1);
+    const __m256 b1 = _mm256_insertf128_ps(_mm256_castps128_ps256(load_pairs(bottom, o[2], o[3])),
+                                           load_pairs(bottom, o[6], o[7]), 1);
+    const __m256 t00 = _mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(2, 0, 2, 0));  // left taps, v0..v7
+    const __m256 t01 = _mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 1, 3, 1));  // right taps
+    const __m256 t10 = _mm256_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m256 t11 = _mm256_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1));
+    const __m256 ac = _mm256_loadu_ps(s.ac.data() + i), ar = _mm256_loadu_ps(s.ar.data() + i);
+    const __m256 one_ac = _mm256_sub_ps(_mm256_set1_ps(1.0f), ac);
+    const __m256 one_ar = _mm256_sub_ps(_mm256_set1_ps(1.0f), ar);
+    // (1 - ar) ((1 - ac) t00 + ac t01) + ar ((1 - ac) t10 + ac t11), as in sample_bilinear_padded
+    const __m256 up = _mm256_fmadd_ps(ac, t01, _mm256_mul_ps(one_ac, t00));
+    const __m256 down = _mm256_fmadd_ps(ac, t11, _mm256_mul_ps(one_ac, t10));
+    const __m256 v = _mm256_fmadd_ps(ar, down, _mm256_mul_ps(one_ar, up));
+    _mm256_storeu_ps(
+        acc + i, _mm256_fmadd_ps(v, _mm256_loadu_ps(s.wt.data() + i), _mm256_loadu_ps(acc + i)));
+  }
 }
 
 // acc[i] += contribution of view (pv, P) to voxel (x0 + i dx, y, z), i in [0, nx). Voxels that
@@ -149,43 +197,140 @@ void backproject_row_avx2(const kernels::padded_view& pv, const kernels::proj_ma
       _mm256_storeu_ps(s.wt.data() + i, _mm256_and_ps(w, in_front));
     }
   }
-  // Phase 2: taps, bilinear interpolation, accumulation.
-  const float* top = pv.data;
-  const float* bottom = pv.data + pv.pitch;
-  for (int i = vb; i < ve; i += 8) {
-    const std::int32_t* o = s.idx.data() + i;
-    // t0 = [v0 pair, v1 pair | v4 pair, v5 pair], t1 = [v2, v3 | v6, v7]
-    const __m256 t0 = _mm256_insertf128_ps(_mm256_castps128_ps256(load_pairs(top, o[0], o[1])),
-                                           load_pairs(top, o[4], o[5]), 1);
-    const __m256 t1 = _mm256_insertf128_ps(_mm256_castps128_ps256(load_pairs(top, o[2], o[3])),
-                                           load_pairs(top, o[6], o[7]), 1);
-    const __m256 b0 = _mm256_insertf128_ps(_mm256_castps128_ps256(load_pairs(bottom, o[0], o[1])),
-                                           load_pairs(bottom, o[4], o[5]), 1);
-    const __m256 b1 = _mm256_insertf128_ps(_mm256_castps128_ps256(load_pairs(bottom, o[2], o[3])),
-                                           load_pairs(bottom, o[6], o[7]), 1);
-    const __m256 t00 = _mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(2, 0, 2, 0));  // left taps, v0..v7
-    const __m256 t01 = _mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 1, 3, 1));  // right taps
-    const __m256 t10 = _mm256_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0));
-    const __m256 t11 = _mm256_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1));
-    const __m256 ac = _mm256_loadu_ps(s.ac.data() + i), ar = _mm256_loadu_ps(s.ar.data() + i);
-    const __m256 one_ac = _mm256_sub_ps(_mm256_set1_ps(1.0f), ac);
-    const __m256 one_ar = _mm256_sub_ps(_mm256_set1_ps(1.0f), ar);
-    // (1 - ar) ((1 - ac) t00 + ac t01) + ar ((1 - ac) t10 + ac t11), as in sample_bilinear_padded
-    const __m256 up = _mm256_fmadd_ps(ac, t01, _mm256_mul_ps(one_ac, t00));
-    const __m256 down = _mm256_fmadd_ps(ac, t11, _mm256_mul_ps(one_ac, t10));
-    const __m256 v = _mm256_fmadd_ps(ar, down, _mm256_mul_ps(one_ar, up));
-    _mm256_storeu_ps(
-        acc + i, _mm256_fmadd_ps(v, _mm256_loadu_ps(s.wt.data() + i), _mm256_loadu_ps(acc + i)));
-  }
+  accumulate_taps(pv, s, vb, ve, acc);
   // Tail: the shared scalar code.
   const auto sample = [&pv](float c, float r) { return kernels::sample_bilinear_padded(pv, c, r); };
   for (int i = ve; i < hi; ++i)
     acc[i] += kernels::bp_contribution<W>(P, x0 + static_cast<float>(i) * dx, y, z, sample);
 }
 
+// The rows (x0 + i dx, y, zs[q]), q in [0, nz), of a column block, for a view whose p0 and p2 do
+// not depend on z (m[2] = m[10] = 0: an untilted circular orbit): the detector column, its
+// fraction, 1 / p2 and the weight of each voxel are computed once for all the planes
+// (phase A), and per plane only the row (phase B), then phase 2 as backproject_row_avx2's.
+// acc[q][i] += the contribution to voxel i of plane q. Same values as backproject_row_avx2 up
+// to the rounding of the row numerator (a few ulp: its z term is added last).
+template <kernels::bp_weighting W>
+void backproject_planes_avx2(const kernels::padded_view& pv, const kernels::proj_matrix& P,
+                             float x0, float dx, float y, const float* zs, int nz, int nx,
+                             float* const* acc, row_scratch& s) {
+  const float* m = P.m;
+  int lo0, hi0;
+  contributing_range(P, x0, dx, y, 0.0f, pv.cols, pv.rows, nx, lo0, hi0, /*with_rows=*/false);
+  if (lo0 >= hi0) return;
+  const int vb0 = lo0 & ~7;
+  const int ve0 = vb0 + ((hi0 - vb0) & ~7);
+  // Phase A: what does not depend on z.
+  {
+    const __m256 a0 = _mm256_set1_ps(m[1] * y + m[3]);
+    const __m256 a1 = _mm256_set1_ps(m[5] * y + m[7]);
+    const __m256 a2 = _mm256_set1_ps(m[9] * y + m[11]);
+    const __m256 m0 = _mm256_set1_ps(m[0]), m4 = _mm256_set1_ps(m[4]), m8 = _mm256_set1_ps(m[8]);
+    const __m256 vdx = _mm256_set1_ps(dx), vx0 = _mm256_set1_ps(x0);
+    const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256 eps = _mm256_set1_ps(1e-6f), one = _mm256_set1_ps(1.0f),
+                 minus1 = _mm256_set1_ps(-1.0f), two = _mm256_set1_ps(2.0f);
+    const __m256 cmax = _mm256_set1_ps(static_cast<float>(pv.cols));
+    const __m256i base = _mm256_set1_epi32(pv.pitch + 1);
+    for (int i = vb0; i < ve0; i += 8) {
+      const __m256 x =
+          _mm256_fmadd_ps(_mm256_add_ps(_mm256_set1_ps(static_cast<float>(i)), lane), vdx, vx0);
+      const __m256 p0 = _mm256_fmadd_ps(m0, x, a0);
+      const __m256 p2 = _mm256_fmadd_ps(m8, x, a2);
+      const __m256 wc = _mm256_max_ps(p2, eps);
+      const __m256 r0 = _mm256_rcp_ps(wc);
+      const __m256 inv = _mm256_mul_ps(r0, _mm256_fnmadd_ps(wc, r0, two));
+      const __m256 col = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(p0, inv), minus1), cmax);
+      const __m256 fc = _mm256_floor_ps(col);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(s.col_off.data() + i),
+                          _mm256_add_epi32(_mm256_cvttps_epi32(fc), base));
+      _mm256_storeu_ps(s.ac.data() + i, _mm256_sub_ps(col, fc));
+      _mm256_storeu_ps(s.inv.data() + i, inv);
+      _mm256_storeu_ps(s.p1.data() + i, _mm256_fmadd_ps(m4, x, a1));
+      const __m256 in_front = _mm256_cmp_ps(p2, eps, _CMP_GT_OQ);
+      const __m256 w = W == kernels::bp_weighting::fdk ? _mm256_mul_ps(inv, inv) : one;
+      _mm256_storeu_ps(s.wt.data() + i, _mm256_and_ps(w, in_front));
+    }
+  }
+  const auto sample = [&pv](float c, float r) { return kernels::sample_bilinear_padded(pv, c, r); };
+  const __m256 minus1 = _mm256_set1_ps(-1.0f);
+  const __m256 rmax = _mm256_set1_ps(static_cast<float>(pv.rows));
+  const __m256i pitch = _mm256_set1_epi32(pv.pitch);
+  for (int q = 0; q < nz; ++q) {
+    const float z = zs[q];
+    int lo, hi;
+    contributing_range(P, x0, dx, y, z, pv.cols, pv.rows, nx, lo, hi);
+    if (lo >= hi) continue;
+    // A subset of [lo0, hi0) on the same 8-lane grid, so phase A covers its vector part.
+    const int vb = lo & ~7;
+    const int ve = vb + ((hi - vb) & ~7);
+    // Phase B: the row of each voxel in this plane.
+    const __m256 cz = _mm256_set1_ps(m[6] * z);
+    for (int i = vb; i < ve; i += 8) {
+      const __m256 p1 = _mm256_add_ps(_mm256_loadu_ps(s.p1.data() + i), cz);
+      const __m256 row = _mm256_min_ps(
+          _mm256_max_ps(_mm256_mul_ps(p1, _mm256_loadu_ps(s.inv.data() + i)), minus1), rmax);
+      const __m256 fr = _mm256_floor_ps(row);
+      const __m256i col_off =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.col_off.data() + i));
+      _mm256_storeu_si256(
+          reinterpret_cast<__m256i*>(s.idx.data() + i),
+          _mm256_add_epi32(_mm256_mullo_epi32(_mm256_cvttps_epi32(fr), pitch), col_off));
+      _mm256_storeu_ps(s.ar.data() + i, _mm256_sub_ps(row, fr));
+    }
+    accumulate_taps(pv, s, vb, ve, acc[q]);
+    for (int i = ve; i < hi; ++i)  // tail: the shared scalar code
+      acc[q][i] += kernels::bp_contribution<W>(P, x0 + static_cast<float>(i) * dx, y, z, sample);
+  }
+}
+
+/// backproject_blocked for views whose p0 and p2 do not depend on z: work unit = a block of up
+/// to k_z_planes planes x `block` rows, each row's planes through backproject_planes_avx2.
+template <kernels::bp_weighting W>
+void backproject_blocked_z(const detail::padded_projections& proj, const kernels::proj_matrix* mats,
+                           const volume_geometry& vg, float* out, int nt, std::int64_t batch) {
+  constexpr std::int64_t k_z_planes = 16;
+  const std::int64_t nx = vg.nx, ny = vg.ny, nz = vg.nz;
+  const std::int64_t z_blocks = (nz + k_z_planes - 1) / k_z_planes;
+  const std::int64_t block = std::clamp<std::int64_t>(ny * z_blocks / (4 * nt), 1, k_block_rows);
+  const std::int64_t blocks_per_slab = (ny + block - 1) / block;
+  const std::int64_t units = z_blocks * blocks_per_slab;
+  const float x0 = static_cast<float>(vg.origin_mm[0]), dx = static_cast<float>(vg.spacing_mm[0]);
+#pragma omp parallel num_threads(nt)
+  {
+    row_scratch scratch(nx);
+    float zs[k_z_planes];
+    float* acc[k_z_planes];
+    for (std::int64_t v0 = 0; v0 < proj.views; v0 += batch) {
+      const std::int64_t v1 = std::min(proj.views, v0 + batch);
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t u = 0; u < units; ++u) {
+        const std::int64_t k0 = (u / blocks_per_slab) * k_z_planes;
+        const std::int64_t j0 = (u % blocks_per_slab) * block;
+        const std::int64_t rows = std::min(block, ny - j0);
+        const int planes = static_cast<int>(std::min(k_z_planes, nz - k0));
+        for (int q = 0; q < planes; ++q)
+          zs[q] =
+              static_cast<float>(vg.origin_mm[2] + static_cast<double>(k0 + q) * vg.spacing_mm[2]);
+        for (std::int64_t v = v0; v < v1; ++v) {
+          const kernels::padded_view pv = proj.view(v);
+          for (std::int64_t b = 0; b < rows; ++b) {
+            const std::int64_t j = j0 + b;
+            const float y =
+                static_cast<float>(vg.origin_mm[1] + static_cast<double>(j) * vg.spacing_mm[1]);
+            for (int q = 0; q < planes; ++q) acc[q] = out + ((k0 + q) * ny + j) * nx;
+            backproject_planes_avx2<W>(pv, mats[v], x0, dx, y, zs, planes, static_cast<int>(nx),
+                                       acc, scratch);
+          }
+        }
+      }  // implicit barrier: the next batch adds to the same voxels
+    }
+  }
+}
+
 template <kernels::bp_weighting W>
 void backproject_blocked(const detail::padded_projections& proj, const kernels::proj_matrix* mats,
-                         const volume_geometry& vg, float* out, int threads) {
+                         const volume_geometry& vg, float* out, int threads, detail::bp_loop loop) {
   const std::int64_t nx = vg.nx, ny = vg.ny, nz = vg.nz;
   CTFORGE_EXPECTS(nx < (std::int64_t{1} << 30), "back-projection: nx too large");
   const int nt = threads > 0 ? threads : omp_get_max_threads();
@@ -201,6 +346,16 @@ void backproject_blocked(const detail::padded_projections& proj, const kernels::
       std::clamp<std::int64_t>(k_view_batch_bytes / std::max<std::int64_t>(view_bytes, 1), 1,
                                std::max<std::int64_t>(proj.views, 1));
   const float x0 = static_cast<float>(vg.origin_mm[0]), dx = static_cast<float>(vg.spacing_mm[0]);
+  // Untilted circular orbits: p0 and p2 do not depend on z in any view, so the per-voxel work
+  // that does not involve the detector row is shared between the planes of a z-block.
+  const bool z_free = loop == detail::bp_loop::automatic && nz > 1 &&
+                      std::all_of(mats, mats + proj.views, [](const kernels::proj_matrix& P) {
+                        return P.m[2] == 0.0f && P.m[10] == 0.0f;
+                      });
+  if (z_free) {
+    backproject_blocked_z<W>(proj, mats, vg, out, nt, batch);
+    return;
+  }
 #pragma omp parallel num_threads(nt)
   {
     row_scratch scratch(nx);
@@ -232,13 +387,15 @@ void backproject_blocked(const detail::padded_projections& proj, const kernels::
 
 void detail::backproject_filtered_cpu(const padded_projections& proj,
                                       const kernels::proj_matrix* mats, const volume_geometry& vg,
-                                      bool distance_weighting, float* out, int threads) {
+                                      bool distance_weighting, float* out, int threads,
+                                      bp_loop loop) {
 #if defined(__AVX2__) && defined(__FMA__)
   if (distance_weighting)
-    backproject_blocked<kernels::bp_weighting::fdk>(proj, mats, vg, out, threads);
+    backproject_blocked<kernels::bp_weighting::fdk>(proj, mats, vg, out, threads, loop);
   else
-    backproject_blocked<kernels::bp_weighting::none>(proj, mats, vg, out, threads);
+    backproject_blocked<kernels::bp_weighting::none>(proj, mats, vg, out, threads, loop);
 #else
+  (void)loop;  // the portable loop has one form
   if (distance_weighting)
     backproject_cpu<kernels::bp_weighting::fdk>(proj, mats, vg, out, 0, vg.nz, threads);
   else
