@@ -13,7 +13,8 @@
 //
 // --transpose also times back_project_matched, the forward projector's exact transpose that the
 // iterative methods pair with it, on all views: the same plane samples, scattered into the volume
-// instead of gathered (loop "transpose" in the table), and its time against the forward's.
+// instead of gathered, through its vectorised loop ("transpose" in the table) and its scalar one
+// ("T-scalar"), against each other and against the forward projector.
 //
 // The scalar loop runs on every --reference-stride-th view only (the views spread over the whole
 // arc, so every ray direction is represented) to keep the run short; the vectorised loop runs on
@@ -108,16 +109,16 @@ run_result time_forward(const volume& vol, const geometry& g, detail::forward_pa
 /// The matched back-projector (back_project_matched, the exact transpose the iterative methods
 /// pair with the forward projector) on the same rays: the same plane samples, scattered.
 run_result time_transpose(const projection_stack& p, const geometry& g, const volume_geometry& vg,
-                          int threads, int repeat, double samples) {
+                          int threads, int repeat, double samples, detail::forward_path path) {
   run_result r;
-  r.loop = "transpose";
+  r.loop = path == detail::forward_path::scalar ? "T-scalar" : "transpose";
   r.views = "all";
   r.threads = threads;
   r.samples = samples;
   r.updates = static_cast<double>(vg.voxel_count()) * static_cast<double>(g.view_count());
   volume v;
   time_best(r, repeat, [&]() -> const std::vector<float>& {
-    v = back_project_matched(p, g, vg, threads);
+    v = detail::back_project_matched_cpu(p, g, vg, threads, path);
     return v.data;
   });
   return r;
@@ -193,7 +194,9 @@ int main(int argc, char** argv) {
                        transpose ? &whole : nullptr);
       r.views = "all";
       results.push_back(r);
-      if (transpose) results.push_back(time_transpose(whole, g, vol.geom, t, repeat, samples));
+      if (transpose)
+        for (const auto path : {detail::forward_path::automatic, detail::forward_path::scalar})
+          results.push_back(time_transpose(whole, g, vol.geom, t, repeat, samples, path));
       for (std::size_t i = 0; i < ref.data.size(); ++i) {
         peak = std::max(peak, static_cast<double>(std::abs(ref.data[i])));
         max_diff = std::max(max_diff, static_cast<double>(std::abs(fast.data[i] - ref.data[i])));
@@ -265,6 +268,12 @@ int main(int argc, char** argv) {
             if (f.loop == "vectorised" && f.views == "all" && f.threads == r.threads)
               fmt::print("transpose / forward on all views, {} thread(s): {:.2f}x the time\n",
                          r.threads, r.seconds / f.seconds);
+      for (const auto& r : results)
+        if (r.loop == "transpose")
+          for (const auto& f : results)
+            if (f.loop == "T-scalar" && f.threads == r.threads)
+              fmt::print("transpose, vectorised / scalar loop, {} thread(s): {:.2f}x faster\n",
+                         r.threads, f.seconds / r.seconds);
       fmt::print("max |vectorised - scalar| / peak on those views: {:.2e}\n", max_diff / peak);
       fmt::print(
           "(Gsamples/CPUs = throughput per busy core; it differs from Gsamples/s/th when other\n"

@@ -28,6 +28,13 @@ bool forward_project_vectorised();
 projection_stack forward_project_cpu(const volume_view& vol, const geometry& g, int threads,
                                      forward_path path);
 
+/// ctforge::back_project_matched (the forward projector's exact transpose) through the loop
+/// `path` selects: scalar, one ray at a time through kernels::joseph_scatter (the CUDA kernel's
+/// body), or vectorised, 8 rays of a detector row at once with the forward loop's lanes. They
+/// differ by float rounding only.
+volume back_project_matched_cpu(const projection_view& proj, const geometry& g,
+                                const volume_geometry& vg, int threads, forward_path path);
+
 /// ctforge::forward_project computed slab by slab: planes [z0, z0 + slab_nz) are projected on
 /// their own with kernels::joseph_ray_window (window [z0 - 1, z0 + slab_nz]) and the slabs'
 /// projections summed in float, in slab order. Equal to forward_project up to float rounding of

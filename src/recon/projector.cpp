@@ -95,7 +95,8 @@ struct ray_setup {
     const vec3 d{dir.x * inv_sp.x, dir.y * inv_sp.y, dir.z * inv_sp.z};
     return {{static_cast<float>(p.x), static_cast<float>(p.y), static_cast<float>(p.z)},
             {static_cast<float>(d.x), static_cast<float>(d.y), static_cast<float>(d.z)},
-            static_cast<float>(std::sqrt(len2)), t_min};
+            static_cast<float>(std::sqrt(len2)),
+            t_min};
   }
 };
 
@@ -377,6 +378,34 @@ CTFORGE_TARGET_AVX2 void walk_lanes_avx2(const ray_lanes& L, int kmin, int kmax,
   _mm256_storeu_ps(acc_out, acc);
 }
 
+/// The lanes `active` (bit l: walk[l] has dominant axis `axis`) of a group in L. The others get
+/// an empty plane range and the sample point (0, v0) on every plane (see walk_lanes_avx2).
+void fill_lanes(const kernels::joseph_walk* walk, unsigned active, int axis, float v0,
+                ray_lanes& L) {
+  const int iu = axis == 0 ? 1 : 0, iv = axis == 2 ? 1 : 2;
+  for (int l = 0; l < k_lanes; ++l) {
+    if (active >> l & 1u) {
+      const kernels::joseph_walk& w = walk[l];
+      const float p[3] = {w.p.x, w.p.y, w.p.z}, st[3] = {w.s.x, w.s.y, w.s.z};
+      L.pu[l] = p[iu];
+      L.pv[l] = p[iv];
+      L.su[l] = st[iu];
+      L.sv[l] = st[iv];
+      L.pm[l] = w.pm;
+      L.mc[l] = w.mc;
+      L.pos[l] = w.dm > 0.0f ? -1 : 0;
+      L.k0m1[l] = w.k0 - 1;
+      L.k1p1[l] = w.k1 + 1;
+    } else {
+      L.pu[l] = L.su[l] = L.sv[l] = L.pm[l] = L.mc[l] = 0.0f;
+      L.pv[l] = v0;
+      L.pos[l] = 0;
+      L.k0m1[l] = INT_MAX;
+      L.k1p1[l] = INT_MIN;
+    }
+  }
+}
+
 /// Walks the lanes `active` (bit l: walk[l] has dominant axis `axis`) together and stores their
 /// sums of weight x sample in acc[l] (other lanes untouched).
 void walk_axis_lanes(const slab_planes& s, const kernels::joseph_walk* walk, unsigned active,
@@ -403,29 +432,7 @@ void walk_axis_lanes(const slab_planes& s, const kernels::joseph_walk* walk, uns
     ks0 = std::max(ks0, kmin);
     ks1 = std::min(ks1, kmax);
     ray_lanes L;
-    const int iu = axis == 0 ? 1 : 0, iv = axis == 2 ? 1 : 2;
-    for (int l = 0; l < k_lanes; ++l) {
-      if (active >> l & 1u) {
-        const kernels::joseph_walk& w = walk[l];
-        const float p[3] = {w.p.x, w.p.y, w.p.z}, st[3] = {w.s.x, w.s.y, w.s.z};
-        L.pu[l] = p[iu];
-        L.pv[l] = p[iv];
-        L.su[l] = st[iu];
-        L.sv[l] = st[iv];
-        L.pm[l] = w.pm;
-        L.mc[l] = w.mc;
-        L.pos[l] = w.dm > 0.0f ? -1 : 0;
-        L.k0m1[l] = w.k0 - 1;
-        L.k1p1[l] = w.k1 + 1;
-      } else {
-        // Sample point (0, 0) of the slab on every plane (see walk_lanes_avx2).
-        L.pu[l] = L.su[l] = L.sv[l] = L.pm[l] = L.mc[l] = 0.0f;
-        L.pv[l] = axis == 2 ? 0.0f : static_cast<float>(s.z0);
-        L.pos[l] = 0;
-        L.k0m1[l] = INT_MAX;
-        L.k1p1[l] = INT_MIN;
-      }
-    }
+    fill_lanes(walk, active, axis, axis == 2 ? 0.0f : static_cast<float>(s.z0), L);
     const bool slab = s.z0 != 0;  // z - 0 is exact: whole volumes skip the subtraction
     if (axis == 0)
       slab ? walk_lanes_avx2<0, true>(L, kmin, kmax, ks0, ks1, s, sum)
@@ -491,6 +498,131 @@ void project_planes_avx2(const slab_planes& s, const ray_setup& rays, const geom
       for (std::int64_t r = r0; r < r1; ++r)
         project_group_avx2(s, rays, v, r, c0, n, accumulate, out);
     }
+  }
+}
+
+// ---- vectorised transpose ---------------------------------------------------------------------
+//
+// The matched back-projector's loop: the rays of 8 neighbouring columns of a detector row walked
+// together as in the forward loop (same plans, lanes, cell weights and plane points), each plane
+// sample's four in-plane taps and bilinear weights computed in the lanes, then added into the
+// volume one lane after the other (AVX2 has no scatter; neighbouring rays add into neighbouring
+// voxels, which stay in the cache). Taps outside the volume are dropped, as
+// kernels::joseph_scatter_planes drops them; the weights are its products, so the two loops
+// differ by float rounding only.
+
+/// Scatters value[l] x (cell weight x bilinear weight) of every plane sample of lane l, for the
+/// lanes of L (a whole volume of nx * ny * nz voxels, element offsets within int32).
+template <int Axis>
+CTFORGE_TARGET_AVX2 void scatter_lanes_avx2(const ray_lanes& L, const float* value, int kmin,
+                                            int kmax, float* vol, int nx, int ny, int nz) {
+  const __m256 pu = _mm256_load_ps(L.pu), pv = _mm256_load_ps(L.pv);
+  const __m256 su = _mm256_load_ps(L.su), sv = _mm256_load_ps(L.sv);
+  const __m256 pm = _mm256_load_ps(L.pm), mc = _mm256_load_ps(L.mc);
+  const __m256 lane_pos =
+      _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(L.pos)));
+  const __m256i k0m1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(L.k0m1));
+  const __m256i k1p1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(L.k1p1));
+  const __m256 val = _mm256_loadu_ps(value);
+  const std::int32_t sxy = nx * ny;
+  const std::int32_t stride_m = Axis == 0 ? 1 : (Axis == 1 ? nx : sxy);
+  const std::int32_t stride_u = Axis == 0 ? nx : 1, stride_v = Axis == 2 ? nx : sxy;
+  const int nu = Axis == 0 ? ny : nx, nv = Axis == 2 ? ny : nz;
+  const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f),
+               minus_one = _mm256_set1_ps(-1.0f);
+  const __m256 nu_f = _mm256_set1_ps(static_cast<float>(nu)),
+               nv_f = _mm256_set1_ps(static_cast<float>(nv));
+  const __m256i su_i = _mm256_set1_epi32(stride_u), sv_i = _mm256_set1_epi32(stride_v);
+  alignas(32) std::int32_t off[k_lanes], iu_a[k_lanes], iv_a[k_lanes];
+  alignas(32) float w00[k_lanes], w01[k_lanes], w10[k_lanes], w11[k_lanes];
+  for (int k = kmin; k <= kmax; ++k) {
+    const __m256 kf = _mm256_set1_ps(static_cast<float>(k));
+    const __m256i kv = _mm256_set1_epi32(k);
+    // The cell weight (kernels::joseph_plane_sample), 0 outside the lane's planes, times value.
+    const __m256 w_pos = _mm256_sub_ps(_mm256_add_ps(kf, half), mc);
+    const __m256 w_neg = _mm256_sub_ps(mc, _mm256_sub_ps(kf, half));
+    __m256 w = _mm256_min_ps(
+        _mm256_max_ps(_mm256_blendv_ps(w_neg, w_pos, lane_pos), _mm256_setzero_ps()), one);
+    const __m256 in = _mm256_castsi256_ps(
+        _mm256_and_si256(_mm256_cmpgt_epi32(kv, k0m1), _mm256_cmpgt_epi32(k1p1, kv)));
+    const __m256 c = _mm256_mul_ps(val, _mm256_and_ps(w, in));
+    const int live = _mm256_movemask_ps(_mm256_cmp_ps(c, _mm256_setzero_ps(), _CMP_NEQ_OQ));
+    if (live == 0) continue;
+    // The plane point, clamped to [-1, n] and split into cell and fractions.
+    const __m256 dk = _mm256_sub_ps(kf, pm);
+    const __m256 cu = _mm256_min_ps(_mm256_max_ps(_mm256_fmadd_ps(dk, su, pu), minus_one), nu_f);
+    const __m256 cv = _mm256_min_ps(_mm256_max_ps(_mm256_fmadd_ps(dk, sv, pv), minus_one), nv_f);
+    const __m256 fu = _mm256_floor_ps(cu), fv = _mm256_floor_ps(cv);
+    const __m256 au = _mm256_sub_ps(cu, fu), av = _mm256_sub_ps(cv, fv);
+    const __m256i iu = _mm256_cvttps_epi32(fu), iv = _mm256_cvttps_epi32(fv);
+    const __m256 bu = _mm256_sub_ps(one, au), bv = _mm256_sub_ps(one, av);
+    const __m256 cb = _mm256_mul_ps(c, bv), ca = _mm256_mul_ps(c, av);
+    _mm256_store_ps(w00, _mm256_mul_ps(cb, bu));
+    _mm256_store_ps(w01, _mm256_mul_ps(cb, au));
+    _mm256_store_ps(w10, _mm256_mul_ps(ca, bu));
+    _mm256_store_ps(w11, _mm256_mul_ps(ca, au));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(off),
+                       _mm256_add_epi32(_mm256_set1_epi32(k * stride_m),
+                                        _mm256_add_epi32(_mm256_mullo_epi32(iu, su_i),
+                                                         _mm256_mullo_epi32(iv, sv_i))));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(iu_a), iu);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(iv_a), iv);
+    for (unsigned m = static_cast<unsigned>(live); m != 0; m &= m - 1) {
+      const int l = __builtin_ctz(m);
+      float* a = vol + off[l];
+      const int u = iu_a[l], v = iv_a[l];
+      if (u >= 0 && v >= 0 && u + 1 < nu && v + 1 < nv) {
+        a[0] += w00[l];
+        a[stride_u] += w01[l];
+        a[stride_v] += w10[l];
+        a[stride_u + stride_v] += w11[l];
+        continue;
+      }
+      // Near a face (u in [-1, nu], v in [-1, nv]): the taps inside only.
+      const bool u0 = u >= 0 && u < nu, u1 = u + 1 < nu, v0 = v >= 0 && v < nv, v1 = v + 1 < nv;
+      if (u0 && v0) a[0] += w00[l];
+      if (u1 && v0) a[stride_u] += w01[l];
+      if (u0 && v1) a[stride_v] += w10[l];
+      if (u1 && v1) a[stride_u + stride_v] += w11[l];
+    }
+  }
+}
+
+/// The rays of columns c0 .. c0 + n - 1 (n <= 8) of row r of view v with their values row[c0 + l]
+/// scattered into vol (whole volume): the plans and lanes of project_group_avx2, walked per
+/// dominant axis.
+void scatter_group_avx2(const ray_setup& rays, std::int64_t v, std::int64_t r, std::int64_t c0,
+                        int n, const float* row, float* vol, int nx, int ny, int nz) {
+  ray_in_grid ray[k_lanes];
+  kernels::joseph_walk walk[k_lanes];
+  unsigned lanes_of_axis[3] = {0, 0, 0};
+  for (int l = 0; l < n; ++l) {
+    if (row[c0 + l] == 0.0f) continue;
+    ray[l] = rays(v, r, c0 + l);
+    if (kernels::joseph_ray_plan(ray[l].p, ray[l].d, nx, ny, nz, ray[l].t_min, -1.0f,
+                                 static_cast<float>(nz), walk[l]))
+      lanes_of_axis[walk[l].axis] |= 1u << l;
+  }
+  for (int axis = 0; axis < 3; ++axis) {
+    const unsigned active = lanes_of_axis[axis];
+    if (!active) continue;
+    int kmin = INT_MAX, kmax = INT_MIN;
+    alignas(32) float value[k_lanes] = {};
+    for (int l = 0; l < k_lanes; ++l) {
+      if (!(active >> l & 1u)) continue;
+      kmin = std::min(kmin, walk[l].k0);
+      kmax = std::max(kmax, walk[l].k1);
+      // joseph_ray_window's final scale, the same for every sample of the ray.
+      value[l] = row[c0 + l] * ray[l].dir_mm / std::fabs(walk[l].dm);
+    }
+    ray_lanes L;
+    fill_lanes(walk, active, axis, 0.0f, L);
+    if (axis == 0)
+      scatter_lanes_avx2<0>(L, value, kmin, kmax, vol, nx, ny, nz);
+    else if (axis == 1)
+      scatter_lanes_avx2<1>(L, value, kmin, kmax, vol, nx, ny, nz);
+    else
+      scatter_lanes_avx2<2>(L, value, kmin, kmax, vol, nx, ny, nz);
   }
 }
 
@@ -628,8 +760,8 @@ volume back_project_checked(const projection_view& proj, const geometry& g,
     const auto maps = kernels::cylinder_maps(g);
     const int cols = static_cast<int>(g.cols), rows = static_cast<int>(g.rows);
     if (!reference) {
-      const auto padded = detail::make_padded_projections(proj.data.data(), proj.views,
-                                                          proj.rows, proj.cols);
+      const auto padded =
+          detail::make_padded_projections(proj.data.data(), proj.views, proj.rows, proj.cols);
       detail::backproject_filtered_cpu(padded, maps.data(), vg, /*distance_weighting=*/false,
                                        out.data.data(), nt);
       return out;
@@ -638,15 +770,14 @@ volume back_project_checked(const projection_view& proj, const geometry& g,
     for (std::int64_t row = 0; row < vg.nz * vg.ny; ++row) {
       const std::int64_t k = row / vg.ny, j = row % vg.ny;
       for (std::int64_t i = 0; i < vg.nx; ++i) {
-        const vec3 x = vg.voxel_center(static_cast<double>(i), static_cast<double>(j),
-                                       static_cast<double>(k));
+        const vec3 x =
+            vg.voxel_center(static_cast<double>(i), static_cast<double>(j), static_cast<double>(k));
         double acc = 0;
         for (std::int64_t v = 0; v < g.view_count(); ++v) {
           const detector_coords q = project_to_detector(g, v, x);
           if (!(q.w > 1e-6)) continue;
-          acc += kernels::sample_bilinear_border(proj.view(v), cols, rows,
-                                                 static_cast<float>(q.col),
-                                                 static_cast<float>(q.row));
+          acc += kernels::sample_bilinear_border(
+              proj.view(v), cols, rows, static_cast<float>(q.col), static_cast<float>(q.row));
         }
         out.data[static_cast<std::size_t>(row * vg.nx + i)] = static_cast<float>(acc);
       }
@@ -662,8 +793,8 @@ volume back_project_checked(const projection_view& proj, const geometry& g,
     const std::int64_t pixels = proj.rows * proj.cols;
     for (std::int64_t b = 0; b < batches; ++b) {
       const std::int64_t v0 = proj.views * b / batches, v1 = proj.views * (b + 1) / batches;
-      const auto padded = detail::make_padded_projections(proj.data.data() + v0 * pixels,
-                                                          v1 - v0, proj.rows, proj.cols);
+      const auto padded = detail::make_padded_projections(proj.data.data() + v0 * pixels, v1 - v0,
+                                                          proj.rows, proj.cols);
       detail::backproject_filtered_cpu(padded, mats.data() + v0, vg,
                                        /*distance_weighting=*/false, out.data.data(), nt);
     }
@@ -741,8 +872,13 @@ volume back_project(const projection_view& proj, const geometry& g, const volume
   return back_project_checked(proj, g, vg, opt.threads, false);
 }
 
-volume back_project_matched(const projection_view& proj, const geometry& g,
-                            const volume_geometry& vg, int threads) {
+namespace {
+
+/// back_project_matched through the loop `path` selects (vectorised: scatter_group_avx2 where
+/// the CPU has AVX2 and FMA and the volume's offsets fit in int32).
+volume back_project_matched_impl(const projection_view& proj, const geometry& g,
+                                 const volume_geometry& vg, int threads,
+                                 detail::forward_path path) {
   require_host(proj, "back_project_matched");
   const int nt = thread_count(threads);
   check_back_inputs(proj, g, vg, nt);
@@ -751,14 +887,25 @@ volume back_project_matched(const projection_view& proj, const geometry& g,
   const int nx = static_cast<int>(vg.nx), ny = static_cast<int>(vg.ny),
             nz = static_cast<int>(vg.nz);
   const auto n_vox = static_cast<std::size_t>(vg.voxel_count());
+#if defined(CTFORGE_FORWARD_AVX2)
+  const bool vectorised = path != detail::forward_path::scalar && cpu_has_avx2_fma() &&
+                          vg.voxel_count() < (std::int64_t{1} << 31);
+#else
+  const bool vectorised = false;
+  (void)path;
+#endif
   // One volume per thread (the rays of a static share of the detector lines scatter into it),
   // then summed in thread order: deterministic for a given thread count.
-  detail::require_memory(static_cast<std::uint64_t>(n_vox) * static_cast<std::uint64_t>(nt),
-                         sizeof(float),
-                         fmt::format("the matched back-projection's {} per-thread volumes", nt),
-                         "use fewer threads");
+  detail::require_memory(
+      static_cast<std::uint64_t>(n_vox) * static_cast<std::uint64_t>(nt), sizeof(float),
+      fmt::format("the matched back-projection's {} per-thread volumes", nt), "use fewer threads");
   std::vector<std::vector<float>> partial(static_cast<std::size_t>(nt));
-  const std::int64_t n_lines = g.view_count() * g.rows;
+  // Lines in bands of 8 detector rows, all views of a band before the next: a band's rays cross
+  // the same slab of the volume in every view, which then stays in the cache (as the forward
+  // loop's units). A static share of the bands per thread.
+  constexpr std::int64_t band = 8;
+  const std::int64_t views = g.view_count();
+  const std::int64_t n_lines = (g.rows + band - 1) / band * band * views;  // with the gaps
 #pragma omp parallel num_threads(nt)
   {
     const int t = omp_get_thread_num();
@@ -766,8 +913,20 @@ volume back_project_matched(const projection_view& proj, const geometry& g,
     acc.assign(n_vox, 0.0f);
 #pragma omp for schedule(static)
     for (std::int64_t line = 0; line < n_lines; ++line) {
-      const std::int64_t v = line / g.rows, r = line % g.rows;
+      const std::int64_t b = line / (views * band), in_band = line % (views * band);
+      const std::int64_t rows_in_band = std::min(band, g.rows - b * band);
+      if (in_band >= views * rows_in_band) continue;  // the last band's missing rows
+      const std::int64_t v = in_band / rows_in_band, r = b * band + in_band % rows_in_band;
       const float* row = proj.view(v) + r * proj.cols;
+#if defined(CTFORGE_FORWARD_AVX2)
+      if (vectorised) {
+        for (std::int64_t c0 = 0; c0 < g.cols; c0 += k_lanes)
+          scatter_group_avx2(rays, v, r, c0,
+                             static_cast<int>(std::min<std::int64_t>(k_lanes, g.cols - c0)), row,
+                             acc.data(), nx, ny, nz);
+        continue;
+      }
+#endif
       for (std::int64_t c = 0; c < g.cols; ++c) {
         if (row[c] == 0.0f) continue;
         const ray_in_grid ray = rays(v, r, c);
@@ -782,9 +941,22 @@ volume back_project_matched(const projection_view& proj, const geometry& g,
     const std::vector<float>& a = partial[t];
     const auto n = static_cast<std::int64_t>(n_vox);
 #pragma omp parallel for schedule(static) num_threads(nt)
-    for (std::int64_t i = 0; i < n; ++i) out.data[static_cast<std::size_t>(i)] += a[static_cast<std::size_t>(i)];
+    for (std::int64_t i = 0; i < n; ++i)
+      out.data[static_cast<std::size_t>(i)] += a[static_cast<std::size_t>(i)];
   }
   return out;
+}
+
+}  // namespace
+
+volume back_project_matched(const projection_view& proj, const geometry& g,
+                            const volume_geometry& vg, int threads) {
+  return back_project_matched_impl(proj, g, vg, threads, detail::forward_path::automatic);
+}
+
+volume detail::back_project_matched_cpu(const projection_view& proj, const geometry& g,
+                                        const volume_geometry& vg, int threads, forward_path path) {
+  return back_project_matched_impl(proj, g, vg, threads, path);
 }
 
 }  // namespace ctforge
