@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
 
 namespace ctforge::detail {
@@ -17,7 +18,7 @@ std::int64_t first_non_finite(const float* data, std::int64_t n, int threads) {
   const std::int64_t chunks = (n + k_chunk - 1) / k_chunk;
   std::int64_t bad_chunks = 0;
 #pragma omp parallel for schedule(static) reduction(+ : bad_chunks) \
-    num_threads(threads > 0 ? threads : omp_get_max_threads()) if (chunks > 1)
+    num_threads(resolve_threads(threads)) if (chunks > 1)
   for (std::int64_t c = 0; c < chunks; ++c) {
     const std::int64_t i0 = c * k_chunk, i1 = std::min(n, i0 + k_chunk);
     std::uint32_t any = 0;

@@ -17,11 +17,14 @@ namespace {
 constexpr std::int64_t k_chunk_bytes = std::int64_t{4} << 20;
 
 int thread_count(int threads, std::int64_t chunks) {
-  const int nt = threads > 0 ? threads : omp_get_max_threads();
-  return static_cast<int>(std::clamp<std::int64_t>(chunks, 1, nt));
+  return static_cast<int>(std::clamp<std::int64_t>(chunks, 1, resolve_threads(threads)));
 }
 
 }  // namespace
+
+int resolve_threads(int threads) {
+  return threads > 0 ? threads : omp_get_max_threads();
+}
 
 void parallel_copy(void* dst, const void* src, std::size_t bytes, int threads) {
   const auto total = static_cast<std::int64_t>(bytes);

@@ -9,6 +9,10 @@
 
 namespace ctforge::detail {
 
+/// The threads a call given `threads` runs on: `threads` when > 0, else all cores (OpenMP's
+/// default team size).
+int resolve_threads(int threads);
+
 /// memcpy of `bytes` bytes in chunks of 4 MiB over `threads` threads (0: all cores). The
 /// ranges must not overlap.
 void parallel_copy(void* dst, const void* src, std::size_t bytes, int threads = 0);

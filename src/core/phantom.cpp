@@ -1,3 +1,4 @@
+#include "core/parallel_copy.hpp"
 #include "ctforge/phantom.hpp"
 
 #include <fmt/format.h>
@@ -16,10 +17,6 @@ namespace ctforge {
 namespace {
 
 using json = nlohmann::json;
-
-int thread_count(int threads) {
-  return threads > 0 ? threads : omp_get_max_threads();
-}
 
 /// An ellipsoid prepared for intersection tests: world -> unit-sphere frame.
 struct unit_frame {
@@ -182,7 +179,7 @@ projection_stack project_analytic(const phantom& p, const geometry& g, int threa
   projection_stack out(g.view_count(), g.rows, g.cols);
   const std::int64_t n_lines = g.view_count() * g.rows;
   const bool cone = g.beam == beam_kind::cone;
-#pragma omp parallel for schedule(dynamic, 4) num_threads(thread_count(threads))
+#pragma omp parallel for schedule(dynamic, 4) num_threads(detail::resolve_threads(threads))
   for (std::int64_t line = 0; line < n_lines; ++line) {
     const std::int64_t v = line / g.rows, r = line % g.rows;
     const vec3 s = g.views[static_cast<std::size_t>(v)].source;
@@ -211,7 +208,7 @@ volume voxelize(const phantom& p, const volume_geometry& vg, int supersample, in
   for (int s = 0; s < S; ++s) off[static_cast<std::size_t>(s)] = (s + 0.5) / S - 0.5;
   const double weight = 1.0 / (static_cast<double>(S) * S * S);
 
-#pragma omp parallel num_threads(thread_count(threads))
+#pragma omp parallel num_threads(detail::resolve_threads(threads))
   {
     // Difference array over the row: +rho at the first voxel whose sub-point enters the
     // ellipsoid, -rho after the last one; a prefix sum gives the per-voxel sum.

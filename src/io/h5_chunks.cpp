@@ -1,4 +1,5 @@
 // Parallel chunk coding for HDF5 float datasets: see io/h5_chunks.hpp.
+#include "core/parallel_copy.hpp"
 #include "io/h5_chunks.hpp"
 
 #include <fmt/format.h>
@@ -157,10 +158,6 @@ std::string chunk_name(const dims_t& origin) {
 /// Raw chunks read or encoded per group: bounds the extra memory of a large read or write.
 constexpr std::size_t k_group_bytes = std::size_t{64} << 20;
 
-int thread_count(int threads) {
-  return threads > 0 ? threads : omp_get_max_threads();
-}
-
 /// Runs body(i) for i in [0, n) on `threads` threads; the first exception is rethrown.
 template <class Body>
 void parallel_for(std::size_t n, int threads, Body&& body) {
@@ -200,7 +197,8 @@ bool read_float_chunks(hid_t dset, const dims_t& start, const dims_t& count, flo
     if (count[i] == 0 || start[i] + count[i] > L->dims[i]) return false;
   const std::vector<dims_t> chunks = chunks_meeting(*L, start, count);
   const std::size_t chunk_bytes = L->chunk_elems * sizeof(float);
-  const int nt = std::max(1, std::min<int>(thread_count(threads), static_cast<int>(chunks.size())));
+  const int nt =
+      std::max(1, std::min<int>(resolve_threads(threads), static_cast<int>(chunks.size())));
 
   // Per-thread decoders and scratch, made once for the whole read.
   struct scratch {
@@ -292,7 +290,8 @@ bool write_float_chunks(hid_t dset, const dims_t& start, const dims_t& count, co
   }
   const std::vector<dims_t> chunks = chunks_meeting(*L, start, count);
   const std::size_t chunk_bytes = L->chunk_elems * sizeof(float);
-  const int nt = std::max(1, std::min<int>(thread_count(threads), static_cast<int>(chunks.size())));
+  const int nt =
+      std::max(1, std::min<int>(resolve_threads(threads), static_cast<int>(chunks.size())));
   const std::size_t per_group = std::max<std::size_t>(1, k_group_bytes / chunk_bytes);
 
   struct scratch {

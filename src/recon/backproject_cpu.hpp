@@ -23,6 +23,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/volume.hpp"
 #include "kernels/backproject.cuh"
@@ -112,7 +113,7 @@ inline void backproject_cpu(const padded_projections& proj, const Map* mats,
   const std::int64_t ny = vg.ny, nx = vg.nx;
   const std::int64_t n_rows = (z_end - z_begin) * ny;
   if (n_rows == 0) return;
-  const int nt = threads > 0 ? threads : omp_get_max_threads();
+  const int nt = resolve_threads(threads);
 #pragma omp parallel num_threads(nt)
   {
     std::vector<float> acc(static_cast<std::size_t>(nx));
@@ -136,7 +137,7 @@ inline void backproject_cpu_curved(const padded_projections& proj, const kernels
                                    const volume_geometry& vg, float* out, int threads = 0) {
   CTFORGE_EXPECTS(vg.nx < (std::int64_t{1} << 31), "back-projection: nx too large");
   const std::int64_t nx = vg.nx, ny = vg.ny, nz = vg.nz;
-  const int nt = threads > 0 ? threads : omp_get_max_threads();
+  const int nt = resolve_threads(threads);
   const float x0 = static_cast<float>(vg.origin_mm[0]);
   const float dx = static_cast<float>(vg.spacing_mm[0]);
 #pragma omp parallel num_threads(nt)

@@ -31,6 +31,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/parallel_copy.hpp"
 #include "ctforge/detail/atomic_write.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
@@ -231,7 +232,7 @@ volume iterative_checkpointed(const projection_view& proj, const geometry& g,
   const fs::path dir(co.dir);
   const std::string stem = state_stem(ro.algo);
   const char* name = detail::display_name(ro.algo);
-  const int threads = ro.threads > 0 ? ro.threads : omp_get_max_threads();
+  const int threads = detail::resolve_threads(ro.threads);
   int best_slot = -1, best_iterations = 0;
   recorded best;
   for (int slot = 0; slot < 2; ++slot) {

@@ -166,7 +166,7 @@ void filter_and_backproject(const projection_view& proj, const geometry& g,
 volume detail::fdk_reconstruct_cpu(const projection_view& proj, const geometry& g,
                                    const volume_geometry& vg, const recon_options& opt,
                                    const detail::fdk_setup& setup) {
-  const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
+  const int threads = detail::resolve_threads(opt.threads);
   report(opt, 0.0);
   const detail::ramp_filter filter(proj.cols, setup.filter_pixel_mm, opt.filter, opt.cutoff,
                                    setup.filter_equiangular_rad);

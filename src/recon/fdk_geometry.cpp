@@ -1,3 +1,4 @@
+#include "core/parallel_copy.hpp"
 #include "recon/fdk_geometry.hpp"
 
 #include <fmt/format.h>
@@ -380,7 +381,7 @@ projection_stack resample(const circular_equivalent& eq, const projection_view& 
                       proj.views == static_cast<std::int64_t>(eq.maps.size()),
                   "resample: projections do not match the geometry they were analysed for");
   projection_stack out(proj.views, eq.geom.rows, eq.geom.cols);
-  const int nt = threads > 0 ? threads : omp_get_max_threads();
+  const int nt = resolve_threads(threads);
   const int cols = static_cast<int>(proj.cols), rows = static_cast<int>(proj.rows);
 #pragma omp parallel for num_threads(nt) schedule(static)
   for (std::int64_t v = 0; v < proj.views; ++v) {

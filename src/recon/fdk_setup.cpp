@@ -1,3 +1,4 @@
+#include "core/parallel_copy.hpp"
 #include "recon/fdk_setup.hpp"
 
 #include <fmt/format.h>
@@ -282,7 +283,7 @@ projection_stack pad_narrow_side(const projection_view& p, const narrow_side_pad
   if (pad.columns <= 0) return to_stack(p);
   projection_stack out(p.views, p.rows, p.cols + pad.columns);
   const std::int64_t first = pad.prepend ? pad.columns : 0;
-  const int nt = threads > 0 ? threads : omp_get_max_threads();
+  const int nt = resolve_threads(threads);
 #pragma omp parallel for num_threads(nt) schedule(static)
   for (std::int64_t v = 0; v < p.views; ++v)
     for (std::int64_t r = 0; r < p.rows; ++r)
@@ -301,7 +302,7 @@ void apply_preweights(const fdk_setup& s, projection_stack& proj, int threads) {
   CTFORGE_EXPECTS(proj.cols == s.params.cols && proj.rows == s.params.rows &&
                       proj.views == static_cast<std::int64_t>(s.views.size()),
                   "apply_preweights: projection shape differs from the setup");
-  const int nt = threads > 0 ? threads : omp_get_max_threads();
+  const int nt = resolve_threads(threads);
   const std::int64_t rows = proj.rows, cols = proj.cols;
 #pragma omp parallel for num_threads(nt) schedule(static)
   for (std::int64_t v = 0; v < proj.views; ++v) {

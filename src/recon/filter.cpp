@@ -1,3 +1,4 @@
+#include "core/parallel_copy.hpp"
 #include "recon/filter.hpp"
 
 #include <fftw3.h>
@@ -158,7 +159,7 @@ void ramp_filter::apply(float* rows, std::int64_t n_rows, int threads) const {
   const plan_pair& plans = cached_plans(n, batch);
   const std::int64_t chunks = (n_rows + batch - 1) / batch;
   const int nt = static_cast<int>(
-      std::min<std::int64_t>(threads > 0 ? threads : omp_get_max_threads(), chunks));
+      std::min<std::int64_t>(resolve_threads(threads), chunks));
   const float* resp = response_.data();
   std::atomic<bool> alloc_failed{false};
 #pragma omp parallel num_threads(nt)

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/projector.hpp"
 #include "kernels/tv.cuh"
@@ -66,7 +67,7 @@ struct partition {
 class cpu_space final : public iterative_space {
  public:
   cpu_space(const geometry& g, const volume_geometry& vg, const space_config& cfg)
-      : g_(g), vg_(vg), threads_(cfg.threads > 0 ? cfg.threads : omp_get_max_threads()) {
+      : g_(g), vg_(vg), threads_(resolve_threads(cfg.threads)) {
     g.validate();
     vg.validate();
     const std::int64_t n_views = g.view_count();

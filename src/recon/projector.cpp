@@ -32,10 +32,6 @@
 namespace ctforge {
 namespace {
 
-int thread_count(int threads) {
-  return threads > 0 ? threads : omp_get_max_threads();
-}
-
 void check_int_sizes(const volume_geometry& vg) {
   constexpr std::int64_t lim = std::int64_t{1} << 30;
   CTFORGE_EXPECTS(vg.nx < lim && vg.ny < lim && vg.nz < lim,
@@ -133,7 +129,7 @@ void store(projection_stack& out, std::int64_t v, std::int64_t r, std::int64_t c
 void project_planes_scalar(const slab_planes& s, const ray_setup& rays, const geometry& g,
                            bool accumulate, projection_stack& out, int threads) {
   const std::int64_t n_lines = g.view_count() * g.rows;
-#pragma omp parallel for schedule(dynamic, 2) num_threads(thread_count(threads))
+#pragma omp parallel for schedule(dynamic, 2) num_threads(detail::resolve_threads(threads))
   for (std::int64_t line = 0; line < n_lines; ++line) {
     const std::int64_t v = line / g.rows, r = line % g.rows;
     for (std::int64_t c = 0; c < g.cols; ++c)
@@ -488,7 +484,7 @@ void project_planes_avx2(const slab_planes& s, const ray_setup& rays, const geom
   const std::int64_t bands = (g.rows + band - 1) / band;
   const std::int64_t views = g.view_count();
   const std::int64_t units = views * bands;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(thread_count(threads))
+#pragma omp parallel for schedule(dynamic, 1) num_threads(detail::resolve_threads(threads))
   for (std::int64_t u = 0; u < units; ++u) {
     const std::int64_t v = u % views, r0 = (u / views) * band;
     const std::int64_t r1 = std::min(g.rows, r0 + band);
@@ -713,7 +709,8 @@ std::int64_t forward_project_samples(const volume_geometry& vg, const geometry& 
             nz = static_cast<int>(vg.nz);
   const std::int64_t n_lines = g.view_count() * g.rows;
   std::int64_t total = 0;
-#pragma omp parallel for schedule(static) reduction(+ : total) num_threads(thread_count(threads))
+  const int nt = resolve_threads(threads);
+#pragma omp parallel for schedule(static) reduction(+ : total) num_threads(nt)
   for (std::int64_t line = 0; line < n_lines; ++line) {
     const std::int64_t v = line / g.rows, r = line % g.rows;
     for (std::int64_t c = 0; c < g.cols; ++c) {
@@ -753,7 +750,7 @@ void check_back_inputs(const projection_view& proj, const geometry& g, const vol
 volume back_project_checked(const projection_view& proj, const geometry& g,
                             const volume_geometry& vg, int threads, bool reference) {
   volume out(vg);
-  const int nt = thread_count(threads);
+  const int nt = detail::resolve_threads(threads);
   if (g.curved()) {
     // Cylindrical detector: the curved mapping (kernels::cyl_map), shared loop; `reference`
     // uses project_to_detector in double.
@@ -880,7 +877,7 @@ volume back_project_matched_impl(const projection_view& proj, const geometry& g,
                                  const volume_geometry& vg, int threads,
                                  detail::forward_path path) {
   require_host(proj, "back_project_matched");
-  const int nt = thread_count(threads);
+  const int nt = detail::resolve_threads(threads);
   check_back_inputs(proj, g, vg, nt);
   check_int_sizes(vg);
   const ray_setup rays(g, vg);
