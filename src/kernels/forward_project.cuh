@@ -286,6 +286,31 @@ CTFORGE_HD float joseph_ray_window(const Sampler& sample, f3 p, f3 d, int nx, in
   return acc * dir_mm / adm;
 }
 
+/// Adds the four in-plane taps of one plane sample: w00 at `base` (tap (iu, iv) of the
+/// transverse axes u, v), w01 at tap (iu + 1, iv), w10 at (iu, iv + 1), w11 at (iu + 1, iv + 1);
+/// stride_u / stride_v: elements between neighbours along u / v. With iu in [-1, nu] and iv in
+/// [-1, nv] (make_trilinear_cell's clamp), taps outside the volume are dropped, as the sampler
+/// reads them as zero. Shared by joseph_scatter_planes and the CPU's vectorised transpose.
+template <class Add>
+CTFORGE_HD void add_plane_taps(Add& add, std::int64_t base, int iu, int iv, int nu, int nv,
+                               std::int64_t stride_u, std::int64_t stride_v, float w00, float w01,
+                               float w10, float w11) {
+  if (iu >= 0 && iv >= 0 && iu + 1 < nu && iv + 1 < nv) {
+    add(base, w00);
+    add(base + stride_u, w01);
+    add(base + stride_v, w10);
+    add(base + stride_u + stride_v, w11);
+    return;
+  }
+  // Near a face: tap iu is inside for 0 <= iu < nu, tap iu + 1 for iu < nu - 1 (same in v).
+  const bool u0 = iu >= 0 && iu < nu, u1 = iu + 1 < nu;
+  const bool v0 = iv >= 0 && iv < nv, v1 = iv + 1 < nv;
+  if (u0 && v0) add(base, w00);
+  if (u1 && v0) add(base + stride_u, w01);
+  if (u0 && v1) add(base + stride_v, w10);
+  if (u1 && v1) add(base + stride_u + stride_v, w11);
+}
+
 /// The plane samples of one walk scattered: for plane k, the four taps of its sample in the plane
 /// (the sample lies exactly on it, so the main-axis tap k + 1 has weight 0 and is not visited),
 /// each with `scale` x cell weight x its bilinear weight. Axis: the walk's dominant axis; u, v are
@@ -312,22 +337,8 @@ CTFORGE_HD void joseph_scatter_planes(Add& add, const joseph_walk& walk, int nx,
     // (iu, iv), and so on.
     const float w00 = c * (1.0f - av) * (1.0f - au), w01 = c * (1.0f - av) * au;
     const float w10 = c * av * (1.0f - au), w11 = c * av * au;
-    const std::int64_t base = k * stride_m + iu * stride_u + iv * stride_v;
-    if (iu >= 0 && iv >= 0 && iu + 1 < nu && iv + 1 < nv) {
-      add(base, w00);
-      add(base + stride_u, w01);
-      add(base + stride_v, w10);
-      add(base + stride_u + stride_v, w11);
-      continue;
-    }
-    // Near a face: taps outside the volume are dropped (the sampler reads them as zero). With
-    // iu in [-1, nu], tap iu is inside for 0 <= iu < nu and tap iu + 1 for iu < nu - 1.
-    const bool u0 = iu >= 0 && iu < nu, u1 = iu + 1 < nu;
-    const bool v0 = iv >= 0 && iv < nv, v1 = iv + 1 < nv;
-    if (u0 && v0) add(base, w00);
-    if (u1 && v0) add(base + stride_u, w01);
-    if (u0 && v1) add(base + stride_v, w10);
-    if (u1 && v1) add(base + stride_u + stride_v, w11);
+    add_plane_taps(add, k * stride_m + iu * stride_u + iv * stride_v, iu, iv, nu, nv, stride_u,
+                   stride_v, w00, w01, w10, w11);
   }
 }
 

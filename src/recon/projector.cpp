@@ -307,21 +307,44 @@ struct lane_weights {
   __m256i k0m1, k1p1;
 };
 
+/// Each lane's cell weight in plane k (kernels::joseph_plane_sample), 0 outside its planes; `in`
+/// gets the mask of the lanes within their planes. kf = k as floats.
+CTFORGE_AVX2_INLINE __m256 cell_weight(const lane_weights& lw, int k, __m256 kf, __m256& in) {
+  const __m256i kv = _mm256_set1_epi32(k);
+  const __m256 half = _mm256_set1_ps(0.5f);
+  const __m256 w_pos = _mm256_sub_ps(_mm256_add_ps(kf, half), lw.mc);
+  const __m256 w_neg = _mm256_sub_ps(lw.mc, _mm256_sub_ps(kf, half));
+  const __m256 w =
+      _mm256_min_ps(_mm256_max_ps(_mm256_blendv_ps(w_neg, w_pos, lw.pos), _mm256_setzero_ps()),
+                    _mm256_set1_ps(1.0f));
+  in = _mm256_castsi256_ps(
+      _mm256_and_si256(_mm256_cmpgt_epi32(kv, lw.k0m1), _mm256_cmpgt_epi32(lw.k1p1, kv)));
+  return _mm256_and_ps(w, in);
+}
+
+/// The lanes of L in registers: their points and steps into st (its other fields are the
+/// caller's), their cell weights and plane ranges into lw.
+template <int Axis>
+CTFORGE_AVX2_INLINE void lanes_in_registers(const ray_lanes& L, lane_state<Axis>& st,
+                                            lane_weights& lw) {
+  st.pu = _mm256_load_ps(L.pu);
+  st.pv = _mm256_load_ps(L.pv);
+  st.su = _mm256_load_ps(L.su);
+  st.sv = _mm256_load_ps(L.sv);
+  st.pm = _mm256_load_ps(L.pm);
+  lw.mc = _mm256_load_ps(L.mc);
+  lw.pos = _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(L.pos)));
+  lw.k0m1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(L.k0m1));
+  lw.k1p1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(L.k1p1));
+}
+
 /// acc + (each lane's cell weight in plane k, 0 outside its planes) x its sample.
 template <int Axis, bool Slab>
 CTFORGE_AVX2_INLINE __m256 weighted_plane(const lane_state<Axis>& st, const lane_weights& lw, int k,
                                           int km, __m256 acc) {
   const __m256 kf = _mm256_set1_ps(static_cast<float>(k));
-  const __m256i kv = _mm256_set1_epi32(k);
-  const __m256 half = _mm256_set1_ps(0.5f);
-  const __m256 w_pos = _mm256_sub_ps(_mm256_add_ps(kf, half), lw.mc);
-  const __m256 w_neg = _mm256_sub_ps(lw.mc, _mm256_sub_ps(kf, half));
-  __m256 w =
-      _mm256_min_ps(_mm256_max_ps(_mm256_blendv_ps(w_neg, w_pos, lw.pos), _mm256_setzero_ps()),
-                    _mm256_set1_ps(1.0f));
-  const __m256 in = _mm256_castsi256_ps(
-      _mm256_and_si256(_mm256_cmpgt_epi32(kv, lw.k0m1), _mm256_cmpgt_epi32(lw.k1p1, kv)));
-  w = _mm256_and_ps(w, in);
+  __m256 in;
+  const __m256 w = cell_weight(lw, k, kf, in);
   __m256 cu, cv;
   plane_point<Axis, Slab>(st, kf, cu, cv);
   // Lanes outside their planes sample (0, 0) instead: inside the slab when it is at least 2
@@ -341,11 +364,8 @@ template <int Axis, bool Slab>
 CTFORGE_TARGET_AVX2 void walk_lanes_avx2(const ray_lanes& L, int kmin, int kmax, int ks0, int ks1,
                                          const slab_planes& s, float* acc_out) {
   lane_state<Axis> st;
-  st.pu = _mm256_load_ps(L.pu);
-  st.pv = _mm256_load_ps(L.pv);
-  st.su = _mm256_load_ps(L.su);
-  st.sv = _mm256_load_ps(L.sv);
-  st.pm = _mm256_load_ps(L.pm);
+  lane_weights lw;
+  lanes_in_registers(L, st, lw);
   st.data = s.data;
   const std::int32_t sxy = s.nx * s.ny;
   st.stride_m = Axis == 0 ? 1 : (Axis == 1 ? s.nx : sxy);
@@ -355,11 +375,6 @@ CTFORGE_TARGET_AVX2 void walk_lanes_avx2(const ray_lanes& L, int kmin, int kmax,
   st.nv = Axis == 2 ? s.ny : s.nz;
   st.z0 = static_cast<float>(s.z0);
   const int km_shift = Axis == 2 ? s.z0 : 0;  // plane index within the slab = k - km_shift
-  lane_weights lw;
-  lw.mc = _mm256_load_ps(L.mc);
-  lw.pos = _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(L.pos)));
-  lw.k0m1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(L.k0m1));
-  lw.k1p1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(L.k1p1));
 
   __m256 acc = _mm256_setzero_ps();
   const int head_end = std::min(kmax, ks0 - 1);
@@ -512,42 +527,32 @@ void project_planes_avx2(const slab_planes& s, const ray_setup& rays, const geom
 template <int Axis>
 CTFORGE_TARGET_AVX2 void scatter_lanes_avx2(const ray_lanes& L, const float* value, int kmin,
                                             int kmax, float* vol, int nx, int ny, int nz) {
-  const __m256 pu = _mm256_load_ps(L.pu), pv = _mm256_load_ps(L.pv);
-  const __m256 su = _mm256_load_ps(L.su), sv = _mm256_load_ps(L.sv);
-  const __m256 pm = _mm256_load_ps(L.pm), mc = _mm256_load_ps(L.mc);
-  const __m256 lane_pos =
-      _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(L.pos)));
-  const __m256i k0m1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(L.k0m1));
-  const __m256i k1p1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(L.k1p1));
+  lane_state<Axis> st;  // its points and steps only (no slab: the whole volume)
+  lane_weights lw;
+  lanes_in_registers(L, st, lw);
   const __m256 val = _mm256_loadu_ps(value);
   const std::int32_t sxy = nx * ny;
   const std::int32_t stride_m = Axis == 0 ? 1 : (Axis == 1 ? nx : sxy);
   const std::int32_t stride_u = Axis == 0 ? nx : 1, stride_v = Axis == 2 ? nx : sxy;
   const int nu = Axis == 0 ? ny : nx, nv = Axis == 2 ? ny : nz;
-  const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f),
-               minus_one = _mm256_set1_ps(-1.0f);
+  const __m256 one = _mm256_set1_ps(1.0f), minus_one = _mm256_set1_ps(-1.0f);
   const __m256 nu_f = _mm256_set1_ps(static_cast<float>(nu)),
                nv_f = _mm256_set1_ps(static_cast<float>(nv));
   const __m256i su_i = _mm256_set1_epi32(stride_u), sv_i = _mm256_set1_epi32(stride_v);
+  const auto add = [vol](std::int64_t at, float a) { vol[at] += a; };
   alignas(32) std::int32_t off[k_lanes], iu_a[k_lanes], iv_a[k_lanes];
   alignas(32) float w00[k_lanes], w01[k_lanes], w10[k_lanes], w11[k_lanes];
   for (int k = kmin; k <= kmax; ++k) {
     const __m256 kf = _mm256_set1_ps(static_cast<float>(k));
-    const __m256i kv = _mm256_set1_epi32(k);
-    // The cell weight (kernels::joseph_plane_sample), 0 outside the lane's planes, times value.
-    const __m256 w_pos = _mm256_sub_ps(_mm256_add_ps(kf, half), mc);
-    const __m256 w_neg = _mm256_sub_ps(mc, _mm256_sub_ps(kf, half));
-    __m256 w = _mm256_min_ps(
-        _mm256_max_ps(_mm256_blendv_ps(w_neg, w_pos, lane_pos), _mm256_setzero_ps()), one);
-    const __m256 in = _mm256_castsi256_ps(
-        _mm256_and_si256(_mm256_cmpgt_epi32(kv, k0m1), _mm256_cmpgt_epi32(k1p1, kv)));
-    const __m256 c = _mm256_mul_ps(val, _mm256_and_ps(w, in));
+    __m256 in;
+    const __m256 c = _mm256_mul_ps(val, cell_weight(lw, k, kf, in));
     const int live = _mm256_movemask_ps(_mm256_cmp_ps(c, _mm256_setzero_ps(), _CMP_NEQ_OQ));
     if (live == 0) continue;
     // The plane point, clamped to [-1, n] and split into cell and fractions.
-    const __m256 dk = _mm256_sub_ps(kf, pm);
-    const __m256 cu = _mm256_min_ps(_mm256_max_ps(_mm256_fmadd_ps(dk, su, pu), minus_one), nu_f);
-    const __m256 cv = _mm256_min_ps(_mm256_max_ps(_mm256_fmadd_ps(dk, sv, pv), minus_one), nv_f);
+    __m256 cu, cv;
+    plane_point<Axis, false>(st, kf, cu, cv);
+    cu = _mm256_min_ps(_mm256_max_ps(cu, minus_one), nu_f);
+    cv = _mm256_min_ps(_mm256_max_ps(cv, minus_one), nv_f);
     const __m256 fu = _mm256_floor_ps(cu), fv = _mm256_floor_ps(cv);
     const __m256 au = _mm256_sub_ps(cu, fu), av = _mm256_sub_ps(cv, fv);
     const __m256i iu = _mm256_cvttps_epi32(fu), iv = _mm256_cvttps_epi32(fv);
@@ -565,21 +570,8 @@ CTFORGE_TARGET_AVX2 void scatter_lanes_avx2(const ray_lanes& L, const float* val
     _mm256_store_si256(reinterpret_cast<__m256i*>(iv_a), iv);
     for (unsigned m = static_cast<unsigned>(live); m != 0; m &= m - 1) {
       const int l = __builtin_ctz(m);
-      float* a = vol + off[l];
-      const int u = iu_a[l], v = iv_a[l];
-      if (u >= 0 && v >= 0 && u + 1 < nu && v + 1 < nv) {
-        a[0] += w00[l];
-        a[stride_u] += w01[l];
-        a[stride_v] += w10[l];
-        a[stride_u + stride_v] += w11[l];
-        continue;
-      }
-      // Near a face (u in [-1, nu], v in [-1, nv]): the taps inside only.
-      const bool u0 = u >= 0 && u < nu, u1 = u + 1 < nu, v0 = v >= 0 && v < nv, v1 = v + 1 < nv;
-      if (u0 && v0) a[0] += w00[l];
-      if (u1 && v0) a[stride_u] += w01[l];
-      if (u0 && v1) a[stride_v] += w10[l];
-      if (u1 && v1) a[stride_u + stride_v] += w11[l];
+      kernels::add_plane_taps(add, off[l], iu_a[l], iv_a[l], nu, nv, stride_u, stride_v, w00[l],
+                              w01[l], w10[l], w11[l]);
     }
   }
 }
@@ -934,13 +926,8 @@ volume back_project_matched_impl(const projection_view& proj, const geometry& g,
   }
   volume out(vg);
   out.data = std::move(partial[0]);
-  for (std::size_t t = 1; t < partial.size(); ++t) {
-    const std::vector<float>& a = partial[t];
-    const auto n = static_cast<std::int64_t>(n_vox);
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (std::int64_t i = 0; i < n; ++i)
-      out.data[static_cast<std::size_t>(i)] += a[static_cast<std::size_t>(i)];
-  }
+  for (std::size_t t = 1; t < partial.size(); ++t)
+    detail::parallel_add(out.data.data(), partial[t].data(), static_cast<std::int64_t>(n_vox), nt);
   return out;
 }
 
