@@ -7,7 +7,7 @@
 // Prints wall-clock GUPS and, from the process CPU time, GUPS per CPU-second (the per-core
 // throughput, which stays meaningful when other processes compete for the cores), for the loop
 // FDK runs on this circular orbit (shared-z: a voxel column's detector column, 1/w and weight
-// computed once for 8 z-planes) and, in the same run, the per-plane loop of other geometries.
+// computed once for 16 z-planes) and, in the same run, the per-plane loop of other geometries.
 //
 // Default: a 256^3 volume of 1 mm from 360 views of 512 x 512 pixels of 1 mm over 360 deg
 // (circular cone, SID 500 mm, SDD 1000 mm: 0.5 mm pixels at the isocentre, so the detector

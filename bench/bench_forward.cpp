@@ -202,9 +202,9 @@ int main(int argc, char** argv) {
         max_diff = std::max(max_diff, static_cast<double>(std::abs(fast.data[i] - ref.data[i])));
       }
     }
-    const auto find = [&](const std::string& loop, int t) {
+    const auto find = [&](const std::string& loop, int t, const std::string& views = "subset") {
       for (const auto& r : results)
-        if (r.loop == loop && r.threads == t && r.views == "subset") return r;
+        if (r.loop == loop && r.threads == t && r.views == views) return r;
       return run_result{};
     };
     const bool vectorised = detail::forward_project_vectorised();
@@ -262,18 +262,13 @@ int main(int argc, char** argv) {
             t, find("vectorised", t).samples_per_thread() / find("scalar", t).samples_per_thread(),
             find("vectorised", t).samples_per_cpu_second() /
                 find("scalar", t).samples_per_cpu_second());
-      for (const auto& r : results)
-        if (r.loop == "transpose")
-          for (const auto& f : results)
-            if (f.loop == "vectorised" && f.views == "all" && f.threads == r.threads)
-              fmt::print("transpose / forward on all views, {} thread(s): {:.2f}x the time\n",
-                         r.threads, r.seconds / f.seconds);
-      for (const auto& r : results)
-        if (r.loop == "transpose")
-          for (const auto& f : results)
-            if (f.loop == "T-scalar" && f.threads == r.threads)
-              fmt::print("transpose, vectorised / scalar loop, {} thread(s): {:.2f}x faster\n",
-                         r.threads, f.seconds / r.seconds);
+      for (int t : transpose ? counts : std::vector<int>{}) {
+        const double seconds = find("transpose", t, "all").seconds;
+        fmt::print("transpose / forward on all views, {} thread(s): {:.2f}x the time\n", t,
+                   seconds / find("vectorised", t, "all").seconds);
+        fmt::print("transpose, vectorised / scalar loop, {} thread(s): {:.2f}x faster\n", t,
+                   find("T-scalar", t, "all").seconds / seconds);
+      }
       fmt::print("max |vectorised - scalar| / peak on those views: {:.2e}\n", max_diff / peak);
       fmt::print(
           "(Gsamples/CPUs = throughput per busy core; it differs from Gsamples/s/th when other\n"

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/parallel_copy.hpp"
 #include "ctforge/volume.hpp"
 #include "kernels/backproject.cuh"
 #include "kernels/geometry.cuh"
@@ -34,10 +35,10 @@ namespace ctforge {
 //  * per row and view, two phases: first the tap offsets and weights of all voxels (pure
 //    arithmetic), then the loads: the load addresses are known early, so the loads of many
 //    voxels overlap instead of each waiting behind its own division and rounding chain;
-//  * the two horizontal taps of a row are adjacent floats and are read as one 64-bit load.
+//  * the two horizontal taps of a row are adjacent floats and are read as one 64-bit load;
 //  * untilted circular orbits (p0 and p2 independent of z in every view): the column, 1/p2 and
-//    weight of a voxel column are computed once for a block of 8 z-planes, only the detector
-//    row per plane (backproject_planes_avx2);
+//    weight of a voxel column are computed once for a block of 16 z-planes, only the detector
+//    row per plane (backproject_planes_avx2).
 // Without AVX2/FMA (another -march) it falls back to detail::backproject_cpu.
 namespace {
 
@@ -153,6 +154,15 @@ inline void accumulate_taps(const kernels::padded_view& pv, const row_scratch& s
   }
 }
 
+// The tail [from, to) of a row, past its vector part: the shared scalar code.
+template <kernels::bp_weighting W>
+void scalar_tail(const kernels::padded_view& pv, const kernels::proj_matrix& P, float x0, float dx,
+                 float y, float z, int from, int to, float* acc) {
+  const auto sample = [&pv](float c, float r) { return kernels::sample_bilinear_padded(pv, c, r); };
+  for (int i = from; i < to; ++i)
+    acc[i] += kernels::bp_contribution<W>(P, x0 + static_cast<float>(i) * dx, y, z, sample);
+}
+
 // acc[i] += contribution of view (pv, P) to voxel (x0 + i dx, y, z), i in [0, nx). Voxels that
 // project outside the detector (contribution exactly 0) are skipped.
 template <kernels::bp_weighting W>
@@ -202,10 +212,7 @@ void backproject_row_avx2(const kernels::padded_view& pv, const kernels::proj_ma
     }
   }
   accumulate_taps(pv, s, vb, ve, acc);
-  // Tail: the shared scalar code.
-  const auto sample = [&pv](float c, float r) { return kernels::sample_bilinear_padded(pv, c, r); };
-  for (int i = ve; i < hi; ++i)
-    acc[i] += kernels::bp_contribution<W>(P, x0 + static_cast<float>(i) * dx, y, z, sample);
+  scalar_tail<W>(pv, P, x0, dx, y, z, ve, hi, acc);
 }
 
 // The rows (x0 + i dx, y, zs[q]), q in [0, nz), of a column block, for a view whose p0 and p2 do
@@ -254,7 +261,6 @@ void backproject_planes_avx2(const kernels::padded_view& pv, const kernels::proj
       _mm256_storeu_ps(s.wt.data() + i, _mm256_and_ps(w, in_front));
     }
   }
-  const auto sample = [&pv](float c, float r) { return kernels::sample_bilinear_padded(pv, c, r); };
   const __m256 minus1 = _mm256_set1_ps(-1.0f);
   const __m256 rmax = _mm256_set1_ps(static_cast<float>(pv.rows));
   const __m256i pitch = _mm256_set1_epi32(pv.pitch);
@@ -281,8 +287,7 @@ void backproject_planes_avx2(const kernels::padded_view& pv, const kernels::proj
       _mm256_storeu_ps(s.ar.data() + i, _mm256_sub_ps(row, fr));
     }
     accumulate_taps(pv, s, vb, ve, acc[q]);
-    for (int i = ve; i < hi; ++i)  // tail: the shared scalar code
-      acc[q][i] += kernels::bp_contribution<W>(P, x0 + static_cast<float>(i) * dx, y, z, sample);
+    scalar_tail<W>(pv, P, x0, dx, y, z, ve, hi, acc[q]);
   }
 }
 
@@ -335,7 +340,7 @@ void backproject_blocked(const detail::padded_projections& proj, const kernels::
                          const volume_geometry& vg, float* out, int threads, detail::bp_loop loop) {
   const std::int64_t nx = vg.nx, ny = vg.ny, nz = vg.nz;
   CTFORGE_EXPECTS(nx < (std::int64_t{1} << 30), "back-projection: nx too large");
-  const int nt = threads > 0 ? threads : omp_get_max_threads();
+  const int nt = detail::resolve_threads(threads);
   // Blocks of up to k_block_rows rows; smaller when that would leave threads idle.
   const std::int64_t block = std::clamp<std::int64_t>(ny * nz / (4 * nt), 1, k_block_rows);
   const std::int64_t blocks_per_slice = (ny + block - 1) / block;
