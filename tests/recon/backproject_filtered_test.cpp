@@ -15,6 +15,7 @@
 #include "ctforge/volume.hpp"
 #include "kernels/geometry.cuh"
 #include "recon/fdk.hpp"
+#include "recon/recon_quality.hpp"
 
 namespace ctforge {
 namespace {
@@ -50,14 +51,7 @@ volume back_project(const geometry& g, const volume_geometry& vg, const std::vec
   return out;
 }
 
-double max_diff_over_peak(const volume& a, const volume& b) {
-  double peak = 0, diff = 0;
-  for (std::size_t i = 0; i < a.data.size(); ++i) {
-    peak = std::max(peak, static_cast<double>(std::abs(b.data[i])));
-    diff = std::max(diff, static_cast<double>(std::abs(a.data[i] - b.data[i])));
-  }
-  return peak > 0 ? diff / peak : diff;
-}
+using testing::max_diff_over_peak;
 
 class BackprojectLoops : public ::testing::TestWithParam<bp_case> {};
 

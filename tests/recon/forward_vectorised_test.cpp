@@ -40,14 +40,7 @@ constexpr double pi = std::numbers::pi;
 constexpr double k_tol = 1e-5;
 
 double max_diff_over_peak(const projection_stack& fast, const projection_stack& ref) {
-  EXPECT_EQ(fast.data.size(), ref.data.size());
-  double peak = 0, diff = 0;
-  for (std::size_t i = 0; i < ref.data.size() && i < fast.data.size(); ++i) {
-    peak = std::max(peak, static_cast<double>(std::abs(ref.data[i])));
-    diff = std::max(diff, static_cast<double>(std::abs(fast.data[i] - ref.data[i])));
-  }
-  EXPECT_GT(peak, 0.0) << "no ray hits the volume: the comparison would prove nothing";
-  return peak > 0 ? diff / peak : 0.0;
+  return testing::max_diff_over_peak(fast.data, ref.data);
 }
 
 volume random_volume(const volume_geometry& vg, unsigned seed) {

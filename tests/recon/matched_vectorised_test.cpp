@@ -17,6 +17,7 @@
 #include "ctforge/geometry.hpp"
 #include "ctforge/projector.hpp"
 #include "recon/forward_project_cpu.hpp"
+#include "recon/recon_quality.hpp"
 
 namespace ctforge {
 namespace {
@@ -30,15 +31,7 @@ constexpr double pi = std::numbers::pi;
 // voxel value. A 1 % change of one pixel moves voxels by ~1e-3 of the peak (negative control).
 constexpr double k_tol = 1e-5;
 
-double max_diff_over_peak(const volume& a, const volume& ref) {
-  double peak = 0, diff = 0;
-  for (std::size_t i = 0; i < ref.data.size(); ++i) {
-    peak = std::max(peak, static_cast<double>(std::abs(ref.data[i])));
-    diff = std::max(diff, static_cast<double>(std::abs(a.data[i] - ref.data[i])));
-  }
-  EXPECT_GT(peak, 0.0) << "no ray hits the volume: the comparison would prove nothing";
-  return peak > 0 ? diff / peak : 0.0;
-}
+using testing::max_diff_over_peak;
 
 /// Random projections in [0, 1) with every 7th pixel 0 (skipped by both loops).
 projection_stack random_projections(const geometry& g, unsigned seed) {

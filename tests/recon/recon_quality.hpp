@@ -24,6 +24,22 @@ inline std::span<const float> span_of(const volume& v) {
   return {v.data.data(), v.data.size()};
 }
 
+/// max |got - ref| / max |ref| over two arrays of the same size (two loops or paths compared).
+/// A reference that is all zero fails the test: the comparison would prove nothing.
+inline double max_diff_over_peak(std::span<const float> got, std::span<const float> ref) {
+  EXPECT_EQ(got.size(), ref.size());
+  double peak = 0, diff = 0;
+  for (std::size_t i = 0; i < ref.size() && i < got.size(); ++i) {
+    peak = std::max(peak, static_cast<double>(std::abs(ref[i])));
+    diff = std::max(diff, static_cast<double>(std::abs(got[i] - ref[i])));
+  }
+  EXPECT_GT(peak, 0.0) << "the reference is all zero: the comparison would prove nothing";
+  return peak > 0 ? diff / peak : 0.0;
+}
+inline double max_diff_over_peak(const volume& got, const volume& ref) {
+  return max_diff_over_peak(span_of(got), span_of(ref));
+}
+
 /// Options of the CPU tests: algorithm `a` on the CPU backend, everything else default.
 inline recon_options cpu_options(algorithm a) {
   recon_options o;
