@@ -22,7 +22,9 @@ struct projector_options {
   /// projection first tries fewer views at a time).
   std::int64_t gpu_memory_limit_bytes = 0;
   /// CUDA backend: texture-unit bilinear / trilinear interpolation (faster; ~1e-4 of the peak
-  /// from the CPU result) instead of the exact fp32 arithmetic of the CPU path.
+  /// from the CPU result) instead of the exact fp32 arithmetic of the CPU path. A projector_pair
+  /// uses it with the voxel-driven adjoint only: a matched pair samples exactly, so that its
+  /// adjoint stays the forward projection's transpose.
   bool gpu_hardware_interpolation = false;
 };
 
@@ -78,8 +80,8 @@ struct projector_pair_stats {
 
 /// A forward projector and its adjoint for one geometry and voxel grid, kept for repeated use
 /// (the operator A of an iterative solver, e.g. scipy's LinearOperator). On the CPU it runs
-/// forward_project and back_project_matched (or back_project) and writes their results into
-/// the caller's memory. On CUDA it keeps the volume texture, the projection buffers, the
+/// forward_project and back_project_matched (or back_project) straight into the caller's
+/// memory, keeping the matched back-projector's per-thread volumes between calls. On CUDA it keeps the volume texture, the projection buffers, the
 /// per-view geometry and its stream on the device between calls: one upload and one download
 /// per call, no allocation. Calls on one object are serialised by the caller (not thread-safe);
 /// move-only.

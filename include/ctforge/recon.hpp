@@ -157,7 +157,9 @@ struct recon_options {
   std::int64_t gpu_memory_limit_bytes = 0;
   /// CUDA backend: interpolate the detector with the texture unit (one fetch per sample;
   /// faster, but its 8-bit fractional weights put results ~1e-4 of the peak from the CPU's)
-  /// instead of the default exact fp32 bilinear arithmetic of the CPU path (~1e-6).
+  /// instead of the default exact fp32 bilinear arithmetic of the CPU path (~1e-6). Iterative
+  /// methods use it with the voxel-driven back-projector only: a matched pair samples exactly,
+  /// so that its back-projector stays the forward projection's transpose.
   bool gpu_hardware_interpolation = false;
   /// Reference CPU path (simple loops, double accumulation); slow, for tests.
   bool reference = false;

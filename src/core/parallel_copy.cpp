@@ -53,6 +53,15 @@ void parallel_add(float* dst, const float* src, std::int64_t n, int threads) {
   }
 }
 
+void parallel_fill(float* dst, std::int64_t n, float value, int threads) {
+  constexpr std::int64_t chunk = k_chunk_bytes / 4;
+  const std::int64_t chunks = (n + chunk - 1) / chunk;
+  const int nt = thread_count(threads, chunks);
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (std::int64_t c = 0; c < chunks; ++c)
+    std::fill(dst + c * chunk, dst + std::min(n, (c + 1) * chunk), value);
+}
+
 std::uint64_t physical_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0

@@ -21,6 +21,9 @@ void parallel_copy(void* dst, const void* src, std::size_t bytes, int threads = 
 /// index order per element: the result does not depend on the thread count.
 void parallel_add(float* dst, const float* src, std::int64_t n, int threads = 0);
 
+/// dst[i] = value for i in [0, n), over `threads` threads (0: all cores).
+void parallel_fill(float* dst, std::int64_t n, float value, int threads = 0);
+
 /// Usage error unless 0 <= threads <= 4 x the cores of this machine (0: all cores), naming
 /// `field` ("--threads"): an OpenMP runtime asked for 100000 threads crashes.
 void require_thread_count(int threads, const char* field = "--threads");

@@ -275,6 +275,11 @@ class cuda_space final : public detail::iterative_space {
         V * static_cast<std::int64_t>(sizeof(fp_view) + sizeof(proj_matrix)) * 2 +
         (std::int64_t{4} << 20);
     const std::int64_t budget = device_memory_budget(cfg_.gpu_memory_limit_bytes);
+    // What the space's own arrays hold; buffers and TV fields are counted as they are made
+    // (make_buffer, ensure_tv_fields), against the same budget, and not uncounted when a
+    // buffer is freed (the algorithms keep theirs for the whole run).
+    budget_ = budget;
+    held_ = need - vol_bytes * volume_buffers - proj_bytes * projection_buffers;
     if (need > budget)
       throw usage_error(
           "CUDA iterative space: the volume (" + format_bytes(vol_bytes) + ", held " +
@@ -432,12 +437,14 @@ class cuda_space final : public detail::iterative_space {
 
   // ---- element-wise steps -----------------------------------------------------------------------
   void fill(space_buffer& x, float value) override {
+    if (x.size() == 0) return;  // as on the CPU
     check_nonempty("fill", x);
     const device_guard guard(cfg_.device);
     launch_elementwise(s_, x.size(), op_fill{x.data(), value}, "fill");
   }
   void copy(const space_buffer& src, space_buffer& dst) override {
     check_same("copy", src, dst);
+    if (src.data() == dst.data()) return;  // as on the CPU (overlapping memcpy is undefined)
     const device_guard guard(cfg_.device);
     CTFORGE_CUDA_TRY(
         cudaMemcpyAsync(dst.data(), src.data(), static_cast<std::size_t>(src.size()) * 4,
@@ -457,6 +464,7 @@ class cuda_space final : public detail::iterative_space {
     launch_elementwise(s_, out.size(), op_lincomb{a, x.data(), b, y.data(), out.data()}, "lincomb");
   }
   void invert_above(space_buffer& x, float floor) override {
+    if (x.size() == 0) return;  // as on the CPU
     check_nonempty("invert_above", x);
     const device_guard guard(cfg_.device);
     launch_elementwise(s_, x.size(), op_invert_above{x.data(), floor}, "invert_above");
@@ -481,6 +489,7 @@ class cuda_space final : public detail::iterative_space {
                        "weighted_update");
   }
   void clamp_nonnegative(space_buffer& x) override {
+    if (x.size() == 0) return;  // as on the CPU
     check_nonempty("clamp_nonnegative", x);
     const device_guard guard(cfg_.device);
     launch_elementwise(s_, x.size(), op_clamp_nonnegative{x.data()}, "clamp_nonnegative");
@@ -594,13 +603,8 @@ class cuda_space final : public detail::iterative_space {
     const std::size_t want = three ? 7 : 5;  // z, rx, ry, px, py (, rz, pz)
     if (tv_.size() >= want) return;
     const std::int64_t bytes = vg_.voxel_count() * 4;
-    const std::int64_t budget = device_memory_budget(cfg_.gpu_memory_limit_bytes);
     const std::int64_t need = bytes * static_cast<std::int64_t>(want - tv_.size());
-    if (need > budget)
-      throw usage_error("CUDA iterative space: the TV step's " + std::to_string(want) +
-                        " volume-sized fields (" + format_bytes(need) +
-                        ") exceed the device memory left (" + format_bytes(budget) +
-                        "); use fewer voxels or the CPU backend");
+    reserve(need, "the TV step's " + std::to_string(want) + " volume-sized fields");
     while (tv_.size() < want) {
       tv_.emplace_back(static_cast<std::size_t>(vg_.voxel_count()), "a TV dual field");
       ++allocations_;
@@ -622,10 +626,28 @@ class cuda_space final : public detail::iterative_space {
     return *result_host_->data();
   }
 
+  /// Counts `bytes` more of device memory held by this space: usage_error naming `what` and the
+  /// sizes when they would exceed the budget (--gpu-memory-limit, or the free memory when the
+  /// space was made), before anything is allocated.
+  void reserve(std::int64_t bytes, const std::string& what) {
+    if (held_ + bytes > budget_)
+      throw usage_error(
+          "CUDA iterative space: " + what + " (" + format_bytes(bytes) +
+          ") would bring the device memory this reconstruction holds to " +
+          format_bytes(held_ + bytes) + ", over " +
+          (cfg_.gpu_memory_limit_bytes > 0 ? "the limit (--gpu-memory-limit) of "
+                                           : "the free device memory of ") +
+          format_bytes(budget_) +
+          " (the iterative methods keep everything on the device and do not split the volume "
+          "into z-slabs: use fewer voxels or subsets, or the CPU backend)");
+    held_ += bytes;
+  }
+
   space_buffer make_buffer(std::int64_t n, const char* what) {
     const device_guard guard(cfg_.device);
     float* p = nullptr;
     const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
+    reserve(static_cast<std::int64_t>(bytes), what);
     CTFORGE_CUDA_TRY(
         cudaMalloc(reinterpret_cast<void**>(&p), bytes),
         "allocating " + format_bytes(static_cast<std::int64_t>(bytes)) + " for " + what);
@@ -687,6 +709,8 @@ class cuda_space final : public detail::iterative_space {
   std::vector<device_buffer<float>> tv_;
   space_stats stats_;
   std::int64_t allocations_ = 0;
+  std::int64_t budget_ = 0;  // device memory this space may hold (bytes)
+  std::int64_t held_ = 0;    // device memory it holds (bytes; its arrays estimated)
 };
 
 }  // namespace

@@ -1,10 +1,13 @@
-// The CPU forward projector's entry points for tests and benchmarks: the vectorised loop and the
-// scalar reference loop side by side, the z-slab decomposition the CUDA forward projector uses
-// when the volume does not fit in device memory (src/kernels/forward_project.cu), and the
-// number of plane samples a projection takes.
+// The CPU forward projector's entry points for tests, benchmarks and the iterative methods: the
+// vectorised loop and the scalar reference loop side by side, the projectors writing into the
+// caller's memory, the z-slab decomposition the CUDA forward projector uses when the volume does
+// not fit in device memory (src/kernels/forward_project.cu), and the number of plane samples a
+// projection takes.
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "ctforge/geometry.hpp"
 #include "ctforge/volume.hpp"
@@ -34,6 +37,30 @@ projection_stack forward_project_cpu(const volume_view& vol, const geometry& g, 
 /// differ by float rounding only.
 volume back_project_matched_cpu(const projection_view& proj, const geometry& g,
                                 const volume_geometry& vg, int threads, forward_path path);
+
+/// ctforge::forward_project into the caller's memory: `out` holds g.view_count() * rows * cols
+/// floats [view][row][col] and is overwritten. The same checks and loop, no allocation: for the
+/// iterative space and projector_pair, which project once per iteration.
+void forward_project_into(const volume_view& vol, const geometry& g, int threads,
+                          std::span<float> out);
+
+/// What back_project_matched_into keeps between calls: the volumes of the threads beyond the
+/// first (the first scatters into the output). Reused without allocation while the grid and
+/// thread count stay the same.
+struct matched_scratch {
+  std::vector<std::vector<float>> partial;
+};
+
+/// ctforge::back_project_matched into `out` (vg.voxel_count() floats, overwritten), its
+/// per-thread volumes kept in `scratch`. Bit-identical to back_project_matched.
+void back_project_matched_into(const projection_view& proj, const geometry& g,
+                               const volume_geometry& vg, int threads, std::span<float> out,
+                               matched_scratch& scratch);
+
+/// ctforge::back_project (voxel-driven, unweighted) into `out` (vg.voxel_count() floats,
+/// overwritten). Bit-identical to back_project.
+void back_project_into(const projection_view& proj, const geometry& g, const volume_geometry& vg,
+                       int threads, std::span<float> out);
 
 /// ctforge::forward_project computed slab by slab: planes [z0, z0 + slab_nz) are projected on
 /// their own with kernels::joseph_ray_window (window [z0 - 1, z0 + slab_nz]) and the slabs'

@@ -1,5 +1,6 @@
 // The CPU iterative space (src/recon/iterative_space.hpp): host arrays, the CPU projectors on
-// per-subset geometries made once, element-wise loops with static OpenMP schedules, reductions
+// per-subset geometries made once (writing into the space's buffers, the matched
+// back-projector's per-thread volumes kept between calls), element-wise loops with static OpenMP schedules, reductions
 // in double over a fixed partition (one partial per thread, summed in thread order), and the
 // TV prox looping over kernels/tv.cuh's per-voxel arithmetic (the CUDA kernels run the same).
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include "ctforge/error.hpp"
 #include "ctforge/projector.hpp"
 #include "kernels/tv.cuh"
+#include "recon/forward_project_cpu.hpp"
 #include "recon/iterative_space.hpp"
 
 namespace ctforge::detail {
@@ -119,10 +121,9 @@ class cpu_space final : public iterative_space {
   void forward(const space_buffer& x, space_buffer& y, int subset) override {
     check_size(x, vg_.voxel_count(), "forward: the volume");
     check_size(y, projection_size(subset), "forward: the projections");
-    const projection_stack p =
-        forward_project(volume_view(vg_, {x.data(), static_cast<std::size_t>(x.size())}),
-                        geom_of(subset), threads_);
-    copy_n(p.data.data(), y.data(), y.size());
+    forward_project_into(volume_view(vg_, {x.data(), static_cast<std::size_t>(x.size())}),
+                         geom_of(subset), threads_,
+                         {y.data(), static_cast<std::size_t>(y.size())});
     ++stats_.forward_calls;
   }
   void back(const space_buffer& y, space_buffer& x, int subset, backprojector_kind kind) override {
@@ -131,10 +132,11 @@ class cpu_space final : public iterative_space {
     const geometry& gs = geom_of(subset);
     const projection_view pv(gs.view_count(), gs.rows, gs.cols,
                              {y.data(), static_cast<std::size_t>(y.size())});
-    const ctforge::volume v = kind == backprojector_kind::matched
-                                  ? back_project_matched(pv, gs, vg_, threads_)
-                                  : back_project(pv, gs, vg_, threads_, false);
-    copy_n(v.data.data(), x.data(), x.size());
+    const std::span<float> out(x.data(), static_cast<std::size_t>(x.size()));
+    if (kind == backprojector_kind::matched)
+      back_project_matched_into(pv, gs, vg_, threads_, out, matched_scratch_);
+    else
+      back_project_into(pv, gs, vg_, threads_, out);
     ++stats_.back_calls;
   }
 
@@ -361,6 +363,7 @@ class cpu_space final : public iterative_space {
   std::vector<geometry> subset_geoms_;
   std::vector<double> partials_;
   std::vector<float> tv_scratch_;
+  matched_scratch matched_scratch_;  // the matched back-projector's per-thread volumes
   space_stats stats_;
 };
 

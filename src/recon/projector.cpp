@@ -117,8 +117,22 @@ float scalar_ray(const slab_planes& s, const ray_in_grid& ray) {
                                     ray.t_min, s.z_lo, s.z_hi);
 }
 
-void store(projection_stack& out, std::int64_t v, std::int64_t r, std::int64_t c, float value,
-           bool accumulate) {
+/// Where the forward loops write: a projection stack's floats [view][row][col], held by a
+/// projection_stack or by the caller (forward_project_into).
+struct projections_out {
+  float* data;
+  std::int64_t rows, cols;
+  float& at(std::int64_t v, std::int64_t r, std::int64_t c) const {
+    return data[(v * rows + r) * cols + c];
+  }
+};
+
+projections_out out_of(projection_stack& p) {
+  return {p.data.data(), p.rows, p.cols};
+}
+
+void store(const projections_out& out, std::int64_t v, std::int64_t r, std::int64_t c,
+           float value, bool accumulate) {
   if (accumulate)
     out.at(v, r, c) += value;
   else
@@ -127,7 +141,7 @@ void store(projection_stack& out, std::int64_t v, std::int64_t r, std::int64_t c
 
 /// The scalar loop over all rays: OpenMP over detector lines (view, row), one ray at a time.
 void project_planes_scalar(const slab_planes& s, const ray_setup& rays, const geometry& g,
-                           bool accumulate, projection_stack& out, int threads) {
+                           bool accumulate, const projections_out& out, int threads) {
   const std::int64_t n_lines = g.view_count() * g.rows;
 #pragma omp parallel for schedule(dynamic, 2) num_threads(detail::resolve_threads(threads))
   for (std::int64_t line = 0; line < n_lines; ++line) {
@@ -464,7 +478,7 @@ void walk_axis_lanes(const slab_planes& s, const kernels::joseph_walk* walk, uns
 /// axis, each lane in one of them). The ray set-up and plans are the scalar loop's code
 /// (compiled for the library's target, not for AVX2), so that both loops walk the same rays.
 void project_group_avx2(const slab_planes& s, const ray_setup& rays, std::int64_t v, std::int64_t r,
-                        std::int64_t c0, int n, bool accumulate, projection_stack& out) {
+                        std::int64_t c0, int n, bool accumulate, const projections_out& out) {
   ray_in_grid ray[k_lanes];
   kernels::joseph_walk walk[k_lanes];
   unsigned lanes_of_axis[3] = {0, 0, 0};
@@ -491,7 +505,7 @@ void project_group_avx2(const slab_planes& s, const ray_setup& rays, std::int64_
 /// every view, which then stays in the cache (on 256^3, 180 views of 256^2: 1.5x faster than
 /// view by view, where each view streams the whole volume from memory again).
 void project_planes_avx2(const slab_planes& s, const ray_setup& rays, const geometry& g,
-                         bool accumulate, projection_stack& out, int threads) {
+                         bool accumulate, const projections_out& out, int threads) {
   // Rows of a band: neighbouring rows and column blocks share voxels, still in the cache when
   // the next one comes (measured on 256^3: 4 to 8 rows best, 16 -7 %, 32 -30 %).
   constexpr std::int64_t band = 8;
@@ -626,7 +640,7 @@ bool cpu_has_avx2_fma() {
 /// (src/kernels/forward_project.cu), per z-slab as the GPU does when the volume exceeds device
 /// memory, through the loop `path` selects.
 void project_planes(const volume_view& vol, const geometry& g, std::int64_t z0, std::int64_t nz,
-                    bool accumulate, projection_stack& out, int threads,
+                    bool accumulate, const projections_out& out, int threads,
                     detail::forward_path path) {
   const volume_geometry& vg = vol.geom;
   // Reads the caller's planes in place (no bordered copy of the volume).
@@ -655,7 +669,7 @@ projection_stack forward_project_checked(
     const volume_view& vol, const geometry& g, int threads,
     detail::forward_path path = detail::forward_path::automatic) {
   projection_stack out(g.view_count(), g.rows, g.cols);
-  project_planes(vol, g, 0, vol.geom.nz, false, out, threads, path);
+  project_planes(vol, g, 0, vol.geom.nz, false, out_of(out), threads, path);
   return out;
 }
 
@@ -682,13 +696,24 @@ projection_stack forward_project_cpu(const volume_view& vol, const geometry& g, 
   return forward_project_checked(vol, g, threads, path);
 }
 
+void forward_project_into(const volume_view& vol, const geometry& g, int threads,
+                          std::span<float> out) {
+  check_forward_inputs(vol, g, threads);
+  CTFORGE_EXPECTS(static_cast<std::int64_t>(out.size()) == g.view_count() * g.rows * g.cols,
+                  fmt::format("forward projection: {} values for {} views x {} rows x {} cols",
+                              out.size(), g.view_count(), g.rows, g.cols));
+  project_planes(vol, g, 0, vol.geom.nz, false, {out.data(), g.rows, g.cols}, threads,
+                 forward_path::automatic);
+}
+
 projection_stack forward_project_slabs(const volume_view& vol, const geometry& g,
                                        std::int64_t slab_nz, int threads, forward_path path) {
   check_forward_inputs(vol, g, threads);
   CTFORGE_EXPECTS(slab_nz >= 1, "forward projection: slab depth must be at least 1 plane");
   projection_stack out(g.view_count(), g.rows, g.cols);
   for (std::int64_t z0 = 0; z0 < vol.geom.nz; z0 += slab_nz)
-    project_planes(vol, g, z0, std::min(slab_nz, vol.geom.nz - z0), z0 > 0, out, threads, path);
+    project_planes(vol, g, z0, std::min(slab_nz, vol.geom.nz - z0), z0 > 0, out_of(out), threads,
+                   path);
   return out;
 }
 
@@ -738,10 +763,9 @@ void check_back_inputs(const projection_view& proj, const geometry& g, const vol
   detail::check_finite_values(proj, threads);
 }
 
-/// back_project after check_back_inputs.
-volume back_project_checked(const projection_view& proj, const geometry& g,
-                            const volume_geometry& vg, int threads, bool reference) {
-  volume out(vg);
+/// back_project after check_back_inputs, into `out` (vg.voxel_count() floats, zero on entry).
+void back_project_checked(const projection_view& proj, const geometry& g,
+                          const volume_geometry& vg, int threads, bool reference, float* out) {
   const int nt = detail::resolve_threads(threads);
   if (g.curved()) {
     // Cylindrical detector: the curved mapping (kernels::cyl_map), shared loop; `reference`
@@ -752,8 +776,8 @@ volume back_project_checked(const projection_view& proj, const geometry& g,
       const auto padded =
           detail::make_padded_projections(proj.data.data(), proj.views, proj.rows, proj.cols);
       detail::backproject_filtered_cpu(padded, maps.data(), vg, /*distance_weighting=*/false,
-                                       out.data.data(), nt);
-      return out;
+                                       out, nt);
+      return;
     }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
     for (std::int64_t row = 0; row < vg.nz * vg.ny; ++row) {
@@ -768,10 +792,10 @@ volume back_project_checked(const projection_view& proj, const geometry& g,
           acc += kernels::sample_bilinear_border(
               proj.view(v), cols, rows, static_cast<float>(q.col), static_cast<float>(q.row));
         }
-        out.data[static_cast<std::size_t>(row * vg.nx + i)] = static_cast<float>(acc);
+        out[row * vg.nx + i] = static_cast<float>(acc);
       }
     }
-    return out;
+    return;
   }
   if (!reference) {
     const auto mats = kernels::float_matrices(g);
@@ -785,9 +809,9 @@ volume back_project_checked(const projection_view& proj, const geometry& g,
       const auto padded = detail::make_padded_projections(proj.data.data() + v0 * pixels, v1 - v0,
                                                           proj.rows, proj.cols);
       detail::backproject_filtered_cpu(padded, mats.data() + v0, vg,
-                                       /*distance_weighting=*/false, out.data.data(), nt);
+                                       /*distance_weighting=*/false, out, nt);
     }
-    return out;
+    return;
   }
   // Reference: double matrices and accumulation, bounds-checked bilinear sampler.
   const auto mats = compute_projection_matrices(g);
@@ -809,9 +833,15 @@ volume back_project_checked(const projection_view& proj, const geometry& g,
         acc += kernels::sample_bilinear_border(
             proj.view(v), cols, rows, static_cast<float>(p0 / p2), static_cast<float>(p1 / p2));
       }
-      out.data[static_cast<std::size_t>(row * nx + i)] = static_cast<float>(acc);
+      out[row * nx + i] = static_cast<float>(acc);
     }
   }
+}
+
+volume back_project_checked(const projection_view& proj, const geometry& g,
+                            const volume_geometry& vg, int threads, bool reference) {
+  volume out(vg);  // zero
+  back_project_checked(proj, g, vg, threads, reference, out.data.data());
   return out;
 }
 
@@ -864,10 +894,12 @@ volume back_project(const projection_view& proj, const geometry& g, const volume
 namespace {
 
 /// back_project_matched through the loop `path` selects (vectorised: scatter_group_avx2 where
-/// the CPU has AVX2 and FMA and the volume's offsets fit in int32).
-volume back_project_matched_impl(const projection_view& proj, const geometry& g,
-                                 const volume_geometry& vg, int threads,
-                                 detail::forward_path path) {
+/// the CPU has AVX2 and FMA and the volume's offsets fit in int32), into `out` (overwritten).
+/// The first thread scatters into `out` itself, the others into scratch.partial, kept between
+/// calls; then the partial volumes are added to `out` in thread order.
+void back_project_matched_impl(const projection_view& proj, const geometry& g,
+                               const volume_geometry& vg, int threads, detail::forward_path path,
+                               float* out, detail::matched_scratch& scratch) {
   require_host(proj, "back_project_matched");
   const int nt = detail::resolve_threads(threads);
   check_back_inputs(proj, g, vg, nt);
@@ -886,20 +918,29 @@ volume back_project_matched_impl(const projection_view& proj, const geometry& g,
   // One volume per thread (the rays of a static share of the detector lines scatter into it),
   // then summed in thread order: deterministic for a given thread count.
   detail::require_memory(
-      static_cast<std::uint64_t>(n_vox) * static_cast<std::uint64_t>(nt), sizeof(float),
+      static_cast<std::uint64_t>(n_vox) * static_cast<std::uint64_t>(nt - 1), sizeof(float),
       fmt::format("the matched back-projection's {} per-thread volumes", nt), "use fewer threads");
-  std::vector<std::vector<float>> partial(static_cast<std::size_t>(nt));
+  scratch.partial.resize(static_cast<std::size_t>(std::max(nt - 1, 0)));
   // Lines in bands of 8 detector rows, all views of a band before the next: a band's rays cross
   // the same slab of the volume in every view, which then stays in the cache (as the forward
   // loop's units). A static share of the bands per thread.
   constexpr std::int64_t band = 8;
   const std::int64_t views = g.view_count();
   const std::int64_t n_lines = (g.rows + band - 1) / band * band * views;  // with the gaps
+  int team = 1;
 #pragma omp parallel num_threads(nt)
   {
     const int t = omp_get_thread_num();
-    std::vector<float>& acc = partial[static_cast<std::size_t>(t)];
-    acc.assign(n_vox, 0.0f);
+#pragma omp single
+    team = omp_get_num_threads();
+    float* acc = out;
+    if (t > 0) {
+      std::vector<float>& mine = scratch.partial[static_cast<std::size_t>(t - 1)];
+      mine.assign(n_vox, 0.0f);  // no allocation once the size is kept
+      acc = mine.data();
+    } else {
+      std::fill(out, out + n_vox, 0.0f);
+    }
 #pragma omp for schedule(static)
     for (std::int64_t line = 0; line < n_lines; ++line) {
       const std::int64_t b = line / (views * band), in_band = line % (views * band);
@@ -912,22 +953,29 @@ volume back_project_matched_impl(const projection_view& proj, const geometry& g,
         for (std::int64_t c0 = 0; c0 < g.cols; c0 += k_lanes)
           scatter_group_avx2(rays, v, r, c0,
                              static_cast<int>(std::min<std::int64_t>(k_lanes, g.cols - c0)), row,
-                             acc.data(), nx, ny, nz);
+                             acc, nx, ny, nz);
         continue;
       }
 #endif
       for (std::int64_t c = 0; c < g.cols; ++c) {
         if (row[c] == 0.0f) continue;
         const ray_in_grid ray = rays(v, r, c);
-        kernels::joseph_scatter(acc.data(), nx, ny, nz, ray.p, ray.d, ray.dir_mm, ray.t_min,
-                                row[c]);
+        kernels::joseph_scatter(acc, nx, ny, nz, ray.p, ray.d, ray.dir_mm, ray.t_min, row[c]);
       }
     }
   }
+  // Only the threads that ran hold a partial volume (the runtime may start fewer than asked).
+  for (int t = 1; t < team; ++t)
+    detail::parallel_add(out, scratch.partial[static_cast<std::size_t>(t - 1)].data(),
+                         static_cast<std::int64_t>(n_vox), nt);
+}
+
+volume back_project_matched_impl(const projection_view& proj, const geometry& g,
+                                 const volume_geometry& vg, int threads,
+                                 detail::forward_path path) {
   volume out(vg);
-  out.data = std::move(partial[0]);
-  for (std::size_t t = 1; t < partial.size(); ++t)
-    detail::parallel_add(out.data.data(), partial[t].data(), static_cast<std::int64_t>(n_vox), nt);
+  detail::matched_scratch scratch;
+  back_project_matched_impl(proj, g, vg, threads, path, out.data.data(), scratch);
   return out;
 }
 
@@ -941,6 +989,25 @@ volume back_project_matched(const projection_view& proj, const geometry& g,
 volume detail::back_project_matched_cpu(const projection_view& proj, const geometry& g,
                                         const volume_geometry& vg, int threads, forward_path path) {
   return back_project_matched_impl(proj, g, vg, threads, path);
+}
+
+void detail::back_project_matched_into(const projection_view& proj, const geometry& g,
+                                       const volume_geometry& vg, int threads,
+                                       std::span<float> out, matched_scratch& scratch) {
+  CTFORGE_EXPECTS(static_cast<std::int64_t>(out.size()) == vg.voxel_count(),
+                  fmt::format("back-projection: {} values for a volume of {} voxels", out.size(),
+                              vg.voxel_count()));
+  back_project_matched_impl(proj, g, vg, threads, forward_path::automatic, out.data(), scratch);
+}
+
+void detail::back_project_into(const projection_view& proj, const geometry& g,
+                               const volume_geometry& vg, int threads, std::span<float> out) {
+  check_back_inputs(proj, g, vg, threads);
+  CTFORGE_EXPECTS(static_cast<std::int64_t>(out.size()) == vg.voxel_count(),
+                  fmt::format("back-projection: {} values for a volume of {} voxels", out.size(),
+                              vg.voxel_count()));
+  detail::parallel_fill(out.data(), vg.voxel_count(), 0.0f, threads);
+  back_project_checked(proj, g, vg, threads, false, out.data());
 }
 
 }  // namespace ctforge

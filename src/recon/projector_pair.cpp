@@ -1,5 +1,5 @@
-// ctforge::projector_pair: the CPU side calls the CPU projectors and copies their results into
-// the caller's memory; the CUDA side keeps a CUDA iterative space (src/kernels/iterative_space.cu)
+// ctforge::projector_pair: the CPU side runs the CPU projectors straight into the caller's memory
+// (the matched back-projector's per-thread volumes kept between calls); the CUDA side keeps a CUDA iterative space (src/kernels/iterative_space.cu)
 // sized for one volume and one projection stack, so that every device resource is made once.
 #include <fmt/format.h>
 
@@ -13,6 +13,7 @@
 #include "ctforge/projector.hpp"
 #include "recon/cuda_dispatch.hpp"
 #include "recon/fdk_setup.hpp"
+#include "recon/forward_project_cpu.hpp"
 #include "recon/iterative_space.hpp"
 
 namespace ctforge {
@@ -27,6 +28,8 @@ struct projector_pair::impl {
   // CUDA: the space and its two buffers (empty on the CPU).
   std::unique_ptr<detail::iterative_space> space;
   detail::space_buffer vol, proj;
+  // CPU: the matched back-projector's per-thread volumes, kept between calls.
+  detail::matched_scratch scratch;
 
   std::int64_t volume_size() const { return vg.voxel_count(); }
   std::int64_t projection_size() const { return g.view_count() * g.rows * g.cols; }
@@ -72,7 +75,9 @@ projector_pair::projector_pair(const geometry& g, const volume_geometry& vg,
     cfg.threads = opt.threads;
     cfg.device = opt.device;
     cfg.gpu_memory_limit_bytes = opt.gpu_memory_limit_bytes;
-    cfg.gpu_hardware_interpolation = opt.gpu_hardware_interpolation;
+    // A matched pair samples exactly (the texture unit's 8-bit weights are not its scatter's).
+    cfg.gpu_hardware_interpolation =
+        opt.gpu_hardware_interpolation && adjoint == backprojector::voxel;
     cfg.subset_count = 1;
     impl_->space = detail::cuda_make_space(g, vg, cfg, 1, 1);
     impl_->vol = impl_->space->volume();
@@ -108,8 +113,7 @@ void projector_pair::apply(std::span<const float> volume, std::span<float> proje
     m.space->forward(m.vol, m.proj, -1);
     m.space->download(m.proj, projections);
   } else {
-    const projection_stack p = forward_project(volume_view(m.vg, volume), m.g, m.opt.threads);
-    std::copy(p.data.begin(), p.data.end(), projections.begin());
+    detail::forward_project_into(volume_view(m.vg, volume), m.g, m.opt.threads, projections);
   }
   ++m.st.apply_calls;
 }
@@ -128,10 +132,10 @@ void projector_pair::apply_adjoint(std::span<const float> projections, std::span
                                                       : detail::backprojector_kind::voxel);
     m.space->download(m.vol, volume);
   } else {
-    const ctforge::volume v = m.adjoint == backprojector::matched
-                                  ? back_project_matched(pv, m.g, m.vg, m.opt.threads)
-                                  : back_project(pv, m.g, m.vg, m.opt.threads);
-    std::copy(v.data.begin(), v.data.end(), volume.begin());
+    if (m.adjoint == backprojector::matched)
+      detail::back_project_matched_into(pv, m.g, m.vg, m.opt.threads, volume, m.scratch);
+    else
+      detail::back_project_into(pv, m.g, m.vg, m.opt.threads, volume);
   }
   ++m.st.adjoint_calls;
 }

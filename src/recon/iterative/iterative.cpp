@@ -129,7 +129,10 @@ iterative_run::iterative_run(const projection_view& proj, const geometry& g,
   cfg.threads = opt.threads;
   cfg.device = opt.device;
   cfg.gpu_memory_limit_bytes = opt.gpu_memory_limit_bytes;
-  cfg.gpu_hardware_interpolation = opt.gpu_hardware_interpolation;
+  // The texture unit's 8-bit weights would make the forward projection differ from the matched
+  // scatter's exact ones: a matched pair always samples exactly.
+  cfg.gpu_hardware_interpolation =
+      opt.gpu_hardware_interpolation && kind_ == backprojector_kind::voxel;
   cfg.subset_count =
       opt.algo == algorithm::os_sart || opt.algo == algorithm::osem ? opt.subsets : 1;
   space_ = make_space(g, vg, cfg);
