@@ -6,11 +6,14 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <csignal>
 
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <span>
+#include <utility>
 
 #include "ctforge/checkpoint.hpp"
 #include "cli.hpp"
@@ -101,22 +104,26 @@ bool applies(const std::string& name, algorithm a) {
   if (name == "--subsets") return a == algorithm::os_sart || a == algorithm::osem;
   if (name == "--tv-weight" || name == "--tv-iterations") return a == algorithm::fista_tv;
   if (name == "--relaxation") return a == algorithm::sirt || a == algorithm::os_sart;
-  if (name == "--nonnegative")
-    return a == algorithm::sirt || a == algorithm::os_sart || a == algorithm::fista_tv ||
-           a == algorithm::cgls;  // CGLS: refused by reconstruct with the reason
-  // --iterations, --backprojector, --tolerance, --initial, --log-iterations:
+  if (name == "--nonnegative")  // OSEM: non-negative by construction, the flag changes nothing
+    return is_iterative(a);      // CGLS: refused by reconstruct with the reason
+  if (name == "--filter" || name == "--cutoff" || name == "--unit-planes") return !is_iterative(a);
+  // --iterations, --backprojector, --tolerance, --initial, --log-iterations,
+  // --checkpoint-every, --checkpoint-seconds:
   return is_iterative(a);
 }
 
-/// usage_error naming the first option given that does not apply to `a`.
+/// usage_error naming the first option given that does not apply to `a`, or that needs another
+/// one (--checkpoint-every / --checkpoint-seconds / --unit-planes without --checkpoint-dir).
 void refuse_inapplicable(const recon_cli_options& o, algorithm a) {
   for (const auto& [name, opt] : o.method_options) {
-    if (opt->count() == 0 || applies(name, a)) continue;
-    // --iterations / --relaxation / --nonnegative with FDK / FBP were always accepted (ignored).
-    if (!is_iterative(a) &&
-        (name == "--iterations" || name == "--relaxation" || name == "--nonnegative"))
-      continue;
-    throw usage_error(fmt::format("{}: does not apply to --algorithm {}", name, to_string(a)));
+    if (opt->count() == 0) continue;
+    if (!applies(name, a))
+      throw usage_error(fmt::format("{}: does not apply to --algorithm {}", name, to_string(a)));
+    const bool needs_dir = name == "--checkpoint-every" || name == "--checkpoint-seconds" ||
+                           (name == "--unit-planes" && o.memory_limit.empty());
+    if (needs_dir && o.checkpoint_dir.empty())
+      throw usage_error(fmt::format("{}: needs --checkpoint-dir{}", name,
+                                    name == "--unit-planes" ? " or --memory-limit" : ""));
   }
 }
 
@@ -251,6 +258,11 @@ void run(const recon_cli_options& o) {
   ro.relaxation = o.relaxation;
   ro.nonnegative = o.nonnegative;
   ro.subsets = o.subsets;
+  // (The library clamps the count to the views; given on the command line, more is a mistake.)
+  CTFORGE_EXPECTS(!(ro.algo == algorithm::os_sart || ro.algo == algorithm::osem) ||
+                      o.subsets <= g.view_count(),
+                  fmt::format("--subsets: {} subsets of {} views; at most one subset per view",
+                              o.subsets, g.view_count()));
   ro.tv_weight = o.tv_weight;
   ro.tv_iterations = o.tv_iterations;
   ro.backprojector = parse_backprojector(o.backprojector);
@@ -260,6 +272,27 @@ void run(const recon_cli_options& o) {
   if (!o.initial.empty()) {
     initial = read_initial(o.initial, vg);
     ro.initial = initial.data;
+  }
+  if (ro.algo == algorithm::osem && !o.quiet) {
+    // OSEM models non-negative data and keeps a start's sign: say what it takes as 0.
+    const auto negatives = [](std::span<const float> v) {
+      std::int64_t n = 0;
+      float low = 0;
+      for (const float x : v)
+        if (x < 0) {
+          ++n;
+          low = std::min(low, x);
+        }
+      return std::pair{n, low};
+    };
+    if (const auto [n, low] = negatives(proj.data); n > 0)
+      note(false, fmt::format("note: OSEM takes the {} negative projection values (down to {:.3g};"
+                              " noise) as 0",
+                              n, low));
+    if (const auto [n, low] = negatives(ro.initial); n > 0)
+      note(false, fmt::format("note: OSEM starts the {} negative voxels of --initial (down to "
+                              "{:.3g}) at 0, where its multiplicative update keeps them",
+                              n, low));
   }
   const double s_read = t_read.seconds();
 
@@ -461,7 +494,8 @@ runner add_recon(CLI::App& app) {
   method_option("--nonnegative",
                 sub->add_flag("--nonnegative", o->nonnegative,
                               "SIRT / OS-SART: clamp the volume at 0 after every update; "
-                              "FISTA-TV: non-negativity in the TV step"));
+                              "FISTA-TV: non-negativity in the TV step; OSEM: always "
+                              "non-negative (CGLS refuses it)"));
   method_option("--subsets",
                 sub->add_option("--subsets", o->subsets,
                                 "OS-SART / OSEM: ordered subsets of views (>= 1, at most the "
@@ -472,7 +506,7 @@ runner add_recon(CLI::App& app) {
                 sub->add_option("--tv-weight", o->tv_weight,
                                 "FISTA-TV (required): weight of the total variation, in units of "
                                 "the volume's values (typically 1e-4 to 1e-3 of the object's "
-                                "peak; larger smooths more)"))
+                                "peak value; larger smooths more)"))
       ->type_name("W");
   method_option("--tv-iterations",
                 sub->add_option("--tv-iterations", o->tv_iterations,
@@ -504,11 +538,14 @@ runner add_recon(CLI::App& app) {
                                 "|Ax - p| / |p|)"))
       ->type_name("FILE.csv");
   add_grid_options(sub, o->grid);
-  sub->add_option("--filter", o->filter,
-                  "Ramp filter window: ram-lak, shepp-logan, cosine, hamming or hann")
+  method_option("--filter", sub->add_option("--filter", o->filter,
+                                            "FDK / FBP: ramp filter window: ram-lak, "
+                                            "shepp-logan, cosine, hamming or hann"))
       ->type_name("NAME")
       ->capture_default_str();
-  sub->add_option("--cutoff", o->cutoff, "Filter cut-off as a fraction of Nyquist, in (0, 1]")
+  method_option("--cutoff", sub->add_option("--cutoff", o->cutoff,
+                                            "FDK / FBP: filter cut-off as a fraction of "
+                                            "Nyquist, in (0, 1]"))
       ->type_name("F")
       ->capture_default_str();
   sub->add_option("--geometry", o->geometry,
@@ -548,19 +585,26 @@ runner add_recon(CLI::App& app) {
       ->type_name("FILE.png");
   sub->add_option("--checkpoint-dir", o->checkpoint_dir,
                   "Resumable run: FDK / FBP slab by slab, each slab recorded in DIR as it "
-                  "completes; SIRT with its iterate saved there. The same command resumes an "
-                  "interrupted run (SIGINT / SIGTERM stop it at the next batch, exit 130 / 143)")
+                  "completes; the iterative methods with their state saved there. The same "
+                  "command resumes an interrupted run (SIGINT / SIGTERM stop it at the next "
+                  "batch or iteration, exit 130 / 143); the directory's files are removed once "
+                  "the output is written")
       ->type_name("DIR");
-  sub->add_option("--checkpoint-every", o->checkpoint_every,
-                  "--checkpoint-dir, iterative methods: save their state every N iterations (0: by time only)")
+  method_option("--checkpoint-every",
+                sub->add_option("--checkpoint-every", o->checkpoint_every,
+                                "--checkpoint-dir, iterative methods: save their state every N "
+                                "iterations (0: by time only)"))
       ->type_name("N");
-  sub->add_option("--checkpoint-seconds", o->checkpoint_seconds,
-                  "--checkpoint-dir, iterative methods: save their state when T seconds have passed since the "
-                  "last save (0: by count only)")
+  method_option("--checkpoint-seconds",
+                sub->add_option("--checkpoint-seconds", o->checkpoint_seconds,
+                                "--checkpoint-dir, iterative methods: save their state when T "
+                                "seconds have passed since the last save (0: by count only)"))
       ->type_name("T")
       ->capture_default_str();
-  sub->add_option("--unit-planes", o->unit_planes,
-                  "--checkpoint-dir: z-planes per unit (default: about 16 M voxels per unit)")
+  method_option("--unit-planes",
+                sub->add_option("--unit-planes", o->unit_planes,
+                                "--checkpoint-dir or --memory-limit, FDK / FBP: z-planes per unit "
+                                "(default: about 16 M voxels per unit)"))
       ->type_name("N");
   sub->add_option("--memory-limit", o->memory_limit,
                   "FDK / FBP: host memory for projections and volume (e.g. 8G). A larger job "

@@ -28,6 +28,7 @@ command line's messages.
 from __future__ import annotations
 
 import json as _json
+import numbers as _numbers
 import os as _os
 import sys as _sys
 from typing import Any, Callable, Optional, Sequence, Tuple, Union
@@ -284,12 +285,17 @@ def _grid(grid: Any, geometry: _Geometry) -> VolumeGeometry:
     raise UsageError("grid: expected a ctforge.VolumeGeometry, a dict(shape=, spacing=, origin=) or None")
 
 
-def _volume_grid(volume: np.ndarray, grid: Any) -> VolumeGeometry:
+def _volume_grid(volume: np.ndarray, grid: Any,
+                 geometry: Optional[_Geometry] = None) -> VolumeGeometry:
     if isinstance(grid, VolumeGeometry):
         return grid
     if grid is None:
         nz, ny, nx = volume.shape
-        return VolumeGeometry(nz, ny, nx, (1.0, 1.0, 1.0))
+        if geometry is None:  # a file's grid: unit voxels centred on the origin
+            return VolumeGeometry(nz, ny, nx, (1.0, 1.0, 1.0))
+        # The grid reconstruct / back_project / ProjectorPair take by default, with the volume's
+        # shape: the same grid for a volume of the default shape.
+        return _core.default_grid(geometry, (nz, ny, nx), None, None)
     if isinstance(grid, dict):
         nz, ny, nx = volume.shape
         return VolumeGeometry(nz, ny, nx, _triple(grid.get("spacing", 1.0), "spacing"),
@@ -371,11 +377,15 @@ def _memory(limit: Any) -> int:
 def forward_project(volume: Any, geometry: Any, grid: Any = None, *, backend: str = "auto",
                     device: int = 0, threads: int = 0, gpu_memory_limit: Any = None,
                     gpu_interpolation: str = "exact") -> np.ndarray:
-    """Joseph forward projection of ``volume`` (nz, ny, nx) on ``grid`` (default: unit voxels
-    centred on the isocentre): float32 (views, rows, cols), in mm x density.
-    ``backend``: "auto" (CUDA when a device is usable), "cpu" or "cuda"."""
+    """Joseph forward projection of ``volume`` (nz, ny, nx) on ``grid`` (default: the grid of
+    :func:`default_grid` with the volume's shape, as :func:`reconstruct`, :func:`back_project`
+    and :class:`ProjectorPair` take it, so that a reconstruction projects back onto its data):
+    float32 (views, rows, cols), in mm x density. A dict ``grid`` gives ``spacing`` (x, y, z)
+    and ``origin`` in mm for the volume's shape. ``backend``: "auto" (CUDA when a device is
+    usable), "cpu" or "cuda"."""
     v = _as_float32(volume, 3, "volume")
-    return _core.forward_project(v, _volume_grid(v, grid), _core_geometry(geometry), backend,
+    g = _core_geometry(geometry)
+    return _core.forward_project(v, _volume_grid(v, grid, g), g, backend,
                                  int(device), int(threads), _memory(gpu_memory_limit),
                                  gpu_interpolation)
 
@@ -517,7 +527,8 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
     method for any geometry: "sirt" (robust, slow), "os-sart" (SIRT per ordered subset of
     views: fast first iterations), "cgls" (least squares, fastest on consistent data),
     "fista-tv" (least squares plus total variation: sparse-view, limited-angle, noisy scans)
-    or "osem" (Poisson likelihood: low-count data, non-negative); default
+    or "osem" (Poisson likelihood: low-count data, non-negative; negative data and start
+    values count as 0); default
     :func:`default_algorithm`. ``filter``: ram-lak, shepp-logan, cosine, hamming or hann, with
     ``cutoff`` in (0, 1] of Nyquist.
 
@@ -525,7 +536,7 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
     ``relaxation`` in (0, 2) (SIRT, OS-SART); ``nonnegative`` (SIRT, OS-SART, FISTA-TV);
     ``subsets`` (OS-SART, OSEM; >= 1, clamped to the view count); ``tv_weight`` (FISTA-TV,
     required, > 0, in units of the volume's values: typically 1e-4 to 1e-3 of the object's
-    peak) and ``tv_iterations`` (inner steps of the TV prox); ``backprojector``: "auto",
+    peak value) and ``tv_iterations`` (inner steps of the TV prox); ``backprojector``: "auto",
     "voxel" or "matched" (CGLS and FISTA-TV need matched); ``tolerance``: stop once the
     relative update falls below it (CGLS: the relative gradient), 0 = off; ``initial``: a
     warm-start volume (nz, ny, nx) on ``grid``. ``return_log=True`` returns ``(volume, log)``,
@@ -544,7 +555,8 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
     ``checkpoint_seconds``; after a
     crash, a killed kernel or Ctrl-C the same call skips what is recorded there (the same
     projections, geometry, grid and options; the directory refuses other ones) and returns the
-    bit-identical result. The units are removed once it is returned."""
+    bit-identical result. The units are removed once it is returned. Options that do not apply
+    to the method (given other than their defaults) raise UsageError naming them."""
     g = _core_geometry(geometry)
     vg = _grid(grid, g)
     algo = algorithm if algorithm is not None else _core.default_algorithm(g)
@@ -563,15 +575,40 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
     init = None
     if initial is not None:
         init = _as_float32(initial, 3, "initial")
-    iterative = algo.lower().replace("_", "-") not in ("fdk", "fbp")
-    if not iterative:
-        for name, given in (("subsets", subsets != 10), ("tv_weight", tv_weight != 0.0),
-                            ("tv_iterations", tv_iterations != 20),
-                            ("backprojector", backprojector != "auto"),
-                            ("tolerance", tolerance != 0.0), ("initial", initial is not None),
-                            ("return_log", bool(return_log))):
-            if given:
+    method = algo.lower().replace("_", "-")
+    iterative = method not in ("fdk", "fbp")
+    # Options given (other than their defaults) for a method they do not apply to: refused,
+    # as the command line refuses them.
+    applies = {
+        "filter": not iterative, "cutoff": not iterative, "unit_planes": not iterative,
+        "iterations": iterative, "nonnegative": iterative, "backprojector": iterative,
+        "tolerance": iterative, "initial": iterative, "return_log": iterative,
+        "checkpoint_every": iterative, "checkpoint_seconds": iterative,
+        "relaxation": method in ("sirt", "os-sart"), "subsets": method in ("os-sart", "osem"),
+        "tv_weight": method == "fista-tv", "tv_iterations": method == "fista-tv"}
+    given = {
+        "filter": filter != "ram-lak", "cutoff": cutoff != 1.0, "unit_planes": unit_planes != 0,
+        "iterations": iterations != 50, "nonnegative": bool(nonnegative),
+        "backprojector": backprojector != "auto", "tolerance": tolerance != 0.0,
+        "initial": initial is not None, "return_log": bool(return_log),
+        "checkpoint_every": checkpoint_every != 0, "checkpoint_seconds": checkpoint_seconds != 30.0,
+        "relaxation": relaxation != 1.0, "subsets": subsets != 10,
+        "tv_weight": tv_weight != 0.0, "tv_iterations": tv_iterations != 20}
+    known = ("fdk", "fbp", "sirt", "os-sart", "cgls", "fista-tv", "osem")
+    if method in known:  # an unknown name is refused below, naming the algorithm
+        for name, is_given in given.items():
+            if is_given and not applies[name]:
                 raise UsageError(f"{name}: does not apply to algorithm {algo}")
+    for name, value in (("iterations", iterations), ("subsets", subsets),
+                        ("tv_iterations", tv_iterations), ("threads", threads),
+                        ("unit_planes", unit_planes), ("checkpoint_every", checkpoint_every)):
+        if isinstance(value, bool) or not isinstance(value, _numbers.Integral):
+            raise UsageError(f"{name}: expected an integer (got {value!r})")
+    if checkpoint_dir is None:
+        for name in ("checkpoint_every", "checkpoint_seconds") + (("unit_planes",)
+                                                                  if not iterative else ()):
+            if given[name]:
+                raise UsageError(f"{name}: needs checkpoint_dir")
     record = "{}"
     if checkpoint_dir is not None:
         if not isinstance(data, np.ndarray):

@@ -55,8 +55,23 @@ def test_tolerance_warm_start_and_errors(scan):
         ctforge.reconstruct(p, g, grid, algorithm="sirt", initial=np.zeros((2, 3, 4), np.float32))
     with pytest.raises(ctforge.UsageError, match="subsets"):
         ctforge.reconstruct(p, g, grid, algorithm="fdk", subsets=4)
-    with pytest.raises(ctforge.UsageError, match="negative"):
-        ctforge.reconstruct(p - 1.0, g, grid, algorithm="osem", backend="cpu")
+    # Options of other methods are refused as on the command line, and counts must be integers.
+    for kw in ({"algorithm": "fdk", "iterations": 5}, {"algorithm": "fdk", "nonnegative": True},
+               {"algorithm": "sirt", "tv_weight": 1e-3}, {"algorithm": "cgls", "subsets": 4},
+               {"algorithm": "sirt", "filter": "hann"}, {"algorithm": "sirt", "cutoff": 0.5},
+               {"algorithm": "sirt", "checkpoint_every": 2}):
+        name = next(k for k in kw if k != "algorithm")
+        with pytest.raises(ctforge.UsageError, match=name):
+            ctforge.reconstruct(p, g, grid, backend="cpu", **kw)
+    with pytest.raises(ctforge.UsageError, match="iterations: expected an integer"):
+        ctforge.reconstruct(p, g, grid, algorithm="sirt", iterations=2.5, backend="cpu")
+    # OSEM takes negative values (noise) as 0: the same volume as from the clamped data.
+    noisy = p.copy()
+    noisy[:, ::3, ::2] -= 0.5 * p.max()
+    np.testing.assert_array_equal(
+        ctforge.reconstruct(noisy, g, grid, algorithm="osem", iterations=2, backend="cpu"),
+        ctforge.reconstruct(np.maximum(noisy, 0), g, grid, algorithm="osem", iterations=2,
+                            backend="cpu"))
 
 
 def test_matches_the_command_line(cli, tmp_path, scan):

@@ -14,6 +14,27 @@ def scan():
     return g, grid
 
 
+def test_every_projector_takes_the_same_default_grid():
+    # A volume on the default grid (reconstruct's) projects back onto its data with the
+    # projectors' defaults: forward_project, back_project and ProjectorPair agree on the grid.
+    g = ctforge.Geometry.cone(cols=24, rows=16, pixel_size=1.0, sid=80, sdd=150, angles=15)
+    grid = ctforge.default_grid(g)
+    assert grid.spacing[0] != 1.0  # else the unit-voxel grid would pass too (control)
+    x = np.random.default_rng(4).uniform(0, 1, grid.shape).astype(np.float32)
+    A = ctforge.ProjectorPair(g, backend="cpu", threads=2)
+    ax = ctforge.forward_project(x, g, backend="cpu", threads=2)
+    np.testing.assert_array_equal(ax, A.apply(x))
+    np.testing.assert_array_equal(ax, ctforge.forward_project(x, g, grid, backend="cpu",
+                                                              threads=2))
+    unit = ctforge.VolumeGeometry(*grid.shape, (1.0, 1.0, 1.0))
+    assert np.abs(ctforge.forward_project(x, g, unit, backend="cpu") - ax).max() > 0.1 * ax.max()
+    # Another shape: the default grid's field of view with that many voxels.
+    small = np.ones((8, 6, 6), np.float32)
+    want = ctforge.default_grid(g, shape=(8, 6, 6))
+    np.testing.assert_array_equal(ctforge.forward_project(small, g, backend="cpu"),
+                                  ctforge.forward_project(small, g, want, backend="cpu"))
+
+
 def test_pair_is_forward_project_and_its_transpose_on_the_cpu():
     g, grid = scan()
     rng = np.random.default_rng(3)

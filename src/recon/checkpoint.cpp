@@ -228,12 +228,16 @@ volume iterative_checkpointed(const projection_view& proj, const geometry& g,
     record["tv_weight"] = ro.tv_weight;
     record["tv_iterations"] = ro.tv_iterations;
   }
+  // The start: a run resumed with the same --initial continues its state (another is refused).
+  record["initial"] = ro.initial.empty()
+                          ? std::string("zero")
+                          : hex(fnv1a(ro.initial.data(), ro.initial.size() * sizeof(float)));
   const std::string run_hash = open_run_dir(co, record);
   const fs::path dir(co.dir);
   const std::string stem = state_stem(ro.algo);
   const char* name = detail::display_name(ro.algo);
   const int threads = detail::resolve_threads(ro.threads);
-  int best_slot = -1, best_iterations = 0;
+  int best_slot = -1, best_iterations = 0, beyond = 0;
   recorded best;
   for (int slot = 0; slot < 2; ++slot) {
     const std::string slot_stem = fmt::format("{}_{}", stem, slot);
@@ -253,11 +257,18 @@ volume iterative_checkpointed(const projection_view& proj, const geometry& g,
       note(fmt::format("note: {}: marker without valid scalars; not used", slot_stem));
       continue;
     }
+    // A state beyond the iterations asked for is refused below: not silently restarted over.
+    beyond = std::max(beyond, iterations > ro.iterations ? iterations : 0);
     if (iterations <= best_iterations || iterations > ro.iterations) continue;
     best_slot = slot;
     best_iterations = iterations;
     best = std::move(r);
   }
+  if (beyond > 0)
+    throw usage_error(fmt::format(
+        "--iterations: {} holds the {} state after {} iterations, more than the {} asked for; "
+        "ask for at least {} to continue it, or use another --checkpoint-dir",
+        co.dir, name, beyond, ro.iterations, beyond));
   if (best_slot >= 0) {
     note(fmt::format("resuming {} after iteration {} of {} from {}", name, best_iterations,
                      ro.iterations, co.dir));
@@ -271,6 +282,7 @@ volume iterative_checkpointed(const projection_view& proj, const geometry& g,
                       saved_threads, threads, saved_threads));
     iterative_state& st = ro.checkpoint.resume;
     st.iterations = best_iterations;
+    ro.initial = {};  // the state continues from where --initial started it
     std::size_t offset = 0;
     for (const auto& n : best.marker["arrays"]) {
       const auto size = n.get<std::size_t>();

@@ -95,7 +95,8 @@ class Checkpoint : public ::testing::Test {
 fs::path* Checkpoint::dir_ = nullptr;
 
 TEST_F(Checkpoint, UninterruptedRunMatchesOneShotReconstruction) {
-  const auto r = testing::run_cli(*dir_, std::string(k_recon) + " -o oneshot.h5");
+  const auto r = testing::run_cli(
+      *dir_, "recon p.h5 --size 96 --backend cpu --threads 2 --quiet -o oneshot.h5");
   ASSERT_EQ(r.status, 0) << r.output;
   const volume a = io::read_volume((*dir_ / "ref.h5").string());
   const volume b = io::read_volume((*dir_ / "oneshot.h5").string());
@@ -248,6 +249,43 @@ TEST_F(Checkpoint, EveryIterativeMethodResumesBitIdentical) {
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("tv_weight"), std::string::npos) << r.output;
   EXPECT_TRUE(fs::exists(*dir_ / "ck_fista2" / "fista_tv_0.json"));
+  // Fewer iterations than the state holds: refused (exit 2) rather than started over, the state
+  // kept.
+  const auto fewer = testing::run_cli(
+      *dir_, std::string(fista).replace(fista.find("--iterations 10"), 15, "--iterations 1") +
+                 " -o fista3.h5 --checkpoint-dir ck_fista2");
+  EXPECT_EQ(fewer.status, 2) << fewer.output;
+  EXPECT_NE(fewer.output.find("--iterations: "), std::string::npos) << fewer.output;
+  EXPECT_NE(fewer.output.find("ask for at least"), std::string::npos) << fewer.output;
+  EXPECT_FALSE(fs::exists(*dir_ / "fista3.h5"));
+  EXPECT_TRUE(fs::exists(*dir_ / "ck_fista2" / "fista_tv_0.json"));
+}
+
+// A run started with --initial resumes with the same command (the saved state continues it),
+// bit-identical to an uninterrupted run from that start; another start is another run.
+TEST_F(Checkpoint, RunFromInitialResumesWithTheSameCommand) {
+  const std::string base =
+      "recon p.h5 --size 24 --algorithm sirt --backend cpu --threads 2 --quiet";
+  auto r = testing::run_cli(*dir_, base + " -o start.h5 --iterations 2");
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = testing::run_cli(*dir_, base + " -o other_start.h5 --iterations 3");
+  ASSERT_EQ(r.status, 0) << r.output;
+  // Many iterations, so that the run is still going when it is killed.
+  const std::string from = base + " --iterations 200 --initial start.h5";
+  r = testing::run_cli(*dir_, from + " -o init_plain.h5");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string cmd = from + " --checkpoint-every 1 --checkpoint-seconds 0";
+  EXPECT_EQ(interrupt("ck_init", "init_k.h5", 2, "KILL", 0.02, cmd, "sirt_"), 128 + 9);
+  r = testing::run_cli(*dir_, cmd + " -o init_k.h5 --checkpoint-dir ck_init");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(same_volume("init_k.h5", "init_plain.h5"));
+  // Another --initial into a directory holding a state: refused, naming the difference.
+  EXPECT_EQ(interrupt("ck_init2", "init2.h5", 2, "KILL", 0.02, cmd, "sirt_"), 128 + 9);
+  std::string other = cmd;
+  other.replace(other.find("start.h5"), 8, "other_start.h5");
+  r = testing::run_cli(*dir_, other + " -o init2.h5 --checkpoint-dir ck_init2");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("initial"), std::string::npos) << r.output;
 }
 
 // --memory-limit: the units' planes go straight into the .h5 output; with the same units the

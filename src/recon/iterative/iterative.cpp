@@ -64,9 +64,13 @@ void validate_iterative(const projection_view& proj, const geometry& g, const vo
   CTFORGE_EXPECTS(std::isfinite(opt.tolerance) && opt.tolerance >= 0 && opt.tolerance < 1,
                   fmt::format("--tolerance: must be in [0, 1) (got {})", opt.tolerance));
   if (opt.algo == algorithm::fista_tv) {
+    CTFORGE_EXPECTS(opt.tv_weight != 0,
+                    "--tv-weight: FISTA-TV needs it: a weight > 0 in units of the volume's "
+                    "values, typically 1e-4 to 1e-3 of the object's peak value");
     CTFORGE_EXPECTS(std::isfinite(opt.tv_weight) && opt.tv_weight > 0,
                     fmt::format("--tv-weight: FISTA-TV needs a weight > 0 in units of the "
-                                "volume's values, e.g. 1/100 of the object's peak (got {})",
+                                "volume's values, typically 1e-4 to 1e-3 of the object's peak "
+                                "value (got {})",
                                 opt.tv_weight));
     CTFORGE_EXPECTS(
         opt.tv_iterations >= 1 && opt.tv_iterations <= 10000,
@@ -91,31 +95,11 @@ void validate_iterative(const projection_view& proj, const geometry& g, const vo
     CTFORGE_EXPECTS(bad < 0, fmt::format("--initial: non-finite value at voxel {}", bad));
     CTFORGE_EXPECTS(opt.checkpoint.resume.iterations == 0,
                     fmt::format("--initial: a resumed {} run starts from its saved state", name));
-    if (opt.algo == algorithm::osem)
-      for (const float v : opt.initial)
-        CTFORGE_EXPECTS(v >= 0, fmt::format("--initial: OSEM needs a non-negative start (holds "
-                                            "{})",
-                                            v));
   }
   const iterative_state& resume = opt.checkpoint.resume;
   CTFORGE_EXPECTS(resume.iterations >= 0 && resume.iterations <= opt.iterations,
                   fmt::format("{}: the saved state holds {} iterations, more than the {} asked for",
                               name, resume.iterations, opt.iterations));
-  if (opt.algo == algorithm::osem) {
-    // Rounding leaves values like -1e-19 in computed projections: below 1e-6 of the largest
-    // value they count as 0 (upload_projections clamps them).
-    const auto* d = proj.data.data();
-    float peak = 0;
-    for (std::int64_t i = 0; i < proj.size(); ++i) peak = std::max(peak, std::abs(d[i]));
-    for (std::int64_t i = 0; i < proj.size(); ++i)
-      if (d[i] < -1e-6f * peak) {
-        const std::int64_t plane = proj.rows * proj.cols;
-        throw usage_error(fmt::format(
-            "OSEM: the projections hold a negative value ({}) at view {}, row {}, column {}; "
-            "OSEM models counts-like non-negative data (use sirt, cgls or fista-tv)",
-            d[i], i / plane, (i % plane) / proj.cols, i % proj.cols));
-      }
-  }
 }
 
 iterative_run::iterative_run(const projection_view& proj, const geometry& g,
@@ -144,7 +128,8 @@ iterative_run::iterative_run(const projection_view& proj, const geometry& g,
 space_buffer iterative_run::upload_projections(int subset) {
   space_buffer b = space_->projections(subset);
   const std::int64_t pixels = proj_.rows * proj_.cols;
-  const bool clamp = opt_.algo == algorithm::osem;  // rounding negatives (validate_iterative)
+  // OSEM models non-negative data: negative values (noise in air, rounding) count as 0.
+  const bool clamp = opt_.algo == algorithm::osem;
   if (subset < 0 && !clamp) {
     space_->upload(proj_.data, b);
     return b;
@@ -164,6 +149,9 @@ space_buffer iterative_run::initial_volume(float fill, bool* from_initial, bool 
   space_buffer x = space_->volume();
   if (!opt_.initial.empty()) {
     space_->upload(opt_.initial, x);
+    // OSEM's multiplicative update keeps a start's sign: negative voxels (an FDK start's
+    // streaks) start at 0 (and, as zeros do under OSEM, stay there).
+    if (opt_.algo == algorithm::osem) space_->clamp_nonnegative(x);
   } else if (fill != 0.0f) {
     space_->fill(x, fill);
   }
