@@ -382,6 +382,8 @@ void run(const recon_cli_options& o) {
       }
     } catch (const cancelled& e) {
       if (stop.signal() == 0) throw;
+      // The figures of the iterations done (a resumed run writes the whole run's).
+      if (!o.log_iterations.empty() && !log.empty()) write_iteration_log(o.log_iterations, log);
       const auto* kept = dynamic_cast<const checkpoint_stopped*>(&e);
       throw stopped(stop.signal(),
                     kept ? fmt::format("stopped by {}: {}; run the same command again to finish",
@@ -398,28 +400,30 @@ void run(const recon_cli_options& o) {
     if (!how.empty()) note(o.quiet, how);
   }
 
-  const std::string stopped_early =
-      is_iterative(ro.algo) && !log.empty() && log.back().iteration < ro.iterations
-          ? fmt::format(" (tolerance reached after {})", log.back().iteration)
-          : "";
+  // "N iterations", or "K of N iterations (tolerance reached)" when the tolerance stopped it.
+  const bool early = is_iterative(ro.algo) && !log.empty() && log.back().iteration < ro.iterations;
+  const std::string count =
+      early ? fmt::format("{} of {}", log.back().iteration, ro.iterations)
+            : fmt::format("{}", ro.iterations);
+  const std::string stopped_early = early ? " (tolerance reached)" : "";
   std::string method;
   switch (ro.algo) {
     case algorithm::sirt:
     case algorithm::os_sart:
       method = fmt::format(
-          "{} iterations{}, relaxation {:g}{}{}", ro.iterations, stopped_early, ro.relaxation,
+          "{} iterations{}, relaxation {:g}{}{}", count, stopped_early, ro.relaxation,
           ro.algo == algorithm::os_sart ? fmt::format(", {} subsets", ro.subsets) : "",
           ro.nonnegative ? ", non-negative" : "");
       break;
     case algorithm::cgls:
-      method = fmt::format("{} iterations{}", ro.iterations, stopped_early);
+      method = fmt::format("{} iterations{}", count, stopped_early);
       break;
     case algorithm::fista_tv:
-      method = fmt::format("{} iterations{}, TV weight {:g}{}", ro.iterations, stopped_early,
+      method = fmt::format("{} iterations{}, TV weight {:g}{}", count, stopped_early,
                            ro.tv_weight, ro.nonnegative ? ", non-negative" : "");
       break;
     case algorithm::osem:
-      method = fmt::format("{} iterations{}, {} subsets", ro.iterations, stopped_early, ro.subsets);
+      method = fmt::format("{} iterations{}, {} subsets", count, stopped_early, ro.subsets);
       break;
     default:
       method = fmt::format("filter {} cutoff {:g}", to_string(ro.filter), ro.cutoff);

@@ -100,6 +100,11 @@ struct iterative_state {
   int iterations = 0;                          ///< iterations done; 0: none (start afresh)
   std::vector<std::span<const float>> arrays;  ///< the iterate x first
   std::vector<double> scalars;
+  /// The figures of iterations 1..iterations as recon_options::on_iteration received them, when
+  /// it was set (else empty). A resumed run passes them to on_iteration again before its own
+  /// iterations, whose seconds continue from the last one: the log of a resumed run is the
+  /// whole run's.
+  std::vector<iteration_info> log;
 };
 
 /// Saving and resuming an iterative method's state (ctforge recon --checkpoint-dir).

@@ -23,6 +23,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
@@ -207,6 +208,36 @@ std::string state_stem(algorithm a) {
   return s;
 }
 
+/// The figures of the iterations so far as rows [iteration, residual, objective,
+/// relative_update, seconds] (JSON has no infinity: an OSEM objective of +inf is written null).
+json log_to_json(const std::vector<iteration_info>& log) {
+  json rows = json::array();
+  for (const iteration_info& i : log)
+    rows.push_back({i.iteration, i.residual,
+                    std::isfinite(i.objective) ? json(i.objective) : json(nullptr),
+                    i.relative_update, i.seconds});
+  return rows;
+}
+
+/// log_to_json's rows back; empty (no log) when they are malformed.
+std::vector<iteration_info> log_from_json(const json& rows) {
+  std::vector<iteration_info> log;
+  if (!rows.is_array()) return log;
+  for (const json& r : rows) {
+    if (!r.is_array() || r.size() != 5 || !r[0].is_number_integer() || !r[1].is_number() ||
+        !(r[2].is_number() || r[2].is_null()) || !r[3].is_number() || !r[4].is_number())
+      return {};
+    iteration_info i;
+    i.iteration = r[0].get<int>();
+    i.residual = r[1].get<double>();
+    i.objective = r[2].is_null() ? std::numeric_limits<double>::infinity() : r[2].get<double>();
+    i.relative_update = r[3].get<double>();
+    i.seconds = r[4].get<double>();
+    log.push_back(i);
+  }
+  return log;
+}
+
 /// An iterative method with its state (iterative_state) saved into two alternating slots of
 /// co.dir (<method>_0, <method>_1: the arrays one after the other in .f32, their sizes, the
 /// scalars and the iteration count in the marker), so that a crash while one is written leaves
@@ -290,6 +321,7 @@ volume iterative_checkpointed(const projection_view& proj, const geometry& g,
       offset += size;
     }
     for (const auto& v : best.marker["scalars"]) st.scalars.push_back(v.get<double>());
+    st.log = log_from_json(best.marker.value("log", json::array()));
   }
   int next_slot = best_slot < 0 ? 0 : 1 - best_slot;  // never overwrite the latest state
   int saved_iterations = best_iterations;
@@ -308,7 +340,8 @@ volume iterative_checkpointed(const projection_view& proj, const geometry& g,
                  {"run", run_hash},
                  {"arrays", sizes},
                  {"scalars", st.scalars},
-                 {"threads", threads}});
+                 {"threads", threads},
+                 {"log", log_to_json(st.log)}});
     next_slot = 1 - next_slot;
     saved_iterations = st.iterations;
     if (co.after_unit) co.after_unit(st.iterations);

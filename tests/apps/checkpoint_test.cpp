@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -220,10 +221,10 @@ TEST_F(Checkpoint, EveryIterativeMethodResumesBitIdentical) {
                          method{"fista-tv --tv-weight 1e-3", "fista", "fista_tv_", "FISTA-TV"},
                          method{"os-sart --subsets 4", "ossart", "os_sart_", "OS-SART"},
                          method{"osem --subsets 4", "osem", "osem_", "OSEM"}}) {
+    const std::string key = m.key;
     const std::string cmd = std::string("recon p.h5 --size 24 --algorithm ") + m.args +
                             " --iterations 10 --backend cpu --threads 2 --checkpoint-every 1 "
-                            "--checkpoint-seconds 0 --quiet";
-    const std::string key = m.key;
+                            "--checkpoint-seconds 0 --log-iterations " + key + ".csv --quiet";
     auto r = testing::run_cli(*dir_, std::string("recon p.h5 --size 24 --algorithm ") + m.args +
                                          " --iterations 10 --backend cpu --threads 2 --quiet -o " +
                                          key + "_plain.h5");
@@ -238,6 +239,20 @@ TEST_F(Checkpoint, EveryIterativeMethodResumesBitIdentical) {
               std::string::npos)
         << r.output;
     EXPECT_TRUE(same_volume(key + "_k.h5", key + "_plain.h5")) << m.args;
+    // The log is the whole run's: iterations 1 to 10, the resumed ones' seconds continuing.
+    std::istringstream csv(bytes_of(*dir_ / (key + ".csv")));
+    std::string line;
+    std::getline(csv, line);  // header
+    int expected = 1;
+    double last_seconds = 0;
+    while (std::getline(csv, line)) {
+      EXPECT_EQ(std::stoi(line.substr(0, line.find(','))), expected) << m.args << ": " << line;
+      const double seconds = std::stod(line.substr(line.rfind(',') + 1));
+      EXPECT_GE(seconds, last_seconds) << m.args << ": " << line;
+      last_seconds = seconds;
+      ++expected;
+    }
+    EXPECT_EQ(expected, 11) << m.args;
   }
   // Another TV weight is another run: refused with the difference named, the state kept.
   const std::string fista =

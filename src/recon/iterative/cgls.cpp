@@ -69,8 +69,9 @@ volume run_cgls(iterative_run& run) {
       residual = relative_norm(r2, p2);
       objective = 0.5 * r2;
     }
-    run.save_if_due(it + 1, {&x, &r, &d}, {gamma, gamma_p, gamma0});
-    if (run.end_iteration(it + 1, residual, objective, rel, relative_norm(gamma, gamma_p))) break;
+    if (run.end_iteration(it + 1, residual, objective, rel, relative_norm(gamma, gamma_p),
+                          {&x, &r, &d}, {gamma, gamma_p, gamma0}))
+      break;
   }
   return run.result(x);
 }

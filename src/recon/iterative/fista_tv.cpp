@@ -103,8 +103,8 @@ volume run_fista_tv(iterative_run& run) {
       residual = relative_norm(r2, p2);
       objective = 0.5 * std::max(r2, 0.0) / lip + opt.tv_weight * sp.total_variation(x);
     }
-    run.save_if_due(it + 1, {&x, &y, &qx, &qy}, {t, lip});
-    if (run.end_iteration(it + 1, residual, objective, rel, rel)) break;
+    if (run.end_iteration(it + 1, residual, objective, rel, rel, {&x, &y, &qx, &qy}, {t, lip}))
+      break;
   }
   return run.result(x);
 }

@@ -176,14 +176,18 @@ void iterative_run::progress(double fraction) {
 }
 
 bool iterative_run::end_iteration(int done, double residual, double objective, double rel_update,
-                                  double criterion) {
+                                  double criterion, std::initializer_list<const space_buffer*> state,
+                                  std::initializer_list<double> scalars) {
   if (opt_.on_iteration) {
     iteration_info info;
     info.iteration = done;
     info.residual = residual;
     info.objective = objective;
     info.relative_update = rel_update;
-    info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    info.seconds =
+        seconds_offset_ +
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    log_.push_back(info);
     opt_.on_iteration(info);
   }
   // (OSEM's objective is +inf, honestly, when a ray with data sees no activity.)
@@ -191,6 +195,7 @@ bool iterative_run::end_iteration(int done, double residual, double objective, d
                 fmt::format("{}: the iteration became non-finite at iteration {} (inconsistent "
                             "input?)",
                             name_, done));
+  save_if_due(done, state, scalars);
   const bool stop = opt_.tolerance > 0 && criterion < opt_.tolerance;
   progress(stop ? 1.0 : static_cast<double>(done) / static_cast<double>(opt_.iterations));
   return stop;
@@ -214,6 +219,14 @@ const std::vector<double>* iterative_run::resume_into(std::initializer_list<spac
                                 name_, k, a.size(), b->size()));
     space_->upload(a, *b);
     ++k;
+  }
+  // The saved figures (a whole log only): reported again, so that the caller's log is the whole
+  // run's; this call's seconds continue from them.
+  if (static_cast<int>(st.log.size()) == st.iterations) {
+    log_ = st.log;
+    seconds_offset_ = log_.back().seconds;
+    if (opt_.on_iteration)
+      for (const iteration_info& i : log_) opt_.on_iteration(i);
   }
   return &st.scalars;
 }
@@ -239,6 +252,7 @@ void iterative_run::save_if_due(int done, std::initializer_list<const space_buff
     ++k;
   }
   st.scalars.assign(scalars.begin(), scalars.end());
+  if (static_cast<int>(log_.size()) == done) st.log = log_;
   ck.save(st);
   last_save_ = std::chrono::steady_clock::now();
 }

@@ -67,11 +67,14 @@ class iterative_run {
 
   /// Progress (fraction done) and the cancellation check.
   void progress(double fraction);
-  /// Reports iteration `done` (1-based) to on_iteration and progress; says whether to stop
-  /// (the criterion fell below the tolerance). `criterion`: the relative update, or what the
-  /// method stops on.
+  /// After iteration `done` (1-based): reports it to on_iteration, checks its figures are
+  /// finite, saves the method's state {state, scalars} when due (save_if_due), then reports
+  /// progress (where a requested stop throws, the state saved); says whether to stop (the
+  /// criterion fell below the tolerance). `criterion`: the relative update, or what the method
+  /// stops on.
   bool end_iteration(int done, double residual, double objective, double rel_update,
-                     double criterion);
+                     double criterion, std::initializer_list<const space_buffer*> state,
+                     std::initializer_list<double> scalars = {});
 
   /// The first iteration to run (0-based): the resumed state's iteration count, else 0.
   int first_iteration() const { return opt_.checkpoint.resume.iterations; }
@@ -80,16 +83,16 @@ class iterative_run {
   /// method when the saved state does not have the method's arrays and scalars.
   const std::vector<double>* resume_into(std::initializer_list<space_buffer*> arrays,
                                          std::size_t scalar_count);
-  /// After iteration `done` (1-based): saves the state {arrays, scalars} through
-  /// opt.checkpoint.save when it is due (every N iterations, every T seconds, or a stop
-  /// requested), except after the last iteration.
-  void save_if_due(int done, std::initializer_list<const space_buffer*> arrays,
-                   std::initializer_list<double> scalars = {});
-
   /// The result, downloaded; runtime error naming the method when it holds a non-finite value.
   volume result(const space_buffer& x);
 
  private:
+  /// After iteration `done` (1-based): saves the state {arrays, scalars} and the log so far
+  /// through opt.checkpoint.save when it is due (every N iterations, every T seconds, or a stop
+  /// requested), except after the last iteration.
+  void save_if_due(int done, std::initializer_list<const space_buffer*> arrays,
+                   std::initializer_list<double> scalars);
+
   projection_view proj_;  ///< a view (by value: callers may pass a temporary made from a stack)
   const volume_geometry vg_;
   const recon_options& opt_;
@@ -101,6 +104,8 @@ class iterative_run {
   std::chrono::steady_clock::time_point last_save_;
   double p_norm2_ = 0;
   std::chrono::steady_clock::time_point start_;
+  std::vector<iteration_info> log_;  ///< what on_iteration received (saved with the state)
+  double seconds_offset_ = 0;        ///< a resumed run's seconds before this call
 };
 
 /// The methods (one file each under src/recon/iterative/).

@@ -64,8 +64,7 @@ volume run_osem(iterative_run& run) {
       residual = relative_norm(r2, p2);
       objective = -ll;
     }
-    run.save_if_due(it + 1, {&x});
-    if (run.end_iteration(it + 1, residual, objective, rel, rel)) break;
+    if (run.end_iteration(it + 1, residual, objective, rel, rel, {&x})) break;
   }
   return run.result(x);
 }

@@ -56,8 +56,7 @@ volume run_sirt(iterative_run& run) {
       residual = relative_norm(r2, p2);
       objective = 0.5 * std::max(r2, 0.0);
     }
-    run.save_if_due(it + 1, {&x});
-    if (run.end_iteration(it + 1, residual, objective, rel, rel)) break;
+    if (run.end_iteration(it + 1, residual, objective, rel, rel, {&x})) break;
   }
   return run.result(x);
 }
