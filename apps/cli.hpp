@@ -112,11 +112,12 @@ backend_choice parse_backend_options(const backend_cli_options& o);
 /// True when stderr is a terminal.
 bool stderr_is_terminal();
 
-/// Progress bar on stderr, drawn only when enabled (stderr is a terminal and not --quiet).
-/// Redraws at most ~10 times per second.
+/// Progress on stderr when enabled (not --quiet): on a terminal a bar redrawn at most ~10 times
+/// per second; otherwise (a log file, a batch system) a line "ctforge: <label> 40%, ..." at each
+/// further tenth done at least 5 s after the last line, and at least every 30 s.
 class progress_bar {
  public:
-  progress_bar(std::string label, bool enabled);
+  progress_bar(std::string label, bool enabled, bool terminal = true);
   ~progress_bar();
   progress_bar(const progress_bar&) = delete;
   progress_bar& operator=(const progress_bar&) = delete;
@@ -131,7 +132,9 @@ class progress_bar {
   std::string label_;
   std::string status_;
   bool enabled_;
+  bool terminal_;
   bool drawn_ = false;
+  int last_tenth_ = 0;  // lines: the tenths done at the last line
   std::chrono::steady_clock::time_point start_, last_;
 };
 

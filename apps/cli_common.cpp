@@ -284,8 +284,13 @@ bool stderr_is_terminal() {
   return ::isatty(2) == 1;
 }
 
-progress_bar::progress_bar(std::string label, bool enabled)
-    : label_(std::move(label)), enabled_(enabled), start_(std::chrono::steady_clock::now()) {}
+progress_bar::progress_bar(std::string label, bool enabled, bool terminal)
+    : label_(std::move(label)),
+      enabled_(enabled),
+      terminal_(terminal),
+      start_(std::chrono::steady_clock::now()) {
+  last_ = start_;
+}
 
 progress_bar::~progress_bar() {
   done();
@@ -294,6 +299,21 @@ progress_bar::~progress_bar() {
 void progress_bar::update(double fraction) {
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();
+  if (!terminal_) {
+    fraction = std::clamp(fraction, 0.0, 1.0);
+    const int tenth = static_cast<int>(fraction * 10);
+    const double since = std::chrono::duration<double>(now - last_).count();
+    if (fraction >= 1.0 || !((tenth > last_tenth_ && since >= 5) || since >= 30)) return;
+    last_ = now;
+    last_tenth_ = tenth;
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    fmt::print(stderr, "ctforge: {} {:.0f}%, {:.0f} s, {:.0f} s left{}{}\n", label_,
+               100.0 * fraction, elapsed,
+               fraction > 0 ? elapsed * (1.0 - fraction) / fraction : 0.0,
+               status_.empty() ? "" : "; ", status_);
+    std::fflush(stderr);
+    return;
+  }
   if (drawn_ && fraction < 1.0 && now - last_ < std::chrono::milliseconds(100)) return;
   last_ = now;
   fraction = std::clamp(fraction, 0.0, 1.0);
@@ -311,7 +331,7 @@ void progress_bar::update(double fraction) {
 }
 
 void progress_bar::done() {
-  if (enabled_ && drawn_) {
+  if (enabled_ && terminal_ && drawn_) {
     fmt::print(stderr, "\r\x1b[K");
     std::fflush(stderr);
   }

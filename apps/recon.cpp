@@ -129,7 +129,14 @@ void refuse_inapplicable(const recon_cli_options& o, algorithm a) {
 
 /// The warm start: any volume file the CLI reads, on exactly the reconstruction grid.
 volume read_initial(const std::string& path, const volume_geometry& vg) {
-  volume v = io::read_volume_any(path);
+  volume v;
+  try {
+    v = io::read_volume_any(path);
+  } catch (const usage_error& e) {  // the option too, not only the file
+    throw usage_error(fmt::format("--initial: {}", e.what()));
+  } catch (const error& e) {
+    throw error(fmt::format("--initial: {}", e.what()));
+  }
   const volume_geometry& h = v.geom;
   bool same = h.nx == vg.nx && h.ny == vg.ny && h.nz == vg.nz;
   for (int k = 0; k < 3 && same; ++k)
@@ -149,10 +156,10 @@ volume read_initial(const std::string& path, const volume_geometry& vg) {
 
 /// The per-iteration log as CSV, written atomically.
 void write_iteration_log(const std::string& path, const std::vector<iteration_info>& log) {
-  std::string text = "iteration,residual,objective,relative_update,seconds\n";
+  std::string text = "iteration,residual,objective,relative_update,seconds,stop_criterion\n";
   for (const iteration_info& i : log)
-    text += fmt::format("{},{:.9g},{:.9g},{:.9g},{:.6f}\n", i.iteration, i.residual, i.objective,
-                        i.relative_update, i.seconds);
+    text += fmt::format("{},{:.9g},{:.9g},{:.9g},{:.6f},{:.9g}\n", i.iteration, i.residual,
+                        i.objective, i.relative_update, i.seconds, i.stop_criterion);
   io::write_atomically(path, [&](const std::string& tmp) {
     io::write_file_bytes(tmp, text.data(), text.size(), "--log-iterations " + path);
   });
@@ -297,12 +304,12 @@ void run(const recon_cli_options& o) {
   const double s_read = t_read.seconds();
 
   if (!notice.empty() && ro.where == backend::automatic) note(o.quiet, "note: " + notice);
-  const bool bar_on = !o.quiet && stderr_is_terminal();
+  const bool bar_on = !o.quiet;  // a bar on a terminal, else a line per tenth (progress_bar)
   const std::string algo_name = to_string(ro.algo);
   const std::string where_name =
       where == backend::cuda ? "cuda" : (o.reference ? "cpu reference" : "cpu");
   progress_bar bar(fmt::format("{} ({}) {}x{}x{}", algo_name, where_name, vg.nx, vg.ny, vg.nz),
-                   bar_on);
+                   bar_on, stderr_is_terminal());
   if (bar_on) ro.progress = [&bar](double f) { bar.update(f); };
   // The per-iteration figures: for the log, and on the bar where they cost nothing (OS-SART and
   // OSEM pay one more forward projection per pass for them).
@@ -538,8 +545,9 @@ runner add_recon(CLI::App& app) {
   method_option("--log-iterations",
                 sub->add_option("--log-iterations", o->log_iterations,
                                 "Iterative methods: write iteration,residual,objective,"
-                                "relative_update,seconds per iteration as CSV (residual: "
-                                "|Ax - p| / |p|)"))
+                                "relative_update,seconds,stop_criterion per iteration as CSV "
+                                "(residual: |Ax - p| / |p|; stop_criterion: what --tolerance "
+                                "compares)"))
       ->type_name("FILE.csv");
   add_grid_options(sub, o->grid);
   method_option("--filter", sub->add_option("--filter", o->filter,

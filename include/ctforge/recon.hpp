@@ -48,6 +48,9 @@ struct iteration_info {
   double objective = 0;
   double relative_update = 0;  ///< |x_k+1 - x_k| / |x_k+1| (0 when x_k+1 = 0)
   double seconds = 0;          ///< since the start of the reconstruction
+  /// What recon_options::tolerance is compared with: the relative update, or for CGLS the
+  /// relative gradient |A^T r| / |A^T p|.
+  double stop_criterion = 0;
 };
 enum class filter_window { ram_lak, shepp_logan, cosine, hamming, hann };
 

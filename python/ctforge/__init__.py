@@ -460,15 +460,21 @@ class ProjectorPair:
         constant after construction)."""
         return self._pair.stats()
 
+    def __repr__(self) -> str:
+        return (f"ProjectorPair(volume_shape={self.volume_shape}, "
+                f"projection_shape={self.projection_shape}, backend={self.backend!r}, "
+                f"matched={self.matched})")
 
-def linear_operator(geometry: Any, grid: Any = None, *, threads: int = 0, backend: str = "cpu",
+
+def linear_operator(geometry: Any, grid: Any = None, *, threads: int = 0, backend: str = "auto",
                     device: int = 0, gpu_memory_limit: Any = None, matched: bool = True) -> Any:
     """The projector pair as a ``scipy.sparse.linalg.LinearOperator`` of shape (rays, voxels):
     ``A @ x`` is :func:`forward_project` of the volume ``x`` (flattened ``(nz, ny, nx)``) and
     ``A.T @ y`` its exact transpose (``back_project(..., matched=True)``) of the flattened
     projections, so that scipy's ``lsqr``, ``lsmr`` or ``cg`` on ``A.T A`` can be used
-    (float32). Built on a :class:`ProjectorPair`: ``backend`` "cpu" (default), "cuda" or "auto"
-    (on CUDA the pair's device resources are kept between products); ``matched=False`` takes
+    (float32). Built on a :class:`ProjectorPair`: ``backend`` "auto" (default: CUDA when a
+    device is usable), "cpu" or "cuda" (on CUDA the pair's device resources are kept between
+    products); ``matched=False`` takes
     the voxel-driven back-projector as ``A.T`` (not an exact transpose). Needs scipy."""
     try:
         from scipy.sparse.linalg import LinearOperator
@@ -541,7 +547,7 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
     relative update falls below it (CGLS: the relative gradient), 0 = off; ``initial``: a
     warm-start volume (nz, ny, nx) on ``grid``. ``return_log=True`` returns ``(volume, log)``,
     ``log`` a list of dicts (iteration, residual = |Ax - p| / |p|, objective, relative_update,
-    seconds), one per iteration. ``progress``: True for a bar on stderr, or a
+    seconds, stop_criterion = what ``tolerance`` compares), one per iteration. ``progress``: True for a bar on stderr, or a
     callable receiving the fraction done (called with the GIL, between batches). Ctrl-C raises
     KeyboardInterrupt after the batch in progress.
 

@@ -350,7 +350,12 @@ PYBIND11_MODULE(_core, m) {
   });
 
   // ---- geometry
-  py::class_<volume_geometry>(m, "VolumeGeometry")
+  py::class_<volume_geometry>(m, "VolumeGeometry",
+                              "A voxel grid: nz x ny x nx voxels (arrays are indexed [z, y, x]), "
+                              "spacing_xyz (x, y, z) in mm and origin_xyz (x, y, z) in mm, the "
+                              "centre of voxel (0, 0, 0); default origin: the grid centred on "
+                              "the isocentre. shape is (nz, ny, nx); spacing and origin are "
+                              "(x, y, z).")
       .def(py::init([](std::int64_t nz, std::int64_t ny, std::int64_t nx,
                        std::array<double, 3> spacing, std::optional<std::array<double, 3>> origin) {
              volume_geometry vg = volume_geometry::centered(nx, ny, nz, spacing);
@@ -382,9 +387,10 @@ PYBIND11_MODULE(_core, m) {
         const auto triple = [](const std::array<double, 3>& a) {
           return py::repr(py::make_tuple(a[0], a[1], a[2])).cast<std::string>();
         };
-        return "VolumeGeometry(shape=(" + std::to_string(g.nz) + ", " + std::to_string(g.ny) +
-               ", " + std::to_string(g.nx) + "), spacing=" + triple(g.spacing_mm) +
-               ", origin=" + triple(g.origin_mm) + ")";
+        return "VolumeGeometry(shape_zyx=(" + std::to_string(g.nz) + ", " +
+               std::to_string(g.ny) + ", " + std::to_string(g.nx) +
+               "), spacing_xyz=" + triple(g.spacing_mm) + ", origin_xyz=" + triple(g.origin_mm) +
+               ")";
       });
   m.def(
       "default_grid",
@@ -726,6 +732,7 @@ PYBIND11_MODULE(_core, m) {
           d["residual"] = i.residual;
           d["objective"] = i.objective;
           d["relative_update"] = i.relative_update;
+          d["stop_criterion"] = i.stop_criterion;
           d["seconds"] = i.seconds;
           rows.append(d);
         }

@@ -33,7 +33,8 @@ def test_every_method_converges_and_logs_its_iterations(scan, name, extra):
     err = lambda v: np.linalg.norm(v - truth) / np.linalg.norm(truth)
     assert err(vol) < 0.8 * err(one)
     assert [row["iteration"] for row in log] == list(range(1, 13))
-    assert set(log[0]) == {"iteration", "residual", "objective", "relative_update", "seconds"}
+    assert set(log[0]) == {"iteration", "residual", "objective", "relative_update", "seconds",
+                           "stop_criterion"}
     assert log[-1]["residual"] < log[0]["residual"]
 
 
@@ -42,6 +43,12 @@ def test_tolerance_warm_start_and_errors(scan):
     _, log = ctforge.reconstruct(p, g, grid, algorithm="sirt", iterations=300, tolerance=0.02,
                                  backend="cpu", return_log=True)
     assert 1 < len(log) < 300 and log[-1]["relative_update"] < 0.02
+    assert all(row["stop_criterion"] == row["relative_update"] for row in log)
+    # CGLS stops on its relative gradient, which the log shows as the stop criterion.
+    _, log = ctforge.reconstruct(p, g, grid, algorithm="cgls", iterations=100, tolerance=0.05,
+                                 backend="cpu", return_log=True)
+    assert 1 < len(log) < 100 and log[-1]["stop_criterion"] < 0.05
+    assert all(row["stop_criterion"] >= 0.05 for row in log[:-1])
     converged = ctforge.reconstruct(p, g, grid, algorithm="cgls", iterations=40, backend="cpu")
     again, log = ctforge.reconstruct(p, g, grid, algorithm="cgls", iterations=40, tolerance=1e-3,
                                      initial=converged, backend="cpu", return_log=True)

@@ -75,7 +75,7 @@ def test_linear_operator_is_built_on_the_pair():
     rng = np.random.default_rng(5)
     x = rng.uniform(0, 1, grid.shape).astype(np.float32)
     y = rng.uniform(-1, 1, g.projection_shape).astype(np.float32)
-    A = ctforge.linear_operator(g, grid, threads=2)
+    A = ctforge.linear_operator(g, grid, threads=2, backend="cpu")
     assert A.projector_pair.backend == "cpu"
     np.testing.assert_array_equal(A @ x.ravel(), ctforge.forward_project(
         x, g, grid, backend="cpu", threads=2).ravel())

@@ -71,7 +71,7 @@ def test_linear_operator_with_scipy_lsqr_matches_cgls():
 
     g = ctforge.Geometry.cone(cols=24, rows=16, pixel_size=1.0, sid=80, sdd=150, angles=15)
     grid = ctforge.VolumeGeometry(10, 12, 12, (1.0, 1.0, 1.0))
-    A = ctforge.linear_operator(g, grid)
+    A = ctforge.linear_operator(g, grid, backend="cpu")
     assert A.shape == (15 * 16 * 24, 10 * 12 * 12)
     rng = np.random.default_rng(7)
     x = rng.uniform(0, 1, A.shape[1]).astype(np.float32)

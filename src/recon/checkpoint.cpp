@@ -209,13 +209,14 @@ std::string state_stem(algorithm a) {
 }
 
 /// The figures of the iterations so far as rows [iteration, residual, objective,
-/// relative_update, seconds] (JSON has no infinity: an OSEM objective of +inf is written null).
+/// relative_update, seconds, stop_criterion] (JSON has no infinity: an OSEM objective of +inf
+/// is written null).
 json log_to_json(const std::vector<iteration_info>& log) {
   json rows = json::array();
   for (const iteration_info& i : log)
     rows.push_back({i.iteration, i.residual,
                     std::isfinite(i.objective) ? json(i.objective) : json(nullptr),
-                    i.relative_update, i.seconds});
+                    i.relative_update, i.seconds, i.stop_criterion});
   return rows;
 }
 
@@ -224,8 +225,9 @@ std::vector<iteration_info> log_from_json(const json& rows) {
   std::vector<iteration_info> log;
   if (!rows.is_array()) return log;
   for (const json& r : rows) {
-    if (!r.is_array() || r.size() != 5 || !r[0].is_number_integer() || !r[1].is_number() ||
-        !(r[2].is_number() || r[2].is_null()) || !r[3].is_number() || !r[4].is_number())
+    if (!r.is_array() || r.size() != 6 || !r[0].is_number_integer() || !r[1].is_number() ||
+        !(r[2].is_number() || r[2].is_null()) || !r[3].is_number() || !r[4].is_number() ||
+        !r[5].is_number())
       return {};
     iteration_info i;
     i.iteration = r[0].get<int>();
@@ -233,6 +235,7 @@ std::vector<iteration_info> log_from_json(const json& rows) {
     i.objective = r[2].is_null() ? std::numeric_limits<double>::infinity() : r[2].get<double>();
     i.relative_update = r[3].get<double>();
     i.seconds = r[4].get<double>();
+    i.stop_criterion = r[5].get<double>();
     log.push_back(i);
   }
   return log;

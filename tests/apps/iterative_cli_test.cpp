@@ -96,9 +96,10 @@ TEST_F(IterativeCli, EveryMethodWithItsLog) {
     const auto rows = csv_rows(text(name + ".csv"));
     ASSERT_EQ(rows.size(), 13u) << name;
     EXPECT_EQ(rows[0], (std::vector<std::string>{"iteration", "residual", "objective",
-                                                 "relative_update", "seconds"}));
+                                                 "relative_update", "seconds",
+                                                 "stop_criterion"}));
     for (std::size_t i = 1; i < rows.size(); ++i) {
-      ASSERT_EQ(rows[i].size(), 5u);
+      ASSERT_EQ(rows[i].size(), 6u);
       EXPECT_EQ(rows[i][0], std::to_string(i));
     }
     EXPECT_LT(std::stod(rows.back()[1]), std::stod(rows[1][1])) << name;

@@ -184,6 +184,7 @@ bool iterative_run::end_iteration(int done, double residual, double objective, d
     info.residual = residual;
     info.objective = objective;
     info.relative_update = rel_update;
+    info.stop_criterion = criterion;
     info.seconds =
         seconds_offset_ +
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
