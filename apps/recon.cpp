@@ -17,6 +17,8 @@
 
 #include "ctforge/checkpoint.hpp"
 #include "cli.hpp"
+#include "core/finite_scan.hpp"
+#include "recon/iterative/iterative.hpp"
 #include "ctforge/detail/atomic_write.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
@@ -136,6 +138,15 @@ volume read_initial(const std::string& path, const volume_geometry& vg) {
     throw usage_error(fmt::format("--initial: {}", e.what()));
   } catch (const error& e) {
     throw error(fmt::format("--initial: {}", e.what()));
+  }
+  // NaN / infinity in the file: a runtime error naming it and the voxel (exit 1).
+  if (const std::int64_t bad = detail::first_non_finite(v.data.data(), v.geom.voxel_count());
+      bad >= 0) {
+    const std::int64_t plane = v.geom.nx * v.geom.ny;
+    throw error(fmt::format("--initial: {} holds a non-finite value ({}) at voxel (x {}, y {}, "
+                            "z {})",
+                            path, v.data[static_cast<std::size_t>(bad)], bad % v.geom.nx,
+                            (bad % plane) / v.geom.nx, bad / plane));
   }
   const volume_geometry& h = v.geom;
   bool same = h.nx == vg.nx && h.ny == vg.ny && h.nz == vg.nz;
@@ -266,8 +277,11 @@ void run(const recon_cli_options& o) {
   ro.nonnegative = o.nonnegative;
   ro.subsets = o.subsets;
   // (The library clamps the count to the views; given on the command line, more is a mistake.)
-  CTFORGE_EXPECTS(!(ro.algo == algorithm::os_sart || ro.algo == algorithm::osem) ||
-                      o.subsets <= g.view_count(),
+  const bool subsets_given = std::any_of(o.method_options.begin(), o.method_options.end(),
+                                         [](const auto& m) {
+                                           return m.first == "--subsets" && m.second->count() > 0;
+                                         });
+  CTFORGE_EXPECTS(!subsets_given || o.subsets <= g.view_count(),
                   fmt::format("--subsets: {} subsets of {} views; at most one subset per view",
                               o.subsets, g.view_count()));
   ro.tv_weight = o.tv_weight;
@@ -304,6 +318,10 @@ void run(const recon_cli_options& o) {
   const double s_read = t_read.seconds();
 
   if (!notice.empty() && ro.where == backend::automatic) note(o.quiet, "note: " + notice);
+  if (where == backend::cuda && ro.gpu_hardware_interpolation && is_iterative(ro.algo) &&
+      detail::backprojector_for(ro) == detail::backprojector_kind::matched)
+    note(o.quiet, "note: --gpu-interpolation hardware: not with the matched back-projector, whose "
+                  "transpose needs the exact samples; projecting exactly");
   const bool bar_on = !o.quiet;  // a bar on a terminal, else a line per tenth (progress_bar)
   const std::string algo_name = to_string(ro.algo);
   const std::string where_name =
@@ -315,7 +333,9 @@ void run(const recon_cli_options& o) {
   // OSEM pay one more forward projection per pass for them).
   std::vector<iteration_info> log;
   const bool figures_free = ro.algo != algorithm::os_sart && ro.algo != algorithm::osem;
-  if (is_iterative(ro.algo) && (!o.log_iterations.empty() || (bar_on && figures_free)))
+  // (Not for the progress lines of a non-terminal: the figures cost a volume and a few passes.)
+  if (is_iterative(ro.algo) &&
+      (!o.log_iterations.empty() || (bar_on && figures_free && stderr_is_terminal())))
     ro.on_iteration = [&](const iteration_info& i) {
       log.push_back(i);
       bar.set_status(fmt::format("iteration {}, residual {:.4g}", i.iteration, i.residual));

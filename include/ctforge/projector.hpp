@@ -81,7 +81,8 @@ struct projector_pair_stats {
 /// A forward projector and its adjoint for one geometry and voxel grid, kept for repeated use
 /// (the operator A of an iterative solver, e.g. scipy's LinearOperator). On the CPU it runs
 /// forward_project and back_project_matched (or back_project) straight into the caller's
-/// memory, keeping the matched back-projector's per-thread volumes between calls. On CUDA it keeps the volume texture, the projection buffers, the
+/// memory, keeping the matched back-projector's per-thread volumes (threads - 1 volumes) from
+/// the first apply_adjoint to its destruction. On CUDA it keeps the volume texture, the projection buffers, the
 /// per-view geometry and its stream on the device between calls: one upload and one download
 /// per call, no allocation. Calls on one object are serialised by the caller (not thread-safe);
 /// move-only.

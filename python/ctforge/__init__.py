@@ -298,6 +298,10 @@ def _volume_grid(volume: np.ndarray, grid: Any,
         return _core.default_grid(geometry, (nz, ny, nx), None, None)
     if isinstance(grid, dict):
         nz, ny, nx = volume.shape
+        if geometry is not None:  # what is not given: as default_grid chooses it
+            return _core.default_grid(geometry, (nz, ny, nx),
+                                      _triple(grid.get("spacing"), "spacing"),
+                                      _triple(grid.get("origin"), "origin"))
         return VolumeGeometry(nz, ny, nx, _triple(grid.get("spacing", 1.0), "spacing"),
                               _triple(grid.get("origin"), "origin"))
     raise UsageError("grid: expected a ctforge.VolumeGeometry, a dict(spacing=, origin=) or None")

@@ -460,11 +460,18 @@ def _sirt(client, input, output, g, grid, grid_spec, record, options, read, dir,
             "parts": bounds, "center_of_rotation": center_of_rotation}
     n_vox = int(np.prod(grid.shape))
     # Resume from the saved iterate with the most iterations (not beyond those asked for).
-    start, x, slot = 0, None, 0
+    start, x, slot, beyond = 0, None, 0, 0
     for s in (0, 1):
         marker, data = _read_recorded(dir, f"sirt_{s}", run, n_vox)
-        if marker is not None and start < marker.get("iterations", 0) <= iterations:
+        if marker is not None and marker.get("iterations", 0) > iterations:
+            beyond = max(beyond, marker["iterations"])
+        elif marker is not None and start < marker.get("iterations", 0):
             start, x, slot = marker["iterations"], data.reshape(grid.shape), 1 - s
+    if beyond:  # as ctforge recon: refused rather than started over
+        raise ctforge.UsageError(
+            f"iterations: {dir} holds the SIRT state after {beyond} iterations, more than the "
+            f"{iterations} asked for; ask for at least {beyond} to continue it, or use another "
+            "checkpoint_dir")
     t_setup = time.perf_counter()
     # C = 1 / B(1): the parts' back-projections of ones, summed in part order.
     col_w = _invert_above(_sum_in_order([client.submit(_sirt_weights_task, spec, i, pure=False)

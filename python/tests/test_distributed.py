@@ -169,6 +169,11 @@ def test_sirt_over_view_partitions_equals_one_process(client, scan, tmp_path):
     ck = tmp_path / "ck"
     cd.reconstruct(client, path, tmp_path / "s6.h5", algorithm="sirt", grid=grid, parts=3,
                    checkpoint_dir=ck, checkpoint_every=2, keep_units=True, **dict(kw, iterations=6))
+    # Fewer iterations than the kept state (4): refused rather than started over.
+    with pytest.raises(ctforge.UsageError, match="after 4 iterations, more than the 3 asked"):
+        cd.reconstruct(client, path, tmp_path / "s3.h5", algorithm="sirt", grid=grid, parts=3,
+                       checkpoint_dir=ck, checkpoint_every=2, **dict(kw, iterations=3))
+    assert not (tmp_path / "s3.h5").exists()
     again = cd.reconstruct(client, path, tmp_path / "s10.h5", algorithm="sirt", grid=grid,
                            parts=3, checkpoint_dir=ck, checkpoint_every=2, **kw)
     assert again["resumed_from"] == 4

@@ -263,9 +263,8 @@ volume iterative_checkpointed(const projection_view& proj, const geometry& g,
     record["tv_iterations"] = ro.tv_iterations;
   }
   // The start: a run resumed with the same --initial continues its state (another is refused).
-  record["initial"] = ro.initial.empty()
-                          ? std::string("zero")
-                          : hex(fnv1a(ro.initial.data(), ro.initial.size() * sizeof(float)));
+  if (!ro.initial.empty())
+    record["initial"] = hex(fnv1a(ro.initial.data(), ro.initial.size() * sizeof(float)));
   const std::string run_hash = open_run_dir(co, record);
   const fs::path dir(co.dir);
   const std::string stem = state_stem(ro.algo);

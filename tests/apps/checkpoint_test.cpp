@@ -303,6 +303,7 @@ TEST_F(Checkpoint, RunFromInitialResumesWithTheSameCommand) {
   other.replace(other.find("start.h5"), 8, "other_start.h5");
   r = testing::run_cli(*dir_, other + " -o init2.h5 --checkpoint-dir ck_init2");
   EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("holds units of another run"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("initial"), std::string::npos) << r.output;
 }
 

@@ -92,7 +92,11 @@ void validate_iterative(const projection_view& proj, const geometry& g, const vo
                                 "voxels",
                                 opt.initial.size(), vg.nx, vg.ny, vg.nz, vg.voxel_count()));
     const std::int64_t bad = first_non_finite(opt.initial.data(), vg.voxel_count(), opt.threads);
-    CTFORGE_EXPECTS(bad < 0, fmt::format("--initial: non-finite value at voxel {}", bad));
+    const std::int64_t plane = vg.nx * vg.ny;
+    CTFORGE_EXPECTS(bad < 0, fmt::format("--initial: non-finite value ({}) at voxel (x {}, y {}, "
+                                         "z {})",
+                                         bad < 0 ? 0.0f : opt.initial[static_cast<std::size_t>(bad)],
+                                         bad % vg.nx, (bad % plane) / vg.nx, bad / plane));
     CTFORGE_EXPECTS(opt.checkpoint.resume.iterations == 0,
                     fmt::format("--initial: a resumed {} run starts from its saved state", name));
   }
@@ -223,11 +227,11 @@ const std::vector<double>* iterative_run::resume_into(std::initializer_list<spac
   }
   // The saved figures (a whole log only): reported again, so that the caller's log is the whole
   // run's; this call's seconds continue from them.
-  if (static_cast<int>(st.log.size()) == st.iterations) {
+  // (A run without on_iteration computes no figures: its saved states then have no log.)
+  if (opt_.on_iteration && static_cast<int>(st.log.size()) == st.iterations) {
     log_ = st.log;
     seconds_offset_ = log_.back().seconds;
-    if (opt_.on_iteration)
-      for (const iteration_info& i : log_) opt_.on_iteration(i);
+    for (const iteration_info& i : log_) opt_.on_iteration(i);
   }
   return &st.scalars;
 }
