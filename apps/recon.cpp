@@ -318,6 +318,9 @@ void run(const recon_cli_options& o) {
   const double s_read = t_read.seconds();
 
   if (!notice.empty() && ro.where == backend::automatic) note(o.quiet, "note: " + notice);
+  if (ro.algo == algorithm::fista_tv)
+    note(o.quiet, "note: FISTA-TV first estimates its step, |A|^2, by power iteration (up to 12 "
+                  "forward and back-projections; a resumed run reuses the saved one)");
   if (where == backend::cuda && ro.gpu_hardware_interpolation && is_iterative(ro.algo) &&
       detail::backprojector_for(ro) == detail::backprojector_kind::matched)
     note(o.quiet, "note: --gpu-interpolation hardware: not with the matched back-projector, whose "
