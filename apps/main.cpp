@@ -40,8 +40,9 @@ int fail(int status, const char* what) {
 int main(int argc, char** argv) {
   // Ctrl-C / SIGTERM while an output is being written removes the half-written file.
   ctforge::io::install_interrupt_cleanup();
-  CLI::App app{"ctforge: CT simulation and reconstruction (FDK / FBP and iterative methods, CPU and CUDA)",
-               "ctforge"};
+  CLI::App app{
+      "ctforge: CT simulation and reconstruction (FDK / FBP and iterative methods, CPU and CUDA)",
+      "ctforge"};
   app.set_version_flag("--version", version_text(), "Print the version and exit");
   app.require_subcommand(1);
   app.get_formatter()->column_width(34);

@@ -140,14 +140,9 @@ volume read_initial(const std::string& path, const volume_geometry& vg) {
     throw error(fmt::format("--initial: {}", e.what()));
   }
   // NaN / infinity in the file: a runtime error naming it and the voxel (exit 1).
-  if (const std::int64_t bad = detail::first_non_finite(v.data.data(), v.geom.voxel_count());
-      bad >= 0) {
-    const std::int64_t plane = v.geom.nx * v.geom.ny;
-    throw error(fmt::format("--initial: {} holds a non-finite value ({}) at voxel (x {}, y {}, "
-                            "z {})",
-                            path, v.data[static_cast<std::size_t>(bad)], bad % v.geom.nx,
-                            (bad % plane) / v.geom.nx, bad / plane));
-  }
+  if (const std::string bad = detail::first_non_finite_voxel(v.data.data(), v.geom);
+      !bad.empty())
+    throw error(fmt::format("--initial: {} holds a non-finite value {}", path, bad));
   const volume_geometry& h = v.geom;
   bool same = h.nx == vg.nx && h.ny == vg.ny && h.nz == vg.nz;
   for (int k = 0; k < 3 && same; ++k)
@@ -326,11 +321,12 @@ void run(const recon_cli_options& o) {
     note(o.quiet, "note: --gpu-interpolation hardware: not with the matched back-projector, whose "
                   "transpose needs the exact samples; projecting exactly");
   const bool bar_on = !o.quiet;  // a bar on a terminal, else a line per tenth (progress_bar)
+  const bool terminal = stderr_is_terminal();
   const std::string algo_name = to_string(ro.algo);
   const std::string where_name =
       where == backend::cuda ? "cuda" : (o.reference ? "cpu reference" : "cpu");
   progress_bar bar(fmt::format("{} ({}) {}x{}x{}", algo_name, where_name, vg.nx, vg.ny, vg.nz),
-                   bar_on, stderr_is_terminal());
+                   bar_on, terminal);
   if (bar_on) ro.progress = [&bar](double f) { bar.update(f); };
   // The per-iteration figures: for the log, and on the bar where they cost nothing (OS-SART and
   // OSEM pay one more forward projection per pass for them).
@@ -338,7 +334,7 @@ void run(const recon_cli_options& o) {
   const bool figures_free = ro.algo != algorithm::os_sart && ro.algo != algorithm::osem;
   // (Not for the progress lines of a non-terminal: the figures cost a volume and a few passes.)
   if (is_iterative(ro.algo) &&
-      (!o.log_iterations.empty() || (bar_on && figures_free && stderr_is_terminal())))
+      (!o.log_iterations.empty() || (bar_on && figures_free && terminal)))
     ro.on_iteration = [&](const iteration_info& i) {
       log.push_back(i);
       bar.set_status(fmt::format("iteration {}, residual {:.4g}", i.iteration, i.residual));

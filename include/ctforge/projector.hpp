@@ -82,10 +82,10 @@ struct projector_pair_stats {
 /// (the operator A of an iterative solver, e.g. scipy's LinearOperator). On the CPU it runs
 /// forward_project and back_project_matched (or back_project) straight into the caller's
 /// memory, keeping the matched back-projector's per-thread volumes (threads - 1 volumes) from
-/// the first apply_adjoint to its destruction. On CUDA it keeps the volume texture, the projection buffers, the
-/// per-view geometry and its stream on the device between calls: one upload and one download
-/// per call, no allocation. Calls on one object are serialised by the caller (not thread-safe);
-/// move-only.
+/// the first apply_adjoint to its destruction. On CUDA it keeps the volume texture, the
+/// projection buffers, the per-view geometry and its stream on the device between calls: one
+/// upload and one download per call, no allocation. Calls on one object are serialised by the
+/// caller (not thread-safe); move-only.
 class projector_pair {
  public:
   /// opt.where automatic: CUDA when a usable device exists. Throws usage_error for an invalid

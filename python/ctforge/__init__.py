@@ -551,8 +551,9 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
     relative update falls below it (CGLS: the relative gradient), 0 = off; ``initial``: a
     warm-start volume (nz, ny, nx) on ``grid``. ``return_log=True`` returns ``(volume, log)``,
     ``log`` a list of dicts (iteration, residual = |Ax - p| / |p|, objective, relative_update,
-    seconds, stop_criterion = what ``tolerance`` compares), one per iteration. ``progress``: True for a bar on stderr, or a
-    callable receiving the fraction done (called with the GIL, between batches). Ctrl-C raises
+    seconds, stop_criterion = what ``tolerance`` compares), one per iteration. ``progress``:
+    True for a bar on stderr, or a callable receiving the fraction done (called with the GIL,
+    between batches). Ctrl-C raises
     KeyboardInterrupt after the batch in progress.
 
     ``projections`` may lie in GPU memory (any ``__dlpack__`` object on a CUDA device: CuPy,

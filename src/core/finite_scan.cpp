@@ -39,6 +39,14 @@ std::int64_t first_non_finite(const float* data, std::int64_t n, int threads) {
 
 namespace ctforge::detail {
 
+std::string first_non_finite_voxel(const float* data, const volume_geometry& vg, int threads) {
+  const std::int64_t i = first_non_finite(data, vg.voxel_count(), threads);
+  if (i < 0) return {};
+  const std::int64_t plane = vg.nx * vg.ny;
+  return fmt::format("({}) at voxel (x {}, y {}, z {})", data[i], i % vg.nx, (i % plane) / vg.nx,
+                     i / plane);
+}
+
 void refuse_non_finite(const float* data, std::int64_t d0, std::int64_t d1, std::int64_t d2,
                        const std::string& path, const char* axes) {
   const std::int64_t i = first_non_finite(data, d0 * d1 * d2);

@@ -1,8 +1,9 @@
 // The CPU iterative space (src/recon/iterative_space.hpp): host arrays, the CPU projectors on
 // per-subset geometries made once (writing into the space's buffers, the matched
-// back-projector's per-thread volumes kept between calls), element-wise loops with static OpenMP schedules, reductions
-// in double over a fixed partition (one partial per thread, summed in thread order), and the
-// TV prox looping over kernels/tv.cuh's per-voxel arithmetic (the CUDA kernels run the same).
+// back-projector's per-thread volumes kept between calls), element-wise loops with static
+// OpenMP schedules, reductions in double over a fixed partition (one partial per thread, summed
+// in thread order), and the TV prox looping over kernels/tv.cuh's per-voxel arithmetic (the
+// CUDA kernels run the same).
 #include <fmt/format.h>
 #include <omp.h>
 

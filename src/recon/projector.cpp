@@ -47,16 +47,12 @@ void check_forward_inputs(const volume_view& vol, const geometry& g, int threads
   CTFORGE_EXPECTS(static_cast<std::int64_t>(vol.data.size()) == vol.geom.voxel_count(),
                   fmt::format("forward projection: volume holds {} values for {} voxels",
                               vol.data.size(), vol.geom.voxel_count()));
-  const std::int64_t bad =
-      detail::first_non_finite(vol.data.data(), vol.geom.voxel_count(), threads);
-  if (bad >= 0) {
-    const std::int64_t plane = vol.geom.nx * vol.geom.ny;
+  const std::string bad = detail::first_non_finite_voxel(vol.data.data(), vol.geom, threads);
+  if (!bad.empty())
     throw usage_error(fmt::format(
-        "forward projection: the volume holds a non-finite value ({}) at voxel (x {}, y {}, "
-        "z {}); projections need finite values",
-        vol.data[static_cast<std::size_t>(bad)], bad % vol.geom.nx, (bad % plane) / vol.geom.nx,
-        bad / plane));
-  }
+        "forward projection: the volume holds a non-finite value {}; projections need finite "
+        "values",
+        bad));
 }
 
 /// The ray through pixel (v, r, c): point p and direction d in index coordinates (re-anchored at

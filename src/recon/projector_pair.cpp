@@ -1,6 +1,7 @@
 // ctforge::projector_pair: the CPU side runs the CPU projectors straight into the caller's memory
-// (the matched back-projector's per-thread volumes kept between calls); the CUDA side keeps a CUDA iterative space (src/kernels/iterative_space.cu)
-// sized for one volume and one projection stack, so that every device resource is made once.
+// (the matched back-projector's per-thread volumes kept between calls); the CUDA side keeps a
+// CUDA iterative space (src/kernels/iterative_space.cu) sized for one volume and one projection
+// stack, so that every device resource is made once.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -99,16 +100,12 @@ void projector_pair::apply(std::span<const float> volume, std::span<float> proje
              projection_shape(m.g));
   if (m.space) {
     // The CPU forward_project's check, before anything is uploaded.
-    const std::int64_t bad =
-        detail::first_non_finite(volume.data(), m.volume_size(), m.opt.threads);
-    if (bad >= 0) {
-      const std::int64_t plane = m.vg.nx * m.vg.ny;
+    const std::string bad = detail::first_non_finite_voxel(volume.data(), m.vg, m.opt.threads);
+    if (!bad.empty())
       throw usage_error(fmt::format(
-          "projector_pair.apply: the volume holds a non-finite value ({}) at voxel (x {}, y {}, "
-          "z {}); projections need finite values",
-          volume[static_cast<std::size_t>(bad)], bad % m.vg.nx, (bad % plane) / m.vg.nx,
-          bad / plane));
-    }
+          "projector_pair.apply: the volume holds a non-finite value {}; projections need "
+          "finite values",
+          bad));
     m.space->upload(volume, m.vol);
     m.space->forward(m.vol, m.proj, -1);
     m.space->download(m.proj, projections);

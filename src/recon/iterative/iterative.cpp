@@ -91,12 +91,8 @@ void validate_iterative(const projection_view& proj, const geometry& g, const vo
                     fmt::format("--initial: holds {} values but the grid has {} x {} x {} = {} "
                                 "voxels",
                                 opt.initial.size(), vg.nx, vg.ny, vg.nz, vg.voxel_count()));
-    const std::int64_t bad = first_non_finite(opt.initial.data(), vg.voxel_count(), opt.threads);
-    const std::int64_t plane = vg.nx * vg.ny;
-    CTFORGE_EXPECTS(bad < 0, fmt::format("--initial: non-finite value ({}) at voxel (x {}, y {}, "
-                                         "z {})",
-                                         bad < 0 ? 0.0f : opt.initial[static_cast<std::size_t>(bad)],
-                                         bad % vg.nx, (bad % plane) / vg.nx, bad / plane));
+    const std::string bad = first_non_finite_voxel(opt.initial.data(), vg, opt.threads);
+    CTFORGE_EXPECTS(bad.empty(), fmt::format("--initial: non-finite value {}", bad));
     CTFORGE_EXPECTS(opt.checkpoint.resume.iterations == 0,
                     fmt::format("--initial: a resumed {} run starts from its saved state", name));
   }
@@ -180,7 +176,8 @@ void iterative_run::progress(double fraction) {
 }
 
 bool iterative_run::end_iteration(int done, double residual, double objective, double rel_update,
-                                  double criterion, std::initializer_list<const space_buffer*> state,
+                                  double criterion,
+                                  std::initializer_list<const space_buffer*> state,
                                   std::initializer_list<double> scalars) {
   if (opt_.on_iteration) {
     iteration_info info;
