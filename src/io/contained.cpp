@@ -164,8 +164,48 @@ void probe_in_child(const std::string& path, const char* library,
 
 namespace {
 
-/// Reads up to `limit` elements of a numeric dataset or attribute (as double) or of a
-/// string one (its own type), so that the data path of the parser runs too.
+/// Reads the first elements of a numeric dataset: along the last axis of the first row for a
+/// dataset of rank >= 1 (a few chunks at most), the one value of a scalar (rank 0) dataset.
+void touch_numeric_dataset(hid_t obj, hid_t space, int rank) {
+  if (rank == 0) {
+    double v = 0;
+    H5Dread(obj, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v);
+    return;
+  }
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank)), start(dims.size(), 0),
+      count(dims.size(), 1);
+  if (H5Sget_simple_extent_dims(space, dims.data(), nullptr) < 0) return;
+  count.back() = std::min<hsize_t>(dims.back(), 4096);
+  std::vector<double> v(static_cast<std::size_t>(count.back()));
+  const hid_t mem = H5Screate_simple(1, &count.back(), nullptr);
+  if (mem < 0) return;
+  if (H5Sselect_hyperslab(space, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) >=
+      0)
+    H5Dread(obj, H5T_NATIVE_DOUBLE, mem, space, H5P_DEFAULT, v.data());
+  H5Sclose(mem);
+}
+
+/// Reads one string (variable or fixed length) of a dataset or attribute with one element.
+void touch_string(hid_t obj, hid_t type, bool attribute) {
+  if (H5Tis_variable_str(type) > 0) {
+    char* s = nullptr;
+    const herr_t ok = attribute ? H5Aread(obj, type, &s)
+                                : H5Dread(obj, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, &s);
+    if (ok >= 0 && s) H5free_memory(s);
+    return;
+  }
+  const size_t size = H5Tget_size(type);
+  if (size == 0 || size > (1u << 20)) return;
+  std::vector<char> s(size + 1);
+  if (attribute)
+    H5Aread(obj, type, s.data());
+  else
+    H5Dread(obj, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, s.data());
+}
+
+/// Reads a few elements of a numeric dataset or attribute (as double) or of a string one (its
+/// own type), so that the data path of the parser runs too. Datasets and attributes of every
+/// valid shape are handled: scalar (rank 0), empty (no elements), null dataspace.
 void touch_values(hid_t obj, bool attribute) {
   const hid_t type = attribute ? H5Aget_type(obj) : H5Dget_type(obj);
   const hid_t space = attribute ? H5Aget_space(obj) : H5Dget_space(obj);
@@ -179,41 +219,14 @@ void touch_values(hid_t obj, bool attribute) {
   const int rank = H5Sget_simple_extent_ndims(space);
   if (n > 0 && rank >= 0 && rank <= 32) {
     if (cls == H5T_INTEGER || cls == H5T_FLOAT) {
-      if (attribute) {
-        if (n <= 4096) {
-          std::vector<double> v(static_cast<std::size_t>(n));
-          H5Aread(obj, H5T_NATIVE_DOUBLE, v.data());
-        }
-      } else {
-        // The first elements along the last axis of the first row (a few chunks at most).
-        std::vector<hsize_t> dims(static_cast<std::size_t>(rank)), start(dims.size(), 0),
-            count(dims.size(), 1);
-        H5Sget_simple_extent_dims(space, dims.data(), nullptr);
-        if (rank > 0) count.back() = std::min<hsize_t>(dims.back(), 4096);
-        const hsize_t m = rank > 0 ? count.back() : 1;
-        std::vector<double> v(static_cast<std::size_t>(m));
-        const hid_t mem = H5Screate_simple(1, &count.back(), nullptr);
-        if (rank > 0 && H5Sselect_hyperslab(space, H5S_SELECT_SET, start.data(), nullptr,
-                                            count.data(), nullptr) >= 0)
-          H5Dread(obj, H5T_NATIVE_DOUBLE, mem, space, H5P_DEFAULT, v.data());
-        else if (rank == 0)
-          H5Dread(obj, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
-        if (mem >= 0) H5Sclose(mem);
+      if (!attribute) {
+        touch_numeric_dataset(obj, space, rank);
+      } else if (n <= 4096) {
+        std::vector<double> v(static_cast<std::size_t>(n));
+        H5Aread(obj, H5T_NATIVE_DOUBLE, v.data());
       }
     } else if (cls == H5T_STRING && n == 1) {
-      const size_t size = H5Tget_size(type);
-      if (H5Tis_variable_str(type) > 0) {
-        char* s = nullptr;
-        const herr_t ok = attribute ? H5Aread(obj, type, &s)
-                                    : H5Dread(obj, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, &s);
-        if (ok >= 0 && s) H5free_memory(s);
-      } else if (size > 0 && size <= (1u << 20)) {
-        std::vector<char> s(size + 1);
-        if (attribute)
-          H5Aread(obj, type, s.data());
-        else
-          H5Dread(obj, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, s.data());
-      }
+      touch_string(obj, type, attribute);
     }
   }
   H5Tclose(type);
