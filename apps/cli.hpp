@@ -15,6 +15,7 @@
 
 #include "ctforge/backend.hpp"
 #include "ctforge/cancel.hpp"
+#include "ctforge/formats.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/volume.hpp"
 
@@ -74,6 +75,10 @@ struct grid_options {
   CLI::Option* origin_opt = nullptr;
 };
 void add_grid_options(CLI::App* sub, grid_options& o);
+
+/// --data-path, --flat-path, --dark-path, --angles-path: the datasets of a scan in any HDF5
+/// layout (io::hdf5_scan_paths).
+void add_dataset_options(CLI::App* sub, io::hdf5_scan_paths& p);
 
 /// Voxel grid from the options and the geometry (see the help text of add_grid_options):
 ///  * no size option: nx = ny = detector cols, nz = detector rows;

@@ -233,6 +233,21 @@ void require_writable_dir(const std::string& option, const std::string& path) {
                   fmt::format("{}: directory '{}' does not exist", option, dir.string()));
 }
 
+void add_dataset_options(CLI::App* sub, io::hdf5_scan_paths& p) {
+  sub->add_option("--data-path", p.data,
+                  "HDF5 input: dataset of the frames [n][rows][cols], in any layout (default: "
+                  "found by NXtomo definition or DataExchange's /exchange/data)")
+      ->type_name("DATASET");
+  sub->add_option("--flat-path", p.flats, "HDF5 input: dataset of the flat fields [n][rows][cols]")
+      ->type_name("DATASET");
+  sub->add_option("--dark-path", p.darks, "HDF5 input: dataset of the dark fields [n][rows][cols]")
+      ->type_name("DATASET");
+  sub->add_option("--angles-path", p.angles,
+                  "HDF5 input: dataset of the rotation angles (degrees unless its units "
+                  "attribute says rad), one per projection or one per frame")
+      ->type_name("DATASET");
+}
+
 void add_grid_options(CLI::App* sub, grid_options& o) {
   o.size_opt = sub->add_option("--size", o.size,
                                "Cubic grid of N voxels per axis (N x N x 1 for a single-row "

@@ -30,6 +30,7 @@ struct convert_options {
   std::string description = "ctforge conversion";
   // projections
   std::string flat, dark, geometry;
+  io::hdf5_scan_paths datasets;
   bool transpose = false, flip_u = false, flip_v = false;
   double pixel_size = 1;
   std::string views, rows, cols;
@@ -106,6 +107,7 @@ void convert_projections(const convert_options& o) {
   r.flip_u = o.flip_u;
   r.flip_v = o.flip_v;
   r.dark_path = o.dark;
+  r.datasets = o.datasets;
   r.geometry_path = o.geometry;
   r.pixel_size_mm = o.pixel_size;
   r.select.views = parse_range("--views", o.views);
@@ -202,6 +204,7 @@ runner add_convert(CLI::App& app) {
                 "Projections: reverse the detector rows (files that store the top row first)");
   sub->add_option("--flat", o->flat, "Flat-field TIFF image(s): file, directory or glob")
       ->type_name("PATH");
+  add_dataset_options(sub, o->datasets);
   sub->add_option("--dark", o->dark, "Dark-field TIFF image(s): file, directory or glob")
       ->type_name("PATH");
   sub->add_option("--geometry", o->geometry,

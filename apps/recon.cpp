@@ -42,6 +42,7 @@ struct recon_cli_options {
   bool reference = false;
   // Foreign inputs and outputs (formats.hpp).
   std::string flat, dark;
+  io::hdf5_scan_paths datasets;
   bool transpose = false, flip_u = false, flip_v = false;
   double pixel_size = 1;
   int bin = 1;
@@ -223,6 +224,7 @@ void run(const recon_cli_options& o) {
   read.flip_u = o.flip_u;
   read.flip_v = o.flip_v;
   read.dark_path = o.dark;
+  read.datasets = o.datasets;
   read.geometry_path = o.geometry;
   read.pixel_size_mm = o.pixel_size;
   read.bin_rows = read.bin_cols = o.bin;
@@ -366,7 +368,7 @@ void run(const recon_cli_options& o) {
   if (!slabwise && co.dir.empty()) {
     vol = reconstruct(proj, g, vg, ro);
   } else {
-    const nlohmann::json record = {
+    nlohmann::json record = {
         {"input", file_identity(o.input)},
         {"flat", file_identity(o.flat)},
         {"dark", file_identity(o.dark)},
@@ -382,6 +384,10 @@ void run(const recon_cli_options& o) {
         {"cutoff", ro.cutoff},
         {"backend", where_name},
         {"gpu_interpolation", ro.gpu_hardware_interpolation ? "hardware" : "exact"}};
+    // The datasets named in the input (recorded only when named: older directories resume).
+    const auto& ds = o.datasets;
+    if (!ds.data.empty() || !ds.flats.empty() || !ds.darks.empty() || !ds.angles.empty())
+      record["datasets"] = {ds.data, ds.flats, ds.darks, ds.angles};
     // SIGINT / SIGTERM stop the run at its next batch or iteration with what is complete
     // recorded (exit 130 / 143); a second signal ends it at once.
     const stop_on_signals stop(ro.cancel);
@@ -590,6 +596,7 @@ runner add_recon(CLI::App& app) {
                 "Projections: reverse the detector rows (files that store the top row first)");
   sub->add_option("--flat", o->flat, "Flat-field TIFF image(s) (file, directory or glob)")
       ->type_name("PATH");
+  add_dataset_options(sub, o->datasets);
   sub->add_option("--dark", o->dark, "Dark-field TIFF image(s) (file, directory or glob)")
       ->type_name("PATH");
   sub->add_option("--pixel-size", o->pixel_size,

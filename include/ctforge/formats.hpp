@@ -60,7 +60,21 @@ enum class intensity_mode {
   line_integrals,  ///< already -log(I / I0): only cropped and binned
 };
 
+/// Datasets of an HDF5 scan named by the user (paths inside the file, e.g. "/entry/tomo/data");
+/// empty: found by the format's rules (NXtomo: by the entries' NX_class and definition;
+/// DataExchange: /exchange/...). With `data` given, any HDF5 layout is read: flats, darks and
+/// angles then come from these paths, from the NXtomo entry holding `data` (image_key,
+/// rotation_angle) or from DataExchange's own datasets.
+struct hdf5_scan_paths {
+  std::string data;    ///< frames [n][rows][cols] (NXtomo: all frames, keyed by image_key)
+  std::string flats;   ///< flat (white) fields [n][rows][cols]
+  std::string darks;   ///< dark fields [n][rows][cols]
+  std::string angles;  ///< rotation angles: one per projection or one per frame of `data`
+};
+
 struct projection_read_options {
+  /// HDF5 datasets named by the user (--data-path, --flat-path, --dark-path, --angles-path).
+  hdf5_scan_paths datasets;
   /// Flat (white) / dark field images replacing those stored in the file: a TIFF file, a
   /// directory of TIFF files or a glob pattern; several images are averaged. Empty: use the
   /// file's own (DataExchange data_white/data_dark, NXtomo image_key 1/2) when present.
@@ -142,8 +156,17 @@ struct raw_scan {
 
 /// Readers behind read_projections_any. Ranges are checked against the stored sizes
 /// (usage_error naming the option and the file). Only the selected pixels are read.
-raw_scan read_dxchange(const std::string& path, const detector_selection& sel = {});
-raw_scan read_nxtomo(const std::string& path, const detector_selection& sel = {});
+/// DataExchange, or with `paths.data` any HDF5 layout (see hdf5_scan_paths).
+raw_scan read_dxchange(const std::string& path, const detector_selection& sel = {},
+                       const hdf5_scan_paths& paths = {});
+/// NeXus NXtomo: the first entry (NXentry or NXsubentry, anywhere in the file) whose
+/// `definition` is NXtomo, else the first NeXus entry holding detector frames, else the
+/// first /entry* group holding them (files without NeXus attributes); or the datasets named.
+raw_scan read_nxtomo(const std::string& path, const detector_selection& sel = {},
+                     const hdf5_scan_paths& paths = {});
+/// Where read_nxtomo finds a scan in `path`: entry, frames, image keys, angles, pixel size
+/// ("" for what is absent), one "name: path" per line. Throws error when there is none.
+std::string describe_nxtomo_layout(const std::string& path, const hdf5_scan_paths& paths = {});
 /// `source`: directory, glob pattern, or one (possibly multi-page) TIFF file.
 raw_scan read_tiff_stack(const std::string& source, const detector_selection& sel = {});
 /// TIFF file names a source expands to, in reading order (natural sort). Throws when empty.

@@ -689,7 +689,9 @@ def read_projections(path: PathLike, *, flat: Optional[PathLike] = None,
                      bin_cols: int = 1, pixel_size: float = 1.0, mode: str = "auto",
                      min_transmission: float = 1e-4, transpose: bool = False,
                      flip_u: bool = False, flip_v: bool = False,
-                     band: Optional[Tuple[int, int]] = None, return_info: bool = False):
+                     band: Optional[Tuple[int, int]] = None, return_info: bool = False,
+                     data_path: Optional[str] = None, flat_path: Optional[str] = None,
+                     dark_path: Optional[str] = None, angles_path: Optional[str] = None):
     """Projections from any file ``ctforge recon`` reads (ctforge HDF5, DataExchange, NXtomo,
     TIFF stacks), as line integrals: ``(array (views, rows, cols), Geometry)``, plus a dict
     (format, warnings, clamped pixels) with ``return_info=True``.
@@ -701,12 +703,22 @@ def read_projections(path: PathLike, *, flat: Optional[PathLike] = None,
 
     ``band=(r0, r1)``: only rows ``r0 .. r1 - 1`` of the result (after selection, binning and
     flips), read from the file alone (HDF5 hyperslabs, TIFF scan lines): the same values, bit
-    for bit, as those rows of the whole read, with the geometry of that band of the detector."""
+    for bit, as those rows of the whole read, with the geometry of that band of the detector.
+
+    ``data_path`` / ``flat_path`` / ``dark_path`` / ``angles_path``: datasets of an HDF5 file
+    (any layout; NXtomo entries are otherwise found by their definition wherever they are, and
+    DataExchange files by /exchange), as ``--data-path`` ... on the command line."""
     p, g, inf = _core.read_projections(
         *_read_args(path, flat, dark, geometry, views, rows, cols, bin_rows, bin_cols,
                     pixel_size, mode, min_transmission, transpose, flip_u, flip_v),
-        band=None if band is None else (int(band[0]), int(band[1])))
+        band=None if band is None else (int(band[0]), int(band[1])),
+        **_dataset_args(data_path, flat_path, dark_path, angles_path))
     return (p, Geometry(g), inf) if return_info else (p, Geometry(g))
+
+
+def _dataset_args(data_path, flat_path, dark_path, angles_path) -> dict:
+    return {"data_path": data_path or "", "flat_path": flat_path or "",
+            "dark_path": dark_path or "", "angles_path": angles_path or ""}
 
 
 def _read_args(path, flat, dark, geometry, views, rows, cols, bin_rows, bin_cols, pixel_size,
@@ -724,13 +736,15 @@ def read_projection_geometry(path: PathLike, *, flat: Optional[PathLike] = None,
                              bin_rows: int = 1, bin_cols: int = 1, pixel_size: float = 1.0,
                              mode: str = "auto", min_transmission: float = 1e-4,
                              transpose: bool = False, flip_u: bool = False,
-                             flip_v: bool = False) -> "Geometry":
+                             flip_v: bool = False, data_path: Optional[str] = None,
+                             flat_path: Optional[str] = None, dark_path: Optional[str] = None,
+                             angles_path: Optional[str] = None) -> "Geometry":
     """The geometry :func:`read_projections` returns with the same options, without reading the
     projections (one pixel is read): for planning work on files larger than memory."""
     _, g, _ = _core.read_projections(
         *_read_args(path, flat, dark, geometry, views, rows, cols, bin_rows, bin_cols,
                     pixel_size, mode, min_transmission, transpose, flip_u, flip_v),
-        geometry_only=True)
+        geometry_only=True, **_dataset_args(data_path, flat_path, dark_path, angles_path))
     return Geometry(g)
 
 
@@ -771,7 +785,12 @@ def info(path: PathLike) -> dict:
     kind = _core.content_kind(p)
     out = {"path": p, "kind": kind}
     if kind == "projections":
-        out["format"] = _core.projection_format(p)
+        try:
+            out["format"] = _core.projection_format(p)
+        except Error:
+            # An HDF5 file holding no scan ctforge recognises: the description lists its tree
+            # (and --data-path / data_path= name the frames of a scan in any layout).
+            out["format"] = "hdf5"
     elif kind == "volume":
         out["format"] = _core.volume_format(p)
     else:

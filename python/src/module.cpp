@@ -780,11 +780,13 @@ PYBIND11_MODULE(_core, m) {
          std::array<std::int64_t, 2> rows, std::array<std::int64_t, 2> cols,
          std::int64_t bin_rows, std::int64_t bin_cols, double pixel_size,
          const std::string& mode, double min_transmission, bool transpose, bool flip_u,
-         bool flip_v, std::optional<std::array<std::int64_t, 2>> band,
-         bool geometry_only) -> py::tuple {
+         bool flip_v, std::optional<std::array<std::int64_t, 2>> band, bool geometry_only,
+         const std::string& data_path, const std::string& flat_path,
+         const std::string& dark_path, const std::string& angles_path) -> py::tuple {
         io::projection_read_options o =
             read_options(flat, dark, geometry_path, views, rows, cols, bin_rows, bin_cols,
                          pixel_size, mode, min_transmission, transpose, flip_u, flip_v);
+        o.datasets = {data_path, flat_path, dark_path, angles_path};
         io::loaded_projections lp;
         {
           py::gil_scoped_release nogil;
@@ -792,7 +794,7 @@ PYBIND11_MODULE(_core, m) {
             const geometry whole = io::read_projection_geometry(path, o);
             if (geometry_only) {
               lp.geom = whole;
-              lp.format = io::projection_format(path);
+              lp.format = o.datasets.data.empty() ? io::projection_format(path) : "hdf5";
             } else {
               o = io::row_band_options(o, whole.rows, (*band)[0], (*band)[1]);
             }
@@ -808,7 +810,8 @@ PYBIND11_MODULE(_core, m) {
       py::arg("rows"), py::arg("cols"), py::arg("bin_rows"), py::arg("bin_cols"),
       py::arg("pixel_size"), py::arg("mode"), py::arg("min_transmission"), py::arg("transpose"),
       py::arg("flip_u"), py::arg("flip_v"), py::arg("band") = py::none(),
-      py::arg("geometry_only") = false);
+      py::arg("geometry_only") = false, py::arg("data_path") = "", py::arg("flat_path") = "",
+      py::arg("dark_path") = "", py::arg("angles_path") = "");
 
   // ---- persistent projector pair (ctforge.ProjectorPair, ctforge.linear_operator)
   py::class_<projector_pair>(m, "ProjectorPair")

@@ -652,6 +652,129 @@ class file : public location {
     return st.names;
   }
 
+  /// One link of the file as walk() lists it.
+  struct entry {
+    std::string path;    ///< absolute path of the link
+    std::string kind;    ///< "group", "dataset", "datatype", "soft link", "external link", "other"
+    std::string target;  ///< soft link: the path it names; external link: "file:/path"
+    std::string type;    ///< dataset: stored type name ("float32", "string", "compound", ...)
+    dims_t shape;        ///< dataset: dimensions (empty for a scalar or a null dataspace)
+    bool null_space = false;  ///< dataset with a null dataspace (no elements, no shape)
+    std::string nx_class;     ///< group: its NX_class attribute when that is a string
+  };
+  /// Every link below the root, recursively in name order: hard links to groups, datasets and
+  /// named datatypes (each object once per hard link), soft and external links listed with
+  /// their targets but not followed. Never throws for what a valid file may hold.
+  std::vector<entry> walk() const {
+    struct state {
+      hid_t file;
+      std::vector<entry> out;
+    } st{id_, {}};
+    auto op = [](hid_t, const char* name, const H5L_info_t* info, void* data) -> herr_t {
+      auto& s = *static_cast<state*>(data);
+      entry e;
+      e.path = std::string("/") + name;
+      if (info->type == H5L_TYPE_SOFT || info->type == H5L_TYPE_EXTERNAL) {
+        e.kind = info->type == H5L_TYPE_SOFT ? "soft link" : "external link";
+        std::vector<char> val(info->u.val_size + 1, '\0');
+        if (H5Lget_val(s.file, name, val.data(), val.size(), H5P_DEFAULT) >= 0) {
+          if (info->type == H5L_TYPE_SOFT) {
+            e.target = val.data();
+          } else {
+            const char* fname = nullptr;
+            const char* oname = nullptr;
+            unsigned flags = 0;
+            if (H5Lunpack_elink_val(val.data(), val.size(), &flags, &fname, &oname) >= 0)
+              e.target = fmt::format("{}:{}", fname ? fname : "", oname ? oname : "");
+          }
+        }
+        H5Eclear2(H5E_DEFAULT);
+        s.out.push_back(std::move(e));
+        return 0;
+      }
+      e.kind = "other";
+      object_id o(H5Oopen(s.file, name, H5P_DEFAULT));
+      if (!o) {
+        H5Eclear2(H5E_DEFAULT);
+        s.out.push_back(std::move(e));
+        return 0;
+      }
+      const H5I_type_t t = H5Iget_type(o.get());
+      if (t == H5I_GROUP) e.kind = "group";
+      if (t == H5I_DATATYPE) e.kind = "datatype";
+      if (t == H5I_DATASET) {
+        e.kind = "dataset";
+        datatype_id dt(H5Dget_type(o.get()));
+        if (dt) e.type = type_name(dt.get());
+        dataspace_id sp(H5Dget_space(o.get()));
+        if (sp) {
+          e.null_space = H5Sget_simple_extent_type(sp.get()) == H5S_NULL;
+          const int rank = H5Sget_simple_extent_ndims(sp.get());
+          if (rank > 0) {
+            e.shape.resize(static_cast<std::size_t>(rank));
+            H5Sget_simple_extent_dims(sp.get(), e.shape.data(), nullptr);
+          }
+        }
+      }
+      H5Eclear2(H5E_DEFAULT);
+      s.out.push_back(std::move(e));
+      return 0;
+    };
+    check(H5Lvisit(id_, H5_INDEX_NAME, H5_ITER_INC, op, &st), context_, "H5Lvisit");
+    for (auto& e : st.out) {
+      if (e.kind != "group") continue;
+      e.nx_class = string_attribute_or_empty(e.path, "NX_class");
+    }
+    return st.out;
+  }
+  /// The string attribute `attr` of the object at `path` (links followed), or "" when the
+  /// object or the attribute is missing or the attribute is not a single string.
+  std::string string_attribute_or_empty(const std::string& path, const char* attr) const {
+    const std::string n = absolute(path);
+    if (n != "/" && !has(n)) return {};
+    object_id o(H5Oopen(id_, n.c_str(), H5P_DEFAULT));
+    if (!o) {
+      H5Eclear2(H5E_DEFAULT);
+      return {};
+    }
+    if (H5Aexists(o.get(), attr) <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return {};
+    }
+    attribute_id a(H5Aopen(o.get(), attr, H5P_DEFAULT));
+    if (!a) {
+      H5Eclear2(H5E_DEFAULT);
+      return {};
+    }
+    datatype_id t(H5Aget_type(a.get()));
+    dataspace_id s(H5Aget_space(a.get()));
+    if (!t || !s || H5Tget_class(t.get()) != H5T_STRING ||
+        H5Sget_simple_extent_npoints(s.get()) != 1) {
+      H5Eclear2(H5E_DEFAULT);
+      return {};
+    }
+    try {
+      return impl::read_string(t.get(), s.get(), n, [&](hid_t mem, void* buf) {
+        return H5Aread(a.get(), mem, buf);
+      });
+    } catch (const error&) {
+      H5Eclear2(H5E_DEFAULT);
+      return {};
+    }
+  }
+  /// True when `name` exists and is a group (links followed).
+  bool has_group(std::string_view name) const {
+    const std::string n = absolute(name);
+    if (n == "/") return true;
+    if (!has(n)) return false;
+    object_id o(H5Oopen(id_, n.c_str(), H5P_DEFAULT));
+    if (!o) {
+      H5Eclear2(H5E_DEFAULT);
+      return false;
+    }
+    return H5Iget_type(o.get()) == H5I_GROUP;
+  }
+
   /// Opens a dataset; a missing one gives
   /// "<path>: dataset /x not found (datasets present: /a, /b)".
   dataset open_dataset(std::string_view name) const {

@@ -12,6 +12,7 @@
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
 #include "io/h5.hpp"
+#include "io/nexus.hpp"
 
 namespace ctforge::io {
 namespace {
@@ -271,7 +272,12 @@ projection_stack reorient_projections(const projection_view& p, bool transpose, 
   return out;
 }
 
-std::string projection_format(const std::string& path) {
+namespace {
+
+/// projection_format, knowing the datasets the user names: with the frames named, a
+/// DataExchange file stays "dxchange" and any other HDF5 file is "hdf5" (read by the NXtomo
+/// reader, which finds image keys and angles beside the frames).
+std::string projection_format(const std::string& path, const hdf5_scan_paths& paths) {
   std::error_code ec;
   if (fs::is_directory(path, ec) || has_glob_chars(path)) return "tiff";
   const std::string ext = lower_extension(path);
@@ -279,20 +285,26 @@ std::string projection_format(const std::string& path) {
   CTFORGE_CHECK(fs::exists(path, ec), path + ": no such file or directory");
   auto f = detail::h5::file::open(path);
   if (f.has_dataset("/exchange/data")) return "dxchange";
+  if (!paths.data.empty()) return f.has_dataset("/projections") ? "ctforge" : "hdf5";
   if (f.has_dataset("/projections")) return "ctforge";
-  for (const auto& name : f.dataset_names()) {
-    // NXtomo: /entry*/.../image_key or an NXdata "data" under an entry.
-    if (name.starts_with("/entry") &&
-        (name.ends_with("/image_key") || name.ends_with("/data/data") ||
-         name.ends_with("/detector/data")))
-      return "nxtomo";
-  }
+  if (holds_nxtomo(f)) return "nxtomo";
+  const std::string unreachable = nxtomo_unreachable_frames(f);
   std::string present;
-  for (const auto& d : f.dataset_names()) present += (present.empty() ? "" : ", ") + d;
+  const auto names = f.dataset_names();
+  for (std::size_t i = 0; i < names.size() && i < 20; ++i)
+    present += (present.empty() ? "" : ", ") + names[i];
+  if (names.size() > 20) present += fmt::format(", ... {} more (ctforge info lists them)", names.size() - 20);
   CTFORGE_FAIL(
       fmt::format("{}: not a projection file: no /projections (ctforge), /exchange/data "
-                  "(DataExchange) or /entry*/ NXtomo data (datasets present: {})",
-                  path, present.empty() ? "none" : present));
+                  "(DataExchange) or NXtomo entry with frames{} (datasets present: {}); "
+                  "--data-path names the frames [n][rows][cols] in any HDF5 layout",
+                  path, unreachable, present.empty() ? "none" : present));
+}
+
+}  // namespace
+
+std::string projection_format(const std::string& path) {
+  return projection_format(path, hdf5_scan_paths{});
 }
 
 namespace {
@@ -304,7 +316,7 @@ loaded_projections load_projections(const std::string& path, const projection_re
                                     bool frames) {
   CTFORGE_EXPECTS(opt.pixel_size_mm > 0 && std::isfinite(opt.pixel_size_mm),
                   fmt::format("pixel size must be positive (got {})", opt.pixel_size_mm));
-  const std::string format = projection_format(path);
+  const std::string format = projection_format(path, opt.datasets);
   loaded_projections out;
   out.format = format;
   std::vector<std::string> notes;
@@ -318,16 +330,26 @@ loaded_projections load_projections(const std::string& path, const projection_re
     read_sel = {one(opt.select.views), one(opt.select.rows), one(opt.select.cols)};
   }
   if (format == "ctforge") {
+    CTFORGE_EXPECTS(opt.datasets.data.empty() && opt.datasets.flats.empty() &&
+                        opt.datasets.darks.empty() && opt.datasets.angles.empty(),
+                    fmt::format("--data-path, --flat-path, --dark-path, --angles-path: {} is a "
+                                "ctforge projection file, whose datasets are fixed",
+                                path));
     scan = read_native_selection(path, read_sel, stored_geometry);
     CTFORGE_EXPECTS(
         mode != intensity_mode::raw,
         fmt::format("{}: ctforge projection files hold line integrals, not raw counts", path));
     if (opt.flat_path.empty() && opt.dark_path.empty()) mode = intensity_mode::line_integrals;
   } else if (format == "dxchange") {
-    scan = read_dxchange(path, read_sel);
-  } else if (format == "nxtomo") {
-    scan = read_nxtomo(path, read_sel);
+    scan = read_dxchange(path, read_sel, opt.datasets);
+  } else if (format == "nxtomo" || format == "hdf5") {
+    scan = read_nxtomo(path, read_sel, opt.datasets);
   } else {
+    CTFORGE_EXPECTS(opt.datasets.data.empty() && opt.datasets.flats.empty() &&
+                        opt.datasets.darks.empty() && opt.datasets.angles.empty(),
+                    fmt::format("--data-path, --flat-path, --dark-path, --angles-path name "
+                                "datasets of an HDF5 file; {} is a TIFF stack",
+                                path));
     scan = read_tiff_stack(path, read_sel);
   }
 
@@ -387,8 +409,11 @@ loaded_projections load_projections(const std::string& path, const projection_re
     CTFORGE_EXPECTS(format != "ctforge",
                     fmt::format("{}: no /geometry dataset; pass --geometry FILE", path));
     CTFORGE_CHECK(static_cast<std::int64_t>(scan.angles_rad.size()) == scan.full_views,
-                  fmt::format("{}: {} rotation angles for {} views and no geometry given", path,
-                              scan.angles_rad.size(), scan.full_views));
+                  fmt::format("{}: {} rotation angles for {} views and no geometry given{}",
+                              path, scan.angles_rad.size(), scan.full_views,
+                              format == "tiff" ? ""
+                                               : " (--angles-path names the dataset of the "
+                                                 "angles, --geometry gives a geometry file)"));
     const double du = scan.pixel_u_mm > 0 ? scan.pixel_u_mm : opt.pixel_size_mm;
     const double dv = scan.pixel_v_mm > 0 ? scan.pixel_v_mm : opt.pixel_size_mm;
     if (scan.pixel_u_mm <= 0)
@@ -473,6 +498,36 @@ std::string content_kind(const std::string& path) {
   return "volume";
 }
 
+namespace {
+
+/// Every link of an HDF5 file that holds no scan or volume ctforge recognises: groups (with
+/// their NX_class), datasets (type and shape), soft and external links (with their targets).
+std::string describe_hdf5_tree(const detail::h5::file& f) {
+  const auto walk = f.walk();
+  std::string d = fmt::format(
+      "{}: HDF5 file, {} objects and links (no ctforge volume or projections, no DataExchange "
+      "or NXtomo scan recognised{}; --data-path names the frames [n][rows][cols] of a scan)\n",
+      f.path(), walk.size(), nxtomo_unreachable_frames(f));
+  constexpr std::size_t shown = 400;
+  for (std::size_t i = 0; i < walk.size() && i < shown; ++i) {
+    const auto& e = walk[i];
+    std::string what = e.kind;
+    if (e.kind == "group" && !e.nx_class.empty()) what += " " + e.nx_class;
+    if (e.kind == "dataset")
+      what += " " + e.type + " " +
+              (e.null_space ? std::string("(null dataspace)") : detail::h5::shape_string(e.shape));
+    if (!e.target.empty()) what += " -> " + e.target;
+    std::string name;  // control characters (newlines and tabs in real files' names) escaped
+    for (const char c : e.path)
+      name += c == '\n' ? std::string("\\n") : c == '\t' ? std::string("\\t") : std::string(1, c);
+    d += fmt::format("  {:<40} {}\n", name, what);
+  }
+  if (walk.size() > shown) d += fmt::format("  ... {} more\n", walk.size() - shown);
+  return d;
+}
+
+}  // namespace
+
 std::string describe_any(const std::string& path) {
   std::error_code ec;
   const bool dir = fs::is_directory(path, ec);
@@ -494,6 +549,7 @@ std::string describe_any(const std::string& path) {
   if (!dir && !has_glob_chars(path) && ext != ".tif" && ext != ".tiff") {
     auto f = detail::h5::file::open(path);
     if (f.has_dataset("/volume") || f.has_dataset("/projections")) return describe_file(path);
+    if (!f.has_dataset("/exchange/data") && !holds_nxtomo(f)) return describe_hdf5_tree(f);
   }
   const std::string format = projection_format(path);
   // Foreign projection data: shapes, angles and the value range of the first view.
@@ -505,6 +561,13 @@ std::string describe_any(const std::string& path) {
   std::string d =
       fmt::format("{}: {} projections\n  views {}, rows {}, cols {} ({} data)\n", path, format,
                   s.full_views, s.full_rows, s.full_cols, s.integer_data ? "integer" : "float");
+  if (format == "nxtomo") {
+    std::string layout = describe_nxtomo_layout(path);
+    for (std::size_t k = 0; (k = layout.find('\n', k)) != std::string::npos && k + 1 < layout.size();
+         k += 3)
+      layout.replace(k, 1, "\n  ");
+    d += "  " + layout;
+  }
   if (format == "tiff") {
     const auto files = list_tiff_files(path);
     d += fmt::format("  files {} ({} ... {})\n", files.size(),
