@@ -72,7 +72,14 @@ volume_geometry default_grid(const geometry& g, const grid_request& r) {
       CTFORGE_EXPECTS(std::isfinite(spacing[a]) && spacing[a] > 0,
                       fmt::format("{}: must be positive (got {})", r.spacing_option, spacing[a]));
     }
+  } else if (!r.size) {
+    // The pixel pitch at the isocentre; a displaced detector's wider field takes more voxels
+    // of that spacing (ceil(2 field / du) of them), not other voxels.
+    const double m = magnification(g);
+    const double su = std::abs(g.pixel_u_mm) / m, sv = std::abs(g.pixel_v_mm) / m;
+    spacing = {su, su, sv};
   } else {
+    // Sizes given: the field in that many voxels.
     const double m = magnification(g);
     const double fov_u = 2 * field / m;
     const double fov_v = static_cast<double>(g.rows) * std::abs(g.pixel_v_mm) / m;
