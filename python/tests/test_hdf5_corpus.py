@@ -105,7 +105,7 @@ def test_every_kind_of_valid_file_opens(tmp_path, cli):
     names = []
     with h5py.File(path, "r") as f:
         f.visit_links(names.append)  # every link: hard, soft, external
-    assert len(names) > 30
+    assert len(names) >= 27  # every kind written above
     for n in names:
         assert "/" + n in r.stdout, (n, r.stdout)
     assert "/entry/duration" in r.stdout and "int64 scalar" in r.stdout
