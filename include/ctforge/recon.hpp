@@ -150,9 +150,11 @@ struct recon_options {
   /// FDK / FBP, displaced detector: width, in detector pixels (>= 1), of the smooth ramps at
   /// the two ends of the overlap both sides of the detector cover; between them each of a
   /// line's two measurements weighs 1/2 (as on a centred detector: the least noise). Clamped to
-  /// the overlap's width, which gives Wang's ramp across the whole overlap. 16 pixels keep the
-  /// ramp's slope (at most pi / (4 x 16) per pixel) gentle enough for the ramp filter on a
-  /// band only 2 x 16 pixels wide.
+  /// the overlap's width, which gives Wang's ramp across the whole overlap. The default, 16
+  /// pixels, keeps the ramp's slope under pi / (4 x 16) per pixel, smooth for the ramp filter,
+  /// while only 2 x 16 columns weigh other than 1/2 (5.5-pixel offset on 201 pixels: the
+  /// background noise of uniform 1/2 weights; Wang's ramp: 10% more, tests/recon/
+  /// fdk_setup_test.cpp).
   double offset_transition_px = k_default_offset_transition_px;
   // Iterative methods (filter and cutoff do not apply):
   int iterations = 50;      ///< iterations (OS-SART, OSEM: passes over all subsets), >= 1
