@@ -945,19 +945,24 @@ PYBIND11_MODULE(_core, m) {
           [](const slab_run& r, std::size_t i, const py::handle& band_obj,
              const std::string& algo, const std::string& filter, double cutoff,
              const std::string& where, int device, int threads, std::int64_t gpu_memory_limit,
-             const std::string& interpolation, bool reference) {
+             const std::string& interpolation, bool reference,
+             const std::string& displaced_detector, double offset_transition) {
             CTFORGE_EXPECTS(i < r.units().size(), "unit index out of range");
             const farray band = require_array(band_obj, 3, "band");
             const projection_view p = projection_arg(band);
-            const recon_options opt =
+            recon_options opt =
                 make_recon_options(algo, filter, cutoff, 1, 1.0, false, where, device, threads,
                                    gpu_memory_limit, interpolation, reference);
+            opt.displaced_detector = parse_displaced_detector(displaced_detector);
+            opt.offset_transition_px = offset_transition;
             py::gil_scoped_release nogil;
             r.compute_unit(i, p, opt);
           },
           py::arg("unit"), py::arg("band"), py::arg("algorithm"), py::arg("filter"),
           py::arg("cutoff"), py::arg("backend"), py::arg("device"), py::arg("threads"),
-          py::arg("gpu_memory_limit"), py::arg("gpu_interpolation"), py::arg("reference"));
+          py::arg("gpu_memory_limit"), py::arg("gpu_interpolation"), py::arg("reference"),
+          py::arg("displaced_detector") = "auto",
+          py::arg("offset_transition") = k_default_offset_transition_px);
   m.def("default_unit_planes", &default_unit_planes, py::arg("grid"));
 
   py::class_<py_volume_writer>(m, "VolumeFileWriter")
