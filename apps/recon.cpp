@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 
 #include <filesystem>
@@ -34,6 +35,8 @@ struct recon_cli_options {
   grid_options grid;
   std::string filter = "ram-lak";
   double cutoff = 1.0;
+  std::string displaced_detector = "auto";
+  double offset_transition = k_default_offset_transition_px;
   std::string geometry;
   backend_cli_options gpu;
   int threads = 0;
@@ -109,7 +112,9 @@ bool applies(const std::string& name, algorithm a) {
   if (name == "--relaxation") return a == algorithm::sirt || a == algorithm::os_sart;
   if (name == "--nonnegative")  // OSEM: non-negative by construction, the flag changes nothing
     return is_iterative(a);      // CGLS: refused by reconstruct with the reason
-  if (name == "--filter" || name == "--cutoff" || name == "--unit-planes") return !is_iterative(a);
+  if (name == "--filter" || name == "--cutoff" || name == "--unit-planes" ||
+      name == "--displaced-detector" || name == "--offset-transition")
+    return !is_iterative(a);
   // --iterations, --backprojector, --tolerance, --initial, --log-iterations,
   // --checkpoint-every, --checkpoint-seconds:
   return is_iterative(a);
@@ -180,6 +185,11 @@ void run(const recon_cli_options& o) {
       std::isfinite(o.cutoff) && o.cutoff > 0 && o.cutoff <= 1,
       fmt::format("--cutoff: must be in (0, 1] (a fraction of Nyquist; got {})", o.cutoff));
   ro.cutoff = o.cutoff;
+  ro.displaced_detector = parse_displaced_detector(o.displaced_detector);
+  CTFORGE_EXPECTS(std::isfinite(o.offset_transition) && o.offset_transition >= 1,
+                  fmt::format("--offset-transition: must be >= 1 (detector pixels; got {})",
+                              o.offset_transition));
+  ro.offset_transition_px = o.offset_transition;
   require_thread_count(o.threads);
   require_distinct_paths(
       {{"--output", o.output}, {"--preview", o.preview}, {"--log-iterations", o.log_iterations}},
@@ -269,6 +279,12 @@ void run(const recon_cli_options& o) {
     g = with_center_of_rotation(
         g, parse_doubles("--center-of-rotation", o.center_of_rotation, {1})[0]);
   }
+  if (analytic && ro.displaced_detector == displaced_detector_mode::off &&
+      detector_is_displaced(g))
+    note(o.quiet, "warning: --displaced-detector off: this detector reaches further to one side "
+                  "of the rotation axis than to the other; with the weights of a centred "
+                  "detector its unmatched columns count half, so the ring of the object beyond "
+                  "the narrow side is reconstructed wrong (truncation artefacts)");
   ro.iterations = o.iterations;
   ro.relaxation = o.relaxation;
   ro.nonnegative = o.nonnegative;
@@ -382,6 +398,8 @@ void run(const recon_cli_options& o) {
         {"algorithm", algo_name},
         {"filter", to_string(ro.filter)},
         {"cutoff", ro.cutoff},
+        {"displaced_detector", to_string(ro.displaced_detector)},
+        {"offset_transition_px", ro.offset_transition_px},
         {"backend", where_name},
         {"gpu_interpolation", ro.gpu_hardware_interpolation ? "hardware" : "exact"}};
     // The datasets named in the input (recorded only when named: older directories resume).
@@ -584,6 +602,27 @@ runner add_recon(CLI::App& app) {
                                             "FDK / FBP: filter cut-off as a fraction of "
                                             "Nyquist, in (0, 1]"))
       ->type_name("F")
+      ->capture_default_str();
+  method_option("--displaced-detector",
+                sub->add_option("--displaced-detector", o->displaced_detector,
+                                "FDK / FBP: weighting of a displaced (half-fan) detector: auto "
+                                "(when the detector reaches more than a pixel further to one "
+                                "side of the rotation axis than to the other), on (always) or "
+                                "off (the 1/2 weights of a centred detector: truncates the ring "
+                                "beyond the narrow side; warns)"))
+      ->type_name("auto|on|off")
+      ->capture_default_str();
+  method_option("--offset-transition",
+                sub->add_option("--offset-transition", o->offset_transition,
+                                "FDK / FBP, displaced detector: width (detector pixels, >= 1) "
+                                "of the smooth ramps at the ends of the overlap both sides "
+                                "cover; between them a line's two measurements weigh 1/2 each, "
+                                "as on a centred detector (least noise). The default 16 keeps "
+                                "the ramp's slope under pi/64 per pixel, smooth for the ramp "
+                                "filter, while only 2 x 16 columns weigh other than 1/2; "
+                                "clamped to the overlap's width, which gives Wang's ramp "
+                                "across the whole overlap (the noisier weighting of before)"))
+      ->type_name("PIXELS")
       ->capture_default_str();
   sub->add_option("--geometry", o->geometry,
                   "Geometry JSON file (whole stored scan) to use instead of the file's; required "

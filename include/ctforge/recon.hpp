@@ -54,6 +54,18 @@ struct iteration_info {
 };
 enum class filter_window { ram_lak, shepp_logan, cosine, hamming, hann };
 
+/// FDK / FBP: the weighting of a displaced (half-fan) detector, one that reaches further to one
+/// side of the ray through the rotation axis than to the other.
+///  * automatic: displaced-detector weights when the pixel centres reach on average more than
+///    one pixel further to one side than to the other;
+///  * on: displaced-detector weights whatever the offset;
+///  * off: the weights of a centred detector (1/2 per ray, Parker for short scans); the wide
+///    side's unmatched columns then count half: a displaced detector's outer ring is wrong.
+enum class displaced_detector_mode { automatic, on, off };
+
+/// Default recon_options::offset_transition_px: 16 pixels (see there).
+inline constexpr double k_default_offset_transition_px = 16;
+
 /// "fdk", "fbp", "sirt", "os-sart", "cgls", "fista-tv", "osem" (case-insensitive; '_' for '-').
 algorithm parse_algorithm(std::string_view name);
 std::string to_string(algorithm a);
@@ -61,6 +73,12 @@ backprojector parse_backprojector(std::string_view name);  ///< "auto", "voxel",
 std::string to_string(backprojector b);
 filter_window parse_filter(std::string_view name);  ///< "ram-lak", "shepp-logan", ...
 std::string to_string(filter_window w);
+/// "auto", "on", "off" (case-insensitive); usage_error naming --displaced-detector otherwise.
+displaced_detector_mode parse_displaced_detector(std::string_view name);
+std::string to_string(displaced_detector_mode m);
+/// Whether FDK / FBP's automatic rule takes g's detector as displaced (half-fan); false for
+/// geometries without a circular orbit. For warnings about displaced_detector_mode::off.
+bool detector_is_displaced(const geometry& g);
 
 /// The analytic method when the orbit is circular: fdk for cone beam, fbp for parallel beam,
 /// vector geometries included when their sources (ray directions) fit a circular orbit (see
@@ -127,6 +145,17 @@ struct recon_options {
   algorithm algo = algorithm::fdk;
   filter_window filter = filter_window::ram_lak;
   double cutoff = 1.0;  ///< window cut-off as a fraction of Nyquist, (0, 1]
+  /// FDK / FBP: the weighting of a displaced (half-fan) detector (see displaced_detector_mode).
+  displaced_detector_mode displaced_detector = displaced_detector_mode::automatic;
+  /// FDK / FBP, displaced detector: width, in detector pixels (>= 1), of the smooth ramps at
+  /// the two ends of the overlap both sides of the detector cover; between them each of a
+  /// line's two measurements weighs 1/2 (as on a centred detector: the least noise). Clamped to
+  /// the overlap's width, which gives Wang's ramp across the whole overlap. The default, 16
+  /// pixels, keeps the ramp's slope under pi / (4 x 16) per pixel, smooth for the ramp filter,
+  /// while only 2 x 16 columns weigh other than 1/2 (5.5-pixel offset on 201 pixels: the
+  /// background noise of uniform 1/2 weights; Wang's ramp: 10% more, tests/recon/
+  /// fdk_setup_test.cpp).
+  double offset_transition_px = k_default_offset_transition_px;
   // Iterative methods (filter and cutoff do not apply):
   int iterations = 50;      ///< iterations (OS-SART, OSEM: passes over all subsets), >= 1
   double relaxation = 1.0;  ///< SIRT / OS-SART step length lambda, in (0, 2)
@@ -188,8 +217,10 @@ struct recon_options {
 /// geometries whose views fit such an orbit (sources within 1% of the radius of a fitted circle;
 /// tilted, rotated, flipped or transposed detectors and per-view jitter are fine), which are
 /// resampled onto virtual detectors perpendicular to the central ray first. Full scans
-/// (>= 360 deg) get weight 1/2 per redundant ray, or Wang's displaced-detector weights when the
-/// detector reaches further to one side of the rotation axis than to the other (half-fan);
+/// (>= 360 deg) get weight 1/2 per redundant ray, or displaced-detector weights when the
+/// detector reaches further to one side of the rotation axis than to the other (half-fan: 1/2
+/// in the overlap, 1 on the wide side's unmatched columns, smooth ramps of
+/// opt.offset_transition_px between; opt.displaced_detector forces or forbids them);
 /// short scans with at least 180 deg + fan angle get Parker weights (combined with the
 /// displaced-detector weights when both apply). The iterative methods take any geometry and
 /// run in an iterative space (CPU arrays, or GPU arrays that stay on the device), with

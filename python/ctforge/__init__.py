@@ -529,7 +529,8 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
                 checkpoint_seconds: float = 30.0, subsets: int = 10,
                 tv_weight: Optional[float] = None, tv_iterations: int = 20,
                 backprojector: str = "auto", tolerance: float = 0.0, initial: Any = None,
-                return_log: bool = False) -> Any:
+                return_log: bool = False, displaced_detector: str = "auto",
+                offset_transition: float = 16.0) -> Any:
     """Reconstructs a volume (nz, ny, nx) on ``grid`` from line integrals (views, rows, cols):
     what ``ctforge recon`` does, with the same options (README, "Command line").
 
@@ -540,7 +541,12 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
     or "osem" (Poisson likelihood: low-count data, non-negative; negative data and start
     values count as 0); default
     :func:`default_algorithm`. ``filter``: ram-lak, shepp-logan, cosine, hamming or hann, with
-    ``cutoff`` in (0, 1] of Nyquist.
+    ``cutoff`` in (0, 1] of Nyquist. ``displaced_detector`` (FDK / FBP): "auto" (displaced-
+    detector weights when the detector reaches more than a pixel further to one side of the
+    rotation axis than to the other), "on" or "off" (the 1/2 weights of a centred detector;
+    truncates the ring beyond the narrow side, with a warning); ``offset_transition``: width
+    in detector pixels (>= 1) of the ramps at the ends of the overlap, 1/2 between (clamped to
+    the overlap's width: Wang's ramp across it).
 
     Iterative methods: ``iterations`` (OS-SART / OSEM: passes over all subsets);
     ``relaxation`` in (0, 2) (SIRT, OS-SART); ``nonnegative`` (SIRT, OS-SART, FISTA-TV);
@@ -592,6 +598,7 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
     # as the command line refuses them.
     applies = {
         "filter": not iterative, "cutoff": not iterative, "unit_planes": not iterative,
+        "displaced_detector": not iterative, "offset_transition": not iterative,
         "iterations": iterative, "nonnegative": iterative, "backprojector": iterative,
         "tolerance": iterative, "initial": iterative, "return_log": iterative,
         "checkpoint_every": iterative, "checkpoint_seconds": iterative,
@@ -599,6 +606,8 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
         "tv_weight": method == "fista-tv", "tv_iterations": method == "fista-tv"}
     given = {
         "filter": filter != "ram-lak", "cutoff": cutoff != 1.0, "unit_planes": unit_planes != 0,
+        "displaced_detector": displaced_detector != "auto",
+        "offset_transition": offset_transition != 16.0,
         "iterations": iterations != 50, "nonnegative": bool(nonnegative),
         "backprojector": backprojector != "auto", "tolerance": tolerance != 0.0,
         "initial": initial is not None, "return_log": bool(return_log),
@@ -620,6 +629,13 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
                                                                   if not iterative else ()):
             if given[name]:
                 raise UsageError(f"{name}: needs checkpoint_dir")
+    if (not iterative and str(displaced_detector).lower() == "off"
+            and _core.detector_is_displaced(g)):
+        import warnings
+        warnings.warn("displaced_detector='off': this detector reaches further to one side of "
+                      "the rotation axis than to the other; with the weights of a centred "
+                      "detector the ring beyond the narrow side is reconstructed wrong "
+                      "(truncation artefacts)", stacklevel=2)
     record = "{}"
     if checkpoint_dir is not None:
         if not isinstance(data, np.ndarray):
@@ -632,6 +648,8 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
             "grid": {"shape": list(vg.shape), "spacing_mm": list(vg.spacing),
                      "origin_mm": list(vg.origin)},
             "algorithm": algo, "filter": filter, "cutoff": float(cutoff), "backend": backend,
+            "displaced_detector": str(displaced_detector),
+            "offset_transition": float(offset_transition),
             "gpu_interpolation": gpu_interpolation, "reference": bool(reference)})
     return _core.reconstruct(data, g, vg, algo, filter, float(cutoff), int(iterations),
                              float(relaxation), bool(nonnegative), backend, int(device),
@@ -640,7 +658,8 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
                              _os.fspath(checkpoint_dir) if checkpoint_dir is not None else "",
                              int(unit_planes), int(checkpoint_every), float(checkpoint_seconds),
                              record, int(subsets), float(tv_weight), int(tv_iterations),
-                             str(backprojector), float(tolerance), init, bool(return_log))
+                             str(backprojector), float(tolerance), init, bool(return_log),
+                             str(displaced_detector), float(offset_transition))
 
 
 def to_device(array: Any, device: int = 0) -> DeviceArray:

@@ -202,7 +202,8 @@ def _slab_unit_task(spec: dict, unit: int) -> dict:
         band, _ = ctforge.read_projections(spec["input"], band=(r0, r1), **spec["read"])
         o = spec["options"]
         run.compute_unit(unit, band, o["algorithm"], o["filter"], o["cutoff"], o["backend"],
-                         o["device"], o["threads"], 0, o["gpu_interpolation"], False)
+                         o["device"], o["threads"], 0, o["gpu_interpolation"], False,
+                         o["displaced_detector"], o["offset_transition"])
     return {"unit": unit, "computed": not done, "seconds": time.perf_counter() - t0,
             "worker": _where()}
 
@@ -341,7 +342,9 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
                 checkpoint_every: int = 5, center_of_rotation: Any = None,
                 backend: str = "auto", device: int = 0, threads: int = 0,
                 gpu_interpolation: str = "exact", keep_units: bool = False,
-                progress: Optional[Callable[[float], None]] = None, **read: Any) -> dict:
+                progress: Optional[Callable[[float], None]] = None,
+                displaced_detector: str = "auto", offset_transition: float = 16.0,
+                **read: Any) -> dict:
     """Reconstructs projection file ``input`` into volume file ``output`` on the workers of
     Dask ``client``; returns a summary (units, how many were computed and reused, the workers,
     seconds).
@@ -350,7 +353,8 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
     (``flat=``, ``dark=``, ``geometry=``, ``bin_rows=``, ``flip_v=``, ...). The grid is
     ``grid`` (a :class:`ctforge.VolumeGeometry`) or ``default_grid(geometry, shape, spacing,
     origin)``; ``algorithm``, ``filter``, ``cutoff``, ``iterations``, ``relaxation``,
-    ``nonnegative``, ``backend``, ``threads`` as in :func:`ctforge.reconstruct`;
+    ``nonnegative``, ``backend``, ``threads``, ``displaced_detector``, ``offset_transition``
+    as in :func:`ctforge.reconstruct`;
     ``center_of_rotation``: a detector column or "auto" (estimated from 32 central rows).
 
     ``checkpoint_dir`` (shared by all workers; default ``.<output>.units/`` beside the output)
@@ -384,9 +388,16 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
     algo = algorithm or ctforge.default_algorithm(g)
     if algo not in ("fdk", "fbp", "sirt"):
         raise ctforge.UsageError(f"algorithm: expected fdk, fbp or sirt (got {algo!r})")
+    if algo == "sirt":
+        for name, given in (("displaced_detector", displaced_detector != "auto"),
+                            ("offset_transition", offset_transition != 16.0)):
+            if given:
+                raise ctforge.UsageError(f"{name}: does not apply to algorithm sirt")
     options = {"algorithm": algo, "filter": filter, "cutoff": float(cutoff), "backend": backend,
                "device": int(device), "threads": int(threads),
-               "gpu_interpolation": gpu_interpolation}
+               "gpu_interpolation": gpu_interpolation,
+               "displaced_detector": str(displaced_detector),
+               "offset_transition": float(offset_transition)}
     read_record = {k: (list(ctforge._range(v, k)) if k in ("views", "rows", "cols") else
                        _file_identity(v) if k in ("flat", "dark", "geometry") else v)
                    for k, v in sorted(read.items())}
@@ -453,7 +464,7 @@ def _sirt(client, input, output, g, grid, grid_spec, record, options, read, dir,
     # Not the iteration count: a run may be continued to more iterations.
     record = dict(record, relaxation=float(relaxation), nonnegative=bool(nonnegative),
                   parts=bounds)
-    for k in ("filter", "cutoff"):
+    for k in ("filter", "cutoff", "displaced_detector", "offset_transition"):
         record.pop(k, None)
     run = _open_run(dir, record)
     spec = {"input": input, "read": read, "grid": grid_spec, "options": options, "run": run,
@@ -608,6 +619,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--origin", metavar="X,Y,Z")
     r.add_argument("--filter", default="ram-lak")
     r.add_argument("--cutoff", type=float, default=1.0)
+    r.add_argument("--displaced-detector", default="auto", choices=("auto", "on", "off"))
+    r.add_argument("--offset-transition", type=float, default=16.0, metavar="PIXELS")
     r.add_argument("--iterations", type=int, default=50)
     r.add_argument("--relaxation", type=float, default=1.0)
     r.add_argument("--nonnegative", action="store_true")
@@ -687,7 +700,9 @@ def _run(args: argparse.Namespace) -> dict:
             unit_planes=args.unit_planes, shape=shape,
             spacing=_numbers(args.spacing, "--spacing", (1, 3)),
             origin=_numbers(args.origin, "--origin", (3,)), algorithm=args.algorithm,
-            filter=args.filter, cutoff=args.cutoff, iterations=args.iterations,
+            filter=args.filter, cutoff=args.cutoff,
+            displaced_detector=args.displaced_detector, offset_transition=args.offset_transition,
+            iterations=args.iterations,
             relaxation=args.relaxation, nonnegative=args.nonnegative, parts=args.parts,
             checkpoint_every=args.checkpoint_every, center_of_rotation=cor,
             backend=args.backend, threads=args.threads, gpu_interpolation=args.gpu_interpolation,

@@ -648,7 +648,8 @@ PYBIND11_MODULE(_core, m) {
          std::int64_t unit_planes, int checkpoint_every, double checkpoint_seconds,
          const std::string& run_record, int subsets, double tv_weight, int tv_iterations,
          const std::string& backprojector_name, double tolerance, const py::object& initial,
-         bool return_log) -> py::object {
+         bool return_log, const std::string& displaced_detector,
+         double offset_transition) -> py::object {
         // A NumPy array, or the DLPack capsule of an array on a CUDA device (or on the host).
         farray in;
         projection_view p;
@@ -672,6 +673,8 @@ PYBIND11_MODULE(_core, m) {
         opt.tv_iterations = tv_iterations;
         opt.backprojector = parse_backprojector(backprojector_name);
         opt.tolerance = tolerance;
+        opt.displaced_detector = parse_displaced_detector(displaced_detector);
+        opt.offset_transition_px = offset_transition;
         farray init;
         if (!initial.is_none()) {
           init = require_array(initial, 3, "initial");
@@ -747,7 +750,10 @@ PYBIND11_MODULE(_core, m) {
       py::arg("checkpoint_seconds") = 30.0, py::arg("run_record") = "{}",
       py::arg("subsets") = 10, py::arg("tv_weight") = 0.0, py::arg("tv_iterations") = 20,
       py::arg("backprojector") = "auto", py::arg("tolerance") = 0.0,
-      py::arg("initial") = py::none(), py::arg("return_log") = false);
+      py::arg("initial") = py::none(), py::arg("return_log") = false,
+      py::arg("displaced_detector") = "auto",
+      py::arg("offset_transition") = k_default_offset_transition_px);
+  m.def("detector_is_displaced", &detector_is_displaced, py::arg("geometry"));
   m.def(
       "estimate_center_of_rotation",
       [](const py::handle& proj_obj, const geometry& g) {
@@ -942,19 +948,24 @@ PYBIND11_MODULE(_core, m) {
           [](const slab_run& r, std::size_t i, const py::handle& band_obj,
              const std::string& algo, const std::string& filter, double cutoff,
              const std::string& where, int device, int threads, std::int64_t gpu_memory_limit,
-             const std::string& interpolation, bool reference) {
+             const std::string& interpolation, bool reference,
+             const std::string& displaced_detector, double offset_transition) {
             CTFORGE_EXPECTS(i < r.units().size(), "unit index out of range");
             const farray band = require_array(band_obj, 3, "band");
             const projection_view p = projection_arg(band);
-            const recon_options opt =
+            recon_options opt =
                 make_recon_options(algo, filter, cutoff, 1, 1.0, false, where, device, threads,
                                    gpu_memory_limit, interpolation, reference);
+            opt.displaced_detector = parse_displaced_detector(displaced_detector);
+            opt.offset_transition_px = offset_transition;
             py::gil_scoped_release nogil;
             r.compute_unit(i, p, opt);
           },
           py::arg("unit"), py::arg("band"), py::arg("algorithm"), py::arg("filter"),
           py::arg("cutoff"), py::arg("backend"), py::arg("device"), py::arg("threads"),
-          py::arg("gpu_memory_limit"), py::arg("gpu_interpolation"), py::arg("reference"));
+          py::arg("gpu_memory_limit"), py::arg("gpu_interpolation"), py::arg("reference"),
+          py::arg("displaced_detector") = "auto",
+          py::arg("offset_transition") = k_default_offset_transition_px);
   m.def("default_unit_planes", &default_unit_planes, py::arg("grid"));
 
   py::class_<py_volume_writer>(m, "VolumeFileWriter")

@@ -74,6 +74,21 @@ def test_fdk_units_equal_one_process_bit_for_bit(client, scan, tmp_path):
     assert np.array_equal(ctforge.read_volume(tmp_path / "v.mha")[0], ref)
 
 
+def test_displaced_detector_options_reach_the_units(client, scan, tmp_path):
+    """displaced_detector / offset_transition reach every unit: the one-process result with
+    the same options bit for bit (not the default one); refused for SIRT."""
+    _, path, g, p = scan
+    kw = {"displaced_detector": "on", "offset_transition": 4.0}
+    cd.reconstruct(client, path, tmp_path / "v.h5", shape=GRID, unit_planes=8, threads=1, **kw)
+    vol, _ = ctforge.read_volume(tmp_path / "v.h5")
+    ref, grid = one_process(scan, 8, tmp_path, **kw)
+    assert np.array_equal(vol, ref)
+    assert not np.array_equal(vol, ctforge.reconstruct(p, g, grid, threads=1))
+    with pytest.raises(ctforge.UsageError, match="displaced_detector: does not apply"):
+        cd.reconstruct(client, path, tmp_path / "s.h5", shape=GRID, algorithm="sirt",
+                       displaced_detector="off")
+
+
 def test_worker_killed_mid_run_result_complete_and_identical(client, scan, tmp_path):
     _, path, g, p = scan
     ck = tmp_path / "ck"

@@ -13,12 +13,14 @@
 // the weights of the measurements of one line must sum to 1:
 //  * centred detector, full scan: 1/2 each (folded into view_scale);
 //  * centred detector, short scan: Parker's weights (parker_weight);
-//  * displaced (half-fan) detector, full scan: Wang's weights (displaced_weight), a smooth
-//    ramp from 0 to 1 across the overlap |a| <= m that both sides of the detector cover, 1
-//    beyond it on the wide side, where the conjugate is not on the detector;
+//  * displaced (half-fan) detector, full scan: displaced_weight: 1/2 in the overlap |a| <= m
+//    that both sides of the detector cover, 1 beyond it on the wide side, where the conjugate
+//    is not on the detector, 0 beyond -m, with smooth ramps of width t (transition_mm) at both
+//    ends of the overlap; t = 2m is Wang's ramp across the whole overlap;
 //  * displaced detector, short scan: the normalised weights A(beta) W(a) / sum over the
 //    measurements of that line of A W, with A a smooth window over the scan (scan_window) and
-//    W Wang's ramp: the measurements of one line sum to 1, a line measured once gets 1.
+//    W the same displaced_weight: the measurements of one line sum to 1, a line measured once
+//    gets 1.
 #pragma once
 
 #include "kernels/hd.cuh"
@@ -39,6 +41,9 @@ struct preweight_params {
   /// Displaced (half-fan) detector: half-width (mm) of the overlap |a| <= m that both sides of
   /// the detector cover on every view; 0 = centred detector (no displaced weighting).
   float overlap_mm;
+  /// Displaced detector: width (mm) of the ramps at the ends of the overlap, in (0, 2 m];
+  /// 0 or more than 2 m: 2 m (Wang's ramp across the whole overlap).
+  float transition_mm;
   float wide_sign;   ///< +1 when the detector extends further along +a than along -a, else -1
   float scan_range;  ///< covered arc (rad); the window of displaced short scans
   int curved;        ///< 1: cylindrical detector (a = arc length, gamma = a / SDD)
@@ -75,14 +80,34 @@ CTFORGE_HD float parker_weight(float beta, float gamma, float delta) {
   return 0.0f;
 }
 
-/// Wang's displaced-detector weight of detector coordinate x (mm, positive towards the wide
-/// side) for an overlap of half-width m > 0: 0 for x <= -m, sin^2(pi/4 (x/m + 1)) inside, 1 for
-/// x >= m. W(x) + W(-x) = 1 on the overlap, and the ramp's slope is 0 at both ends.
-CTFORGE_HD float displaced_weight(float x, float m) {
-  if (x <= -m) return 0.0f;
-  if (x >= m) return 1.0f;
-  const float s = sinf(0.25f * k_pi_f * (x / m + 1.0f));
+/// Smooth step of width w > 0 centred on 0: 0 for y <= -w/2, sin^2(pi/4 (2y/w + 1)) inside,
+/// 1 for y >= w/2; its slope is 0 at both ends.
+CTFORGE_HD float smooth_step(float y, float w) {
+  const float h = 0.5f * w;
+  if (y <= -h) return 0.0f;
+  if (y >= h) return 1.0f;
+  const float s = sinf(0.25f * k_pi_f * (y / h + 1.0f));
   return s * s;
+}
+
+/// Displaced-detector weight of detector coordinate x (mm, positive towards the wide side) for
+/// an overlap of half-width m > 0 and transition width t (mm; clamped to (0, 2m], 0 = 2m):
+///   W(x) = (S(x - c) + S(x + c)) / 2,  c = m - t/2,  S = smooth_step of width t.
+/// For t <= m: 0 for x <= -m, a ramp to 1/2 over [-m, -m + t], 1/2 on |x| <= m - t (where
+/// both measurements of a line count equally, the least noise), a ramp to 1 over [m - t, m],
+/// 1 beyond (the wide side's unmatched columns). For t = 2m, c = 0 and W is Wang's ramp
+/// sin^2(pi/4 (x/m + 1)) across the whole overlap; in between the two ramps merge. W is
+/// continuous with a continuous slope everywhere. Conjugate rays: W(x) + W(-x) = 1 exactly in
+/// float arithmetic: hi = W(|x|) is in [1/2, 1], and 1 - hi is exact (Sterbenz).
+CTFORGE_HD float displaced_weight(float x, float m, float t) {
+  if (!(t > 0.0f) || t > 2.0f * m) t = 2.0f * m;
+  if (x == 0.0f) return 0.5f;
+  const float ax = x > 0.0f ? x : -x;
+  if (ax >= m) return x > 0.0f ? 1.0f : 0.0f;
+  const float c = m - 0.5f * t;
+  float hi = 0.5f * (smooth_step(ax - c, t) + smooth_step(ax + c, t));
+  hi = hi < 0.5f ? 0.5f : (hi > 1.0f ? 1.0f : hi);
+  return x > 0.0f ? hi : 1.0f - hi;
 }
 
 /// Smooth window over a short scan covering [0, range] (rad): sin^2 ramps of width 2 eps at
@@ -105,11 +130,11 @@ CTFORGE_HD float scan_window(float beta, float range, float eps) {
 /// file comment. gamma = fan angle of the column (0 for parallel beam).
 CTFORGE_HD float displaced_redundancy(const preweight_params& p, float beta, float a, float gamma) {
   const float x = p.wide_sign * a;
-  const float self = displaced_weight(x, p.overlap_mm);
+  const float self = displaced_weight(x, p.overlap_mm, p.transition_mm);
   if (p.parker_delta < 0.0f) return self;  // full scan: the conjugate is always measured
   const float eps = p.parker_delta > 0.0f ? p.parker_delta : 1e-3f;
   const float mine = scan_window(beta, p.scan_range, eps) * self;
-  const float conj = displaced_weight(-x, p.overlap_mm) *
+  const float conj = displaced_weight(-x, p.overlap_mm, p.transition_mm) *
                      (scan_window(beta + k_pi_f - 2.0f * gamma, p.scan_range, eps) +
                       scan_window(beta - k_pi_f - 2.0f * gamma, p.scan_range, eps));
   const float sum = mine + conj;

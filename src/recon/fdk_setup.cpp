@@ -38,7 +38,70 @@ void check_geometry_for(const geometry& g, algorithm algo) {
   }
 }
 
+// The displaced-detector weighting of circular geometry `g` (s.displaced, wide_sign,
+// overlap_mm, transition_mm) under opt.displaced_detector / opt.offset_transition_px.
+void set_displacement(fdk_setup& s, const geometry& g, const recon_options& opt,
+                      const std::string& name) {
+  CTFORGE_EXPECTS(std::isfinite(opt.offset_transition_px) && opt.offset_transition_px >= 1,
+                  fmt::format("--offset-transition: must be >= 1 (detector pixels; got {})",
+                              opt.offset_transition_px));
+  const circular_orbit& o = *g.orbit;
+  const std::int64_t n = g.view_count();
+  const double du_abs = std::abs(g.pixel_u_mm);
+  const double c0 = 0.5 * static_cast<double>(g.cols - 1);
+  const double asym = mean_detector_asymmetry_mm(g);
+  s.wide_sign = asym >= 0 ? 1.0 : -1.0;
+  switch (opt.displaced_detector) {
+    case displaced_detector_mode::automatic:
+      s.displaced = std::abs(asym) > du_abs;
+      break;
+    case displaced_detector_mode::on:
+      s.displaced = true;
+      break;
+    case displaced_detector_mode::off:
+      s.displaced = false;
+      break;
+  }
+  if (!s.displaced) return;
+  double m = std::numeric_limits<double>::infinity();
+  std::int64_t worst = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    const double narrow = s.wide_sign > 0 ? c0 * du_abs - o.offset_u_mm[k]
+                                          : c0 * du_abs + o.offset_u_mm[k];
+    if (narrow < m) {
+      m = narrow;
+      worst = i;
+    }
+  }
+  const auto k = static_cast<std::size_t>(worst);
+  CTFORGE_EXPECTS(
+      m >= du_abs,
+      fmt::format("{}: the detector offset leaves no overlap for displaced-detector "
+                  "weighting: on view {} the detector covers {:.3f} .. {:.3f} mm about the "
+                  "ray through the rotation axis (offset {:.3f} mm, {} pixels of {:.4g} mm), "
+                  "so its narrow side reaches {:.3f} mm, less than one pixel; a half-fan "
+                  "scan needs the central ray at least one pixel inside the detector",
+                  name, worst, -c0 * du_abs + o.offset_u_mm[k], c0 * du_abs + o.offset_u_mm[k],
+                  o.offset_u_mm[k], g.cols, du_abs, m));
+  s.overlap_mm = m;
+  s.transition_mm = std::min(opt.offset_transition_px * du_abs, 2 * m);
+}
+
 }  // namespace
+
+double mean_detector_asymmetry_mm(const geometry& g) {
+  CTFORGE_EXPECTS(g.orbit.has_value(), "mean_detector_asymmetry_mm: needs a circular orbit");
+  const circular_orbit& o = *g.orbit;
+  const double c0 = 0.5 * static_cast<double>(g.cols - 1), du_abs = std::abs(g.pixel_u_mm);
+  const std::int64_t n = g.view_count();
+  double asym = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double off = o.offset_u_mm[static_cast<std::size_t>(i)];
+    asym += (-c0 * du_abs + off) + (c0 * du_abs + off);
+  }
+  return n > 0 ? asym / static_cast<double>(n) : 0.0;
+}
 
 void throw_non_finite(const projection_view& p, std::int64_t index) {
   throw_non_finite(p, index, p.data[static_cast<std::size_t>(index)]);
@@ -163,50 +226,16 @@ fdk_setup make_fdk_setup(const projection_view& proj, const geometry& g, const r
   // --- displaced (half-fan) detector ---------------------------------------------------------
   // Extent of the pixel centres along u_hat (mm) about the principal point, per view. The
   // detector is displaced when it extends more than one pixel further to one side than to the
-  // other (on average over the views); the overlap both sides cover on every view is then
-  // weighted by Wang's ramp (kernels::displaced_redundancy).
-  const double du_abs = std::abs(g.pixel_u_mm);
-  {
-    const double c0 = 0.5 * static_cast<double>(g.cols - 1);
-    double asym = 0;
-    std::vector<double> lo(static_cast<std::size_t>(n)), hi(static_cast<std::size_t>(n));
-    for (std::int64_t i = 0; i < n; ++i) {
-      const auto k = static_cast<std::size_t>(i);
-      lo[k] = -c0 * du_abs + o.offset_u_mm[k];
-      hi[k] = c0 * du_abs + o.offset_u_mm[k];
-      asym += lo[k] + hi[k];
-    }
-    asym /= static_cast<double>(n);
-    s.wide_sign = asym >= 0 ? 1.0 : -1.0;
-    s.displaced = std::abs(asym) > du_abs;
-    if (displacement_from != nullptr) {
-      s.displaced = displacement_from->displaced;
-      s.wide_sign = displacement_from->wide_sign;
-      s.overlap_mm = displacement_from->overlap_mm;
-    } else if (s.displaced) {
-      double m = std::numeric_limits<double>::infinity();
-      std::int64_t worst = 0;
-      for (std::int64_t i = 0; i < n; ++i) {
-        const auto k = static_cast<std::size_t>(i);
-        const double narrow = s.wide_sign > 0 ? -lo[k] : hi[k];
-        if (narrow < m) {
-          m = narrow;
-          worst = i;
-        }
-      }
-      const auto k = static_cast<std::size_t>(worst);
-      CTFORGE_EXPECTS(
-          m >= du_abs,
-          fmt::format("{}: the detector offset leaves no overlap for displaced-detector "
-                      "weighting: on view {} the detector covers {:.3f} .. {:.3f} mm about the "
-                      "ray through the rotation axis (offset {:.3f} mm, {} pixels of {:.4g} mm), "
-                      "so its narrow side reaches {:.3f} mm, less than one pixel; a half-fan "
-                      "scan needs the central ray at least one pixel inside the detector",
-                      name, worst, lo[k], hi[k], o.offset_u_mm[k], g.cols, du_abs, m));
-      s.overlap_mm = m;
-    }
+  // other (on average over the views), or when opt.displaced_detector says so; the overlap both
+  // sides cover on every view is then weighted by kernels::displaced_redundancy.
+  if (displacement_from != nullptr) {
+    s.displaced = displacement_from->displaced;
+    s.wide_sign = displacement_from->wide_sign;
+    s.overlap_mm = displacement_from->overlap_mm;
+    s.transition_mm = displacement_from->transition_mm;
+  } else {
+    set_displacement(s, g, opt, name);
   }
-
   // --- constants --------------------------------------------------------------------------------
   kernels::preweight_params& p = s.params;
   p.cols = static_cast<int>(g.cols);
@@ -219,6 +248,7 @@ fdk_setup make_fdk_setup(const projection_view& proj, const geometry& g, const r
   p.parker_delta = static_cast<float>(delta);
   p.gamma_sign = static_cast<float>(sign);
   p.overlap_mm = s.displaced ? static_cast<float>(s.overlap_mm) : 0.0f;
+  p.transition_mm = s.displaced ? static_cast<float>(s.transition_mm) : 0.0f;
   p.wide_sign = static_cast<float>(s.wide_sign);
   p.scan_range = static_cast<float>(s.scan_range_rad);
   p.curved = g.curved() ? 1 : 0;

@@ -41,6 +41,9 @@ struct fdk_setup {
   /// further to one side of the ray through the rotation axis than to the other.
   bool displaced = false;
   double overlap_mm = 0;  ///< displaced: half-width of the overlap both sides cover (mm)
+  /// displaced: width (mm) of the ramps at the ends of the overlap (recon_options::
+  /// offset_transition_px x |pixel pitch|, clamped to 2 overlap_mm)
+  double transition_mm = 0;
   double wide_sign = 1;   ///< +1: the detector extends further along +u_hat, -1: along -u_hat
 };
 
@@ -56,16 +59,23 @@ struct fdk_setup {
 /// weights with delta = (range - 180 deg) / 2, which needs range >= 180 deg + fan angle
 /// (parallel beam: >= 180 deg). A single view is treated as a full scan sampled once
 /// (angular weight 2 pi, redundancy 1/2).
-/// Displaced detectors (see fdk_setup::displaced) get Wang's weights instead of the 1/2, also
-/// combined with a short scan (kernels::displaced_redundancy); an offset that leaves less than
-/// one pixel of overlap is refused with the numbers.
+/// Displaced detectors (see fdk_setup::displaced; opt.displaced_detector forces or forbids it)
+/// get kernels::displaced_weight instead of the 1/2 (1/2 in the overlap, ramps of
+/// opt.offset_transition_px pixels at its ends), also combined with a short scan
+/// (kernels::displaced_redundancy); an offset that leaves less than one pixel of overlap is
+/// refused with the numbers, as is an --offset-transition below one pixel.
 /// check_values = false skips the scan for non-finite projection values (the CUDA backend checks
 /// them on the device, while pre-weighting, instead of reading the projections twice).
 /// `displacement_from`: take the displaced-detector weighting (displaced, overlap_mm,
-/// wide_sign) from this setup instead of detecting it: the setup of the same scan before its
+/// transition_mm, wide_sign) from this setup instead of detecting it: the setup of the same scan before its
 /// detector was padded (pad_narrow_side), whose padded columns hold no data.
 fdk_setup make_fdk_setup(const projection_view& proj, const geometry& g, const recon_options& opt,
                          bool check_values = true, const fdk_setup* displacement_from = nullptr);
+
+/// Mean over the views of (lowest + highest pixel centre along u_hat, mm, about the ray through
+/// the rotation axis): twice how far the detector's middle sits off that ray. The automatic
+/// displaced-detector rule: |value| > one pixel. Needs g.orbit.
+double mean_detector_asymmetry_mm(const geometry& g);
 
 /// Zero columns that make a displaced detector reach as far to its narrow side as to its wide
 /// side, on every view. The ramp filter's response to the weighted views extends past the

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -99,6 +100,37 @@ filter_window parse_filter(std::string_view name) {
       name));
 }
 
+displaced_detector_mode parse_displaced_detector(std::string_view name) {
+  const std::string n = lower(name);
+  if (n == "auto" || n == "automatic") return displaced_detector_mode::automatic;
+  if (n == "on") return displaced_detector_mode::on;
+  if (n == "off") return displaced_detector_mode::off;
+  throw usage_error(fmt::format(
+      "--displaced-detector: unknown mode '{}' (expected auto, on or off)", name));
+}
+
+std::string to_string(displaced_detector_mode m) {
+  switch (m) {
+    case displaced_detector_mode::automatic:
+      return "auto";
+    case displaced_detector_mode::on:
+      return "on";
+    case displaced_detector_mode::off:
+      return "off";
+  }
+  return "auto";
+}
+
+bool detector_is_displaced(const geometry& g) {
+  try {
+    g.validate();
+    if (!g.orbit) return detector_is_displaced(detail::make_circular_equivalent(g, "").geom);
+    return std::abs(detail::mean_detector_asymmetry_mm(g)) > std::abs(g.pixel_u_mm);
+  } catch (const usage_error&) {
+    return false;  // not a circular orbit: no FDK / FBP
+  }
+}
+
 std::string to_string(filter_window w) {
   switch (w) {
     case filter_window::ram_lak:
@@ -188,6 +220,9 @@ volume reconstruct_impl(const projection_view& proj, const geometry& g, const vo
   recon_options opt_used = opt;
   if (resampled && eq->oversample > 1 && opt.cutoff > 0 && opt.cutoff <= 1)  // else refused below
     opt_used.cutoff = opt.cutoff / eq->oversample;
+  // The displaced-detector transition is in the real detector's pixels.
+  if (resampled && eq->oversample > 1 && opt.offset_transition_px >= 1)  // else refused below
+    opt_used.offset_transition_px = opt.offset_transition_px * eq->oversample;
   // Validation first (usage errors before device errors); the scan for non-finite values is
   // left to the backend: the CPU scans here, the GPU while pre-weighting.
   detail::fdk_setup setup = detail::make_fdk_setup(data, *geo, opt_used, /*check_values=*/false);
