@@ -198,20 +198,35 @@ npy_type parse_descr(const std::string& d, const std::string& path) {
   throw refuse("unsupported kind or size");
 }
 
-float npy_value(const unsigned char* p, const npy_type& t) {
-  unsigned char b[8];
-  std::memcpy(b, p, static_cast<std::size_t>(t.bytes));
-  if (t.big_endian != (std::endian::native == std::endian::big)) std::reverse(b, b + t.bytes);
-  const auto as = [&](auto tag) {
-    decltype(tag) v;
-    std::memcpy(&v, b, sizeof v);
-    return static_cast<float>(v);
-  };
-  if (!t.integer) return t.bytes == 4 ? as(float{}) : as(double{});
+/// Converts n elements of type T (byte-swapped when `swap`) to float.
+template <class T>
+void convert_elements(const unsigned char* src, std::size_t n, bool swap, float* dst) {
+  for (std::size_t k = 0; k < n; ++k) {
+    unsigned char b[sizeof(T)];
+    std::memcpy(b, src + k * sizeof(T), sizeof(T));
+    if (swap) std::reverse(b, b + sizeof(T));
+    T v;
+    std::memcpy(&v, b, sizeof(T));
+    dst[k] = static_cast<float>(v);
+  }
+}
+
+void convert_npy(const unsigned char* src, std::size_t n, const npy_type& t, float* dst) {
+  const bool swap = t.big_endian != (std::endian::native == std::endian::big);
+  if (!t.integer) {
+    if (t.bytes == 4) return convert_elements<float>(src, n, swap, dst);
+    return convert_elements<double>(src, n, swap, dst);
+  }
   switch (t.bytes) {
-    case 1: return t.is_signed ? as(std::int8_t{}) : as(std::uint8_t{});
-    case 2: return t.is_signed ? as(std::int16_t{}) : as(std::uint16_t{});
-    default: return t.is_signed ? as(std::int32_t{}) : as(std::uint32_t{});
+    case 1:
+      return t.is_signed ? convert_elements<std::int8_t>(src, n, swap, dst)
+                         : convert_elements<std::uint8_t>(src, n, swap, dst);
+    case 2:
+      return t.is_signed ? convert_elements<std::int16_t>(src, n, swap, dst)
+                         : convert_elements<std::uint16_t>(src, n, swap, dst);
+    default:
+      return t.is_signed ? convert_elements<std::int32_t>(src, n, swap, dst)
+                         : convert_elements<std::uint32_t>(src, n, swap, dst);
   }
 }
 
@@ -262,8 +277,7 @@ dense_array read_npy_array(const std::string& path) {
   a.shape = h.shape;
   a.integer = t.integer;
   a.data.resize(static_cast<std::size_t>(n));
-  for (std::size_t k = 0; k < a.data.size(); ++k)
-    a.data[k] = npy_value(raw.data() + k * static_cast<std::size_t>(t.bytes), t);
+  convert_npy(raw.data(), a.data.size(), t, a.data.data());
   if (h.fortran) {
     std::vector<std::int64_t> dims = h.shape;
     a.data = c_order_from_fortran(a.data, dims);
