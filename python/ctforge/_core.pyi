@@ -124,7 +124,9 @@ def describe_last_gpu_call(arg0: str) -> str: ...
 def read_projections(path: str, flat: str, dark: str, geometry: str, views: Tuple[int, int],
                      rows: Tuple[int, int], cols: Tuple[int, int], bin_rows: int,
                      bin_cols: int, pixel_size: float, mode: str, min_transmission: float,
-                     transpose: bool, flip_u: bool, flip_v: bool,
+                     transpose: bool, flip_u: bool, flip_v: bool, angles: str = "",
+                     angle_unit: str = "deg", sinogram: bool = False,
+                     open_beam_cols: Sequence[Tuple[int, int]] = ...,
                      band: Optional[Tuple[int, int]] = None,
                      geometry_only: bool = False) -> Tuple[Optional[F32], Geometry, dict]: ...
 def write_projections(path: str, projections: F32, geometry: Geometry) -> None: ...
