@@ -140,3 +140,17 @@ def test_tiff_sinogram_from_the_cli_writer(tmp_path, cli):
     assert ctforge.read_projection_geometry(tif, angles=angles).rows == 1
     with pytest.raises(ctforge.UsageError, match="sinogram"):
         ctforge.read_projections(tmp_path / "tif", angles=angles, sinogram=True)
+
+
+def test_mat_3d_stacks_in_matlab_index_order(tmp_path):
+    scipy_io = pytest.importorskip("scipy.io")
+    h5py = pytest.importorskip("h5py")
+    stack = (np.arange(3 * 4 * 5, dtype=np.float32).reshape(3, 4, 5) * 0.5 + 1)
+    angles = angle_file(tmp_path, ["0", "60", "120"])
+    scipy_io.savemat(tmp_path / "v5.mat", {"proj": stack})  # MATLAB size 3 x 4 x 5
+    p5, _ = ctforge.read_projections(tmp_path / "v5.mat", angles=angles)
+    np.testing.assert_array_equal(p5, stack)
+    with h5py.File(tmp_path / "v73.mat", "w", userblock_size=512) as f:
+        f.create_dataset("proj", data=stack.T).attrs["MATLAB_class"] = np.bytes_("single")
+    p73, _ = ctforge.read_projections(tmp_path / "v73.mat", angles=angles)
+    np.testing.assert_array_equal(p73, stack)
