@@ -36,9 +36,9 @@ angle_list read_angle_list(const std::string& path, bool radians) {
                   fmt::format("{}: {} columns; expected the angle and optionally the image key "
                               "(0 projection, 1 flat, 2 dark, 3 invalid)",
                               where, fields.size()));
-    CTFORGE_CHECK(columns == 0 || fields.size() == columns,
-                  fmt::format("{}: {} columns, the lines before have {}", where, fields.size(),
-                              columns));
+    CTFORGE_CHECK(
+        columns == 0 || fields.size() == columns,
+        fmt::format("{}: {} columns, the lines before have {}", where, fields.size(), columns));
     columns = fields.size();
     double a = 0;
     const auto& f = fields[0];

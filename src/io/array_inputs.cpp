@@ -171,9 +171,10 @@ struct npy_type {
 
 npy_type parse_descr(const std::string& d, const std::string& path) {
   const auto refuse = [&](const std::string& why) {
-    return error(fmt::format("{}: .npy arrays of type '{}' are not supported ({}); expected "
-                             "floats (f4, f8) or integers (i1/u1, i2/u2, i4/u4)",
-                             path, d, why));
+    return error(
+        fmt::format("{}: .npy arrays of type '{}' are not supported ({}); expected "
+                    "floats (f4, f8) or integers (i1/u1, i2/u2, i4/u4)",
+                    path, d, why));
   };
   if (d.size() < 3) throw refuse("unknown type");
   const char order = d[0], kind = d[1];
@@ -244,7 +245,8 @@ dense_array read_npy_array(const std::string& path) {
   const int len_size = major == 1 ? 2 : 4;
   in.read(reinterpret_cast<char*>(len_bytes), len_size);
   std::uint32_t header_len = len_bytes[0] | (len_bytes[1] << 8);
-  if (len_size == 4) header_len |= (std::uint32_t{len_bytes[2]} << 16) | (std::uint32_t{len_bytes[3]} << 24);
+  if (len_size == 4)
+    header_len |= (std::uint32_t{len_bytes[2]} << 16) | (std::uint32_t{len_bytes[3]} << 24);
   CTFORGE_CHECK(in.good() && header_len < (1u << 20), path + ": truncated or corrupt .npy header");
   std::string header(header_len, '\0');
   in.read(header.data(), header_len);
@@ -325,8 +327,9 @@ dense_array read_mat73(const std::string& path, const std::string& name) {
                               path, usable.size(), fmt::join(usable, ", "), fmt::join(all, ", ")));
     var = usable[0];
   }
-  CTFORGE_CHECK(std::find(all.begin(), all.end(), var) != all.end(),
-                fmt::format("{}: no variable '{}' (variables: {})", path, var, fmt::join(all, ", ")));
+  CTFORGE_CHECK(
+      std::find(all.begin(), all.end(), var) != all.end(),
+      fmt::format("{}: no variable '{}' (variables: {})", path, var, fmt::join(all, ", ")));
   auto ds = f.open_dataset("/" + var);
   CTFORGE_CHECK(ds.is_numeric(), fmt::format("{}: variable '{}' holds {}, not real numbers", path,
                                              var, ds.type_name()));
@@ -373,10 +376,9 @@ dense_array read_mat5(const std::string& path, const std::string& name) {
   Mat_LogInitFunc("ctforge", matio_log);
   matio_messages().clear();
   std::unique_ptr<mat_t, mat_closer> mat(Mat_Open(path.c_str(), MAT_ACC_RDONLY));
-  CTFORGE_CHECK(mat != nullptr, fmt::format("{}: cannot read as a MATLAB .mat file{}", path,
-                                            matio_messages().empty()
-                                                ? ""
-                                                : " (" + matio_messages() + ")"));
+  CTFORGE_CHECK(mat != nullptr,
+                fmt::format("{}: cannot read as a MATLAB .mat file{}", path,
+                            matio_messages().empty() ? "" : " (" + matio_messages() + ")"));
   std::vector<std::string> usable, all;
   while (matvar_t* info = Mat_VarReadNextInfo(mat.get())) {
     std::unique_ptr<matvar_t, var_freer> v(info);
@@ -393,8 +395,9 @@ dense_array read_mat5(const std::string& path, const std::string& name) {
                               path, usable.size(), fmt::join(usable, ", "), fmt::join(all, ", ")));
     var = usable[0];
   }
-  CTFORGE_CHECK(std::find(all.begin(), all.end(), var) != all.end(),
-                fmt::format("{}: no variable '{}' (variables: {})", path, var, fmt::join(all, ", ")));
+  CTFORGE_CHECK(
+      std::find(all.begin(), all.end(), var) != all.end(),
+      fmt::format("{}: no variable '{}' (variables: {})", path, var, fmt::join(all, ", ")));
   std::unique_ptr<matvar_t, var_freer> v(Mat_VarRead(mat.get(), var.c_str()));
   CTFORGE_CHECK(v != nullptr && v->data != nullptr,
                 fmt::format("{}: cannot read variable '{}'{}", path, var,
@@ -413,23 +416,43 @@ dense_array read_mat5(const std::string& path, const std::string& name) {
   std::vector<float> stored(n);
   const auto convert = [&](auto tag) {
     using T = decltype(tag);
-    CTFORGE_CHECK(v->nbytes >= n * sizeof(T),
-                  fmt::format("{}: variable '{}': {} data bytes for {} elements", path, var,
-                              v->nbytes, n));
+    CTFORGE_CHECK(
+        v->nbytes >= n * sizeof(T),
+        fmt::format("{}: variable '{}': {} data bytes for {} elements", path, var, v->nbytes, n));
     const T* p = static_cast<const T*>(v->data);
     for (std::size_t k = 0; k < n; ++k) stored[k] = static_cast<float>(p[k]);
   };
   switch (v->class_type) {
-    case MAT_C_DOUBLE: convert(double{}); break;
-    case MAT_C_SINGLE: convert(float{}); break;
-    case MAT_C_INT8: convert(std::int8_t{}); break;
-    case MAT_C_UINT8: convert(std::uint8_t{}); break;
-    case MAT_C_INT16: convert(std::int16_t{}); break;
-    case MAT_C_UINT16: convert(std::uint16_t{}); break;
-    case MAT_C_INT32: convert(std::int32_t{}); break;
-    case MAT_C_UINT32: convert(std::uint32_t{}); break;
-    case MAT_C_INT64: convert(std::int64_t{}); break;
-    default: convert(std::uint64_t{}); break;
+    case MAT_C_DOUBLE:
+      convert(double{});
+      break;
+    case MAT_C_SINGLE:
+      convert(float{});
+      break;
+    case MAT_C_INT8:
+      convert(std::int8_t{});
+      break;
+    case MAT_C_UINT8:
+      convert(std::uint8_t{});
+      break;
+    case MAT_C_INT16:
+      convert(std::int16_t{});
+      break;
+    case MAT_C_UINT16:
+      convert(std::uint16_t{});
+      break;
+    case MAT_C_INT32:
+      convert(std::int32_t{});
+      break;
+    case MAT_C_UINT32:
+      convert(std::uint32_t{});
+      break;
+    case MAT_C_INT64:
+      convert(std::int64_t{});
+      break;
+    default:
+      convert(std::uint64_t{});
+      break;
   }
   a.data = c_order_from_fortran(stored, a.shape);
   return a;
@@ -441,8 +464,7 @@ raw_scan read_npy(const std::string& path, const detector_selection& sel) {
   return scan_from_array(read_npy_array(path), sel, path);
 }
 
-raw_scan read_mat(const std::string& path, const std::string& name,
-                  const detector_selection& sel) {
+raw_scan read_mat(const std::string& path, const std::string& name, const detector_selection& sel) {
   std::error_code ec;
   CTFORGE_CHECK(fs::is_regular_file(path, ec), path + ": no such file");
   dense_array a = is_hdf5_mat(path) ? read_mat73(path, name) : read_mat5(path, name);

@@ -85,7 +85,8 @@ TEST_F(InputsCli, SinogramWithAnglesReconstructsLikeTheOneRowScanWithAGeometry) 
   ASSERT_GT(hi, 0.01f);  // the disc is there (mu 0.02)
   for (std::size_t k = 0; k < a.data.size(); ++k) ASSERT_NEAR(a.data[k], b.data[k], 1e-6f * hi);
   // Negative control: the angle list in radians (stated) is another scan.
-  r = run("recon sino.npy --angles angles.txt --angle-unit rad --pixel-size 0.5 -o rad.h5 "
+  r =
+      run("recon sino.npy --angles angles.txt --angle-unit rad --pixel-size 0.5 -o rad.h5 "
           "--quiet");
   ASSERT_EQ(r.status, 0) << r.output;
   const volume c = io::read_volume(path("rad.h5"));

@@ -177,8 +177,8 @@ void write_mat5(const std::string& path,
         colmajor[static_cast<std::size_t>(v + views * c)] =
             rowmajor[static_cast<std::size_t>(v * cols + c)];
     std::size_t dims[2] = {static_cast<std::size_t>(views), static_cast<std::size_t>(cols)};
-    matvar_t* var = Mat_VarCreate(name.c_str(), MAT_C_SINGLE, MAT_T_SINGLE, 2, dims,
-                                  colmajor.data(), 0);
+    matvar_t* var =
+        Mat_VarCreate(name.c_str(), MAT_C_SINGLE, MAT_T_SINGLE, 2, dims, colmajor.data(), 0);
     ASSERT_NE(var, nullptr);
     ASSERT_EQ(Mat_VarWrite(m, var, MAT_COMPRESSION_NONE), 0);
     Mat_VarFree(var);
@@ -223,8 +223,8 @@ TEST(Mat, Version73TransposedLayoutIsUndone) {
   const std::string path = (dir / "sino73.mat").string();
   {
     auto f = h5::file::create(path);
-    auto d = f.write_dataset<double>("/sino", {hsize_t(C), hsize_t(V)},
-                                     std::span<const double>(stored));
+    auto d =
+        f.write_dataset<double>("/sino", {hsize_t(C), hsize_t(V)}, std::span<const double>(stored));
     d.write_string_attribute("MATLAB_class", "double");
     auto t = f.write_dataset<double>("/labels", {1, 2}, std::span<const double>(stored.data(), 2));
     t.write_string_attribute("MATLAB_class", "char");  // not numeric: not a candidate
@@ -284,8 +284,8 @@ keyed_stack make_keyed_stack(const fs::path& dir) {
     for (std::int64_t r = 0; r < 3; ++r)
       for (std::int64_t c = 0; c < 4; ++c) {
         const int key = k.keys[static_cast<std::size_t>(i)];
-        const float base = key == 2 ? 10.0f + static_cast<float>(c)
-                                    : 1000.0f + 3.0f * static_cast<float>(r + i);
+        const float base =
+            key == 2 ? 10.0f + static_cast<float>(c) : 1000.0f + 3.0f * static_cast<float>(r + i);
         k.frames.at(i, r, c) = key == 0 ? base * 0.5f - 20.0f * static_cast<float>(c + i) : base;
       }
   io::write_tiff_stack(k.dir, k.frames);
@@ -405,7 +405,7 @@ TEST(Sinogram, OpenBeamColumnsWithKeyedDarks) {
   for (int i = 0; i < 5; ++i)
     for (int c = 0; c < C; ++c) {
       const bool dark = i < 2, open = c < 2 || c >= 8;
-      counts.push_back(static_cast<std::uint16_t>(dark ? 100 + c + i
+      counts.push_back(static_cast<std::uint16_t>(dark   ? 100 + c + i
                                                   : open ? 4000 + 100 * i + c
                                                          : 1500 + 50 * c + 7 * i));
     }
