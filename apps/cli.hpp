@@ -74,7 +74,7 @@ struct input_options {
 void add_input_options(CLI::App* sub, input_options& o);
 /// "A:B[,C:D...]": half-open column ranges [A, B); usage_error "<option>: ..." unless A < B.
 std::vector<std::pair<std::int64_t, std::int64_t>> parse_column_ranges(const std::string& option,
-                                                                      const std::string& text);
+                                                                       const std::string& text);
 /// Copies the options into `read` (io::projection_read_options); usage_error on a malformed
 /// --open-beam-cols.
 template <class ReadOptions>

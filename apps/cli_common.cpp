@@ -339,7 +339,7 @@ void progress_bar::done() {
 }
 
 std::vector<std::pair<std::int64_t, std::int64_t>> parse_column_ranges(const std::string& option,
-                                                                      const std::string& text) {
+                                                                       const std::string& text) {
   std::vector<std::pair<std::int64_t, std::int64_t>> out;
   if (text.empty()) return out;
   std::size_t i = 0;
@@ -350,9 +350,9 @@ std::vector<std::pair<std::int64_t, std::int64_t>> parse_column_ranges(const std
     CTFORGE_EXPECTS(colon != std::string::npos,
                     fmt::format("{}: '{}' is not a column range A:B", option, part));
     const auto v = parse_ints(option, part.substr(0, colon) + "," + part.substr(colon + 1), {2});
-    CTFORGE_EXPECTS(0 <= v[0] && v[0] < v[1],
-                    fmt::format("{}: range {}: expected 0 <= A < B (columns A to B-1)", option,
-                                part));
+    CTFORGE_EXPECTS(
+        0 <= v[0] && v[0] < v[1],
+        fmt::format("{}: range {}: expected 0 <= A < B (columns A to B-1)", option, part));
     out.emplace_back(v[0], v[1]);
     i = e + 1;
   }

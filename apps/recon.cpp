@@ -45,7 +45,7 @@ struct recon_cli_options {
   bool transpose = false, flip_u = false, flip_v = false;
   double pixel_size = 1;
   int bin = 1;
-  input_options inputs;  // --data-path, --angles, --sinogram, --open-beam-cols
+  input_options inputs;            // --data-path, --angles, --sinogram, --open-beam-cols
   std::string center_of_rotation;  // empty, a column, or "auto"
   double mu_water = io::default_mu_water_per_mm;
   // Iterative methods.

@@ -348,9 +348,9 @@ raw_scan read_frames_any(const std::string& path, const std::string& format,
                       fmt::format("--sinogram: {} holds {} images; a sinogram is one 2D image "
                                   "(views x cols)",
                                   path, probe.full_views));
-      sinogram = probe.full_views == 1 &&
-                 (opt.sinogram ||
-                  static_cast<std::int64_t>(list->angles_rad.size()) == probe.full_rows);
+      sinogram =
+          probe.full_views == 1 &&
+          (opt.sinogram || static_cast<std::int64_t>(list->angles_rad.size()) == probe.full_rows);
     } else {
       CTFORGE_EXPECTS(!opt.sinogram, fmt::format("--sinogram: {} is not a single TIFF file; a "
                                                  "sinogram is one 2D image (views x cols)",
@@ -404,15 +404,15 @@ raw_scan read_frames_any(const std::string& path, const std::string& format,
     if (key == 1) flat.push_back(i);
     if (key == 2) dark.push_back(i);
   }
-  CTFORGE_CHECK(!proj.empty(), fmt::format("--angles {}: no line has image key 0 (projection)",
-                                           opt.angles_path));
+  CTFORGE_CHECK(!proj.empty(),
+                fmt::format("--angles {}: no line has image key 0 (projection)", opt.angles_path));
   scan.full_views = static_cast<std::int64_t>(proj.size());
   const auto [v0, nv] = resolve_range(views, scan.full_views, "views", path);
   if (!frames) return scan;
   scan.flats = frames_subset(scan.frames, flat);
   scan.darks = frames_subset(scan.frames, dark);
-  scan.frames = frames_subset(
-      scan.frames, std::vector<std::int64_t>(proj.begin() + v0, proj.begin() + v0 + nv));
+  scan.frames = frames_subset(scan.frames,
+                              std::vector<std::int64_t>(proj.begin() + v0, proj.begin() + v0 + nv));
   return scan;
 }
 
@@ -439,8 +439,7 @@ void apply_open_beam(raw_scan& scan, const projection_read_options& opt, const s
       for (const auto& [a, b] : opt.open_beam_cols)
         for (std::int64_t c = a; c < b; ++c) i0 += row[c] - d[c];
       i0 /= static_cast<double>(n_open);
-      for (std::int64_t c = 0; c < f.cols; ++c)
-        row[c] = static_cast<float>((row[c] - d[c]) / i0);
+      for (std::int64_t c = 0; c < f.cols; ++c) row[c] = static_cast<float>((row[c] - d[c]) / i0);
     }
   }
   const auto [c0, nc] = resolve_range(opt.select.cols, f.cols, "cols", path);
@@ -687,10 +686,10 @@ std::string describe_any(const std::string& path) {
   // Foreign projection data: shapes, angles and the value range of the first view.
   detector_selection first{{0, 1}, {}, {}};
   raw_scan s = format == "dxchange" ? read_dxchange(path, first)
-               : format == "nxtomo"   ? read_nxtomo(path, first)
-               : format == "npy"      ? read_npy(path, first)
-               : format == "mat"      ? read_mat(path, "", first)
-                                      : read_tiff_stack(path, first);
+               : format == "nxtomo" ? read_nxtomo(path, first)
+               : format == "npy"    ? read_npy(path, first)
+               : format == "mat"    ? read_mat(path, "", first)
+                                    : read_tiff_stack(path, first);
   const auto [lo, hi] = std::minmax_element(s.frames.data.begin(), s.frames.data.end());
   std::string d =
       fmt::format("{}: {} projections\n  views {}, rows {}, cols {} ({} data)\n", path, format,
