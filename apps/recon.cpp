@@ -249,6 +249,11 @@ void run(const recon_cli_options& o) {
                               "({} bytes); raise the limit or use fdk / fbp",
                               to_string(ro.algo), whole_bytes));
   io::loaded_projections in;
+  if (slabwise && o.center_of_rotation != "auto" && !o.inputs.angles.empty()) {
+    // No whole read below to carry the angle list's note (degrees that look like radians).
+    const io::angle_list l = io::read_angle_list(o.inputs.angles, read.angles_in_radians);
+    if (!l.warning.empty()) note(o.quiet, "note: " + l.warning);
+  }
   if (!slabwise || o.center_of_rotation == "auto") {
     io::projection_read_options whole = read;
     if (slabwise) {  // the centre of rotation from 32 rows about the middle
