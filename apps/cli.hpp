@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ctforge/backend.hpp"
@@ -60,6 +61,29 @@ void require_distinct_paths(const std::vector<named_path>& outputs,
 std::int64_t parse_byte_size(const std::string& option, const std::string& text);
 /// The directory of an output path must exist (checked before any long computation).
 void require_writable_dir(const std::string& option, const std::string& path);
+
+// ---- foreign inputs (recon, convert) ---------------------------------------------------------
+
+/// --angles, --angle-unit, --sinogram, --open-beam-cols (--data-path: add_dataset_options).
+struct input_options {
+  std::string angles;
+  std::string angle_unit = "deg";
+  bool sinogram = false;
+  std::string open_beam_cols;
+};
+void add_input_options(CLI::App* sub, input_options& o);
+/// "A:B[,C:D...]": half-open column ranges [A, B); usage_error "<option>: ..." unless A < B.
+std::vector<std::pair<std::int64_t, std::int64_t>> parse_column_ranges(const std::string& option,
+                                                                       const std::string& text);
+/// Copies the options into `read` (io::projection_read_options); usage_error on a malformed
+/// --open-beam-cols.
+template <class ReadOptions>
+void apply_input_options(const input_options& o, ReadOptions& read) {
+  read.angles_path = o.angles;
+  read.angles_in_radians = o.angle_unit == "rad";
+  read.sinogram = o.sinogram;
+  read.open_beam_cols = parse_column_ranges("--open-beam-cols", o.open_beam_cols);
+}
 
 // ---- volume grid --------------------------------------------------------------------------
 

@@ -236,7 +236,8 @@ void require_writable_dir(const std::string& option, const std::string& path) {
 void add_dataset_options(CLI::App* sub, io::hdf5_scan_paths& p) {
   sub->add_option("--data-path", p.data,
                   "HDF5 input: dataset of the frames [n][rows][cols], in any layout (default: "
-                  "found by NXtomo definition or DataExchange's /exchange/data)")
+                  "found by NXtomo definition or DataExchange's /exchange/data); .mat input: "
+                  "the variable (default: the only 2D/3D numeric one)")
       ->type_name("DATASET");
   sub->add_option("--flat-path", p.flats, "HDF5 input: dataset of the flat fields [n][rows][cols]")
       ->type_name("DATASET");
@@ -351,6 +352,47 @@ void progress_bar::done() {
     std::fflush(stderr);
   }
   drawn_ = false;
+}
+
+std::vector<std::pair<std::int64_t, std::int64_t>> parse_column_ranges(const std::string& option,
+                                                                       const std::string& text) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  if (text.empty()) return out;
+  std::size_t i = 0;
+  while (i <= text.size()) {
+    const std::size_t e = std::min(text.find(',', i), text.size());
+    const std::string part = text.substr(i, e - i);
+    const auto colon = part.find(':');
+    CTFORGE_EXPECTS(colon != std::string::npos,
+                    fmt::format("{}: '{}' is not a column range A:B", option, part));
+    const auto v = parse_ints(option, part.substr(0, colon) + "," + part.substr(colon + 1), {2});
+    CTFORGE_EXPECTS(
+        0 <= v[0] && v[0] < v[1],
+        fmt::format("{}: range {}: expected 0 <= A < B (columns A to B-1)", option, part));
+    out.emplace_back(v[0], v[1]);
+    i = e + 1;
+  }
+  return out;
+}
+
+void add_input_options(CLI::App* sub, input_options& o) {
+  sub->add_option("--angles", o.angles,
+                  "Angle-list text file (one angle per line, '#' comments; optional 2nd column: "
+                  "image key 0 projection, 1 flat, 2 dark, 3 invalid, one line per stored frame): "
+                  "builds a parallel-beam geometry instead of --geometry")
+      ->type_name("FILE");
+  sub->add_option("--angle-unit", o.angle_unit,
+                  "Unit of the --angles list; radians must be stated (rad)")
+      ->check(CLI::IsMember({"deg", "rad"}))
+      ->capture_default_str();
+  sub->add_flag("--sinogram", o.sinogram,
+                "The input is one sinogram (views x cols): a single 2D TIFF image, .npy or .mat "
+                "array, read as one detector row (automatic for 2D .npy/.mat, and for a TIFF "
+                "image with as many rows as --angles has lines)");
+  sub->add_option("--open-beam-cols", o.open_beam_cols,
+                  "Normalise without flat fields: columns A to B-1 (and C to D-1, ...) of the "
+                  "stored images see no object; per view and row I0 = their mean, p = -log(I/I0)")
+      ->type_name("A:B[,C:D]");
 }
 
 void note(bool quiet, const std::string& text) {

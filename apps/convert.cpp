@@ -33,6 +33,7 @@ struct convert_options {
   io::hdf5_scan_paths datasets;
   bool transpose = false, flip_u = false, flip_v = false;
   double pixel_size = 1;
+  input_options inputs;  // --data-path, --angles, --sinogram, --open-beam-cols
   std::string views, rows, cols;
   int bin = 1;
   // geometry files
@@ -114,6 +115,7 @@ void convert_projections(const convert_options& o) {
   r.select.rows = parse_range("--rows", o.rows);
   r.select.cols = parse_range("--cols", o.cols);
   r.bin_rows = r.bin_cols = o.bin;
+  apply_input_options(o.inputs, r);
   const io::loaded_projections in = io::read_projections_any(o.input, r);
   if (!in.warnings.empty()) note(o.quiet, "note: " + in.warnings);
   const auto& p = in.projections;
@@ -157,7 +159,11 @@ void convert_volume(const convert_options& o) {
 void run(const convert_options& o) {
   require_distinct_paths(
       {{"output", o.output}},
-      {{"input", o.input}, {"--geometry", o.geometry}, {"--flat", o.flat}, {"--dark", o.dark}});
+      {{"input", o.input},
+       {"--geometry", o.geometry},
+       {"--flat", o.flat},
+       {"--dark", o.dark},
+       {"--angles", o.inputs.angles}});
   require_positive("--mu-water", o.mu_water);
   require_positive("--pixel-size", o.pixel_size);
   CTFORGE_EXPECTS(o.bin >= 1, fmt::format("--bin: must be >= 1 (got {})", o.bin));
@@ -210,8 +216,9 @@ runner add_convert(CLI::App& app) {
   sub->add_option("--geometry", o->geometry,
                   "Geometry JSON of the whole stored scan (required for TIFF stacks)")
       ->type_name("FILE");
+  add_input_options(sub, o->inputs);
   sub->add_option("--pixel-size", o->pixel_size,
-                  "Detector pixel pitch (mm) when the file does not record it")
+                  "Detector pixel pitch (mm) when the file does not record it (or --angles)")
       ->type_name("MM")
       ->capture_default_str();
   sub->add_option("--views", o->views, "Views to read: FIRST[:COUNT]")->type_name("RANGE");

@@ -49,6 +49,7 @@ struct recon_cli_options {
   bool transpose = false, flip_u = false, flip_v = false;
   double pixel_size = 1;
   int bin = 1;
+  input_options inputs;            // --data-path, --angles, --sinogram, --open-beam-cols
   std::string center_of_rotation;  // empty, a column, or "auto"
   double mu_water = io::default_mu_water_per_mm;
   // Iterative methods.
@@ -197,6 +198,7 @@ void run(const recon_cli_options& o) {
        {"--geometry", o.geometry},
        {"--flat", o.flat},
        {"--dark", o.dark},
+       {"--angles", o.inputs.angles},
        {"--initial", o.initial}});
   ro.threads = o.threads;
   const backend_choice bc = parse_backend_options(o.gpu);
@@ -238,6 +240,7 @@ void run(const recon_cli_options& o) {
   read.geometry_path = o.geometry;
   read.pixel_size_mm = o.pixel_size;
   read.bin_rows = read.bin_cols = o.bin;
+  apply_input_options(o.inputs, read);
   const std::int64_t memory_limit =
       o.memory_limit.empty() ? 0 : parse_byte_size("--memory-limit", o.memory_limit);
   // FDK / FBP with a checkpoint directory or a memory limit run slab by slab, each unit
@@ -258,6 +261,11 @@ void run(const recon_cli_options& o) {
                               "({} bytes); raise the limit or use fdk / fbp",
                               to_string(ro.algo), whole_bytes));
   io::loaded_projections in;
+  if (slabwise && o.center_of_rotation != "auto" && !o.inputs.angles.empty()) {
+    // No whole read below to carry the angle list's note (degrees that look like radians).
+    const io::angle_list l = io::read_angle_list(o.inputs.angles, read.angles_in_radians);
+    if (!l.warning.empty()) note(o.quiet, "note: " + l.warning);
+  }
   if (!slabwise || o.center_of_rotation == "auto") {
     io::projection_read_options whole = read;
     if (slabwise) {  // the centre of rotation from 32 rows about the middle
@@ -638,8 +646,10 @@ runner add_recon(CLI::App& app) {
   add_dataset_options(sub, o->datasets);
   sub->add_option("--dark", o->dark, "Dark-field TIFF image(s) (file, directory or glob)")
       ->type_name("PATH");
+  add_input_options(sub, o->inputs);
   sub->add_option("--pixel-size", o->pixel_size,
-                  "Detector pixel pitch (mm) where the file does not record it (DataExchange)")
+                  "Detector pixel pitch (mm) where the file does not record it (DataExchange, "
+                  "--angles)")
       ->type_name("MM")
       ->capture_default_str();
   sub->add_option("--bin", o->bin, "Average N x N detector pixels before reconstructing")

@@ -66,7 +66,9 @@ enum class intensity_mode {
 /// angles then come from these paths, from the NXtomo entry holding `data` (image_key,
 /// rotation_angle) or from DataExchange's own datasets.
 struct hdf5_scan_paths {
-  std::string data;    ///< frames [n][rows][cols] (NXtomo: all frames, keyed by image_key)
+  /// frames [n][rows][cols] (NXtomo: all frames, keyed by image_key); for a .mat file the
+  /// variable to read (empty: the only 2D / 3D numeric one)
+  std::string data;
   std::string flats;   ///< flat (white) fields [n][rows][cols]
   std::string darks;   ///< dark fields [n][rows][cols]
   std::string angles;  ///< rotation angles: one per projection or one per frame of `data`
@@ -97,7 +99,34 @@ struct projection_read_options {
   /// the columns and `flip_v` the rows. A geometry given or stored describes the reoriented
   /// detector (for a transposed one: cols = the stored rows).
   bool transpose = false, flip_u = false, flip_v = false;
+  /// Angle-list text file (read_angle_list) giving the views' angles (and, with a key column,
+  /// which stored frames are projections, flats and darks): builds a parallel-beam geometry
+  /// (pixel_size_mm, detector centred) instead of a geometry JSON. Empty: none.
+  std::string angles_path;
+  bool angles_in_radians = false;  ///< unit of the angle list (default degrees)
+  /// The input is one sinogram (views x cols, read as views x 1 row x cols): a single 2D TIFF
+  /// image, a 2D .npy array or a 2D .mat variable. 2D .npy / .mat arrays are always sinograms;
+  /// a single-page TIFF file is one when the angle list has as many lines as the image rows.
+  bool sinogram = false;
+  /// Open-beam normalisation without flat fields: half-open column ranges [first, last) of the
+  /// stored images that see no object. Per view and detector row, I0 = mean of (I - dark) over
+  /// those columns and the line integral is -log((I - dark) / I0). Empty: not used.
+  std::vector<std::pair<std::int64_t, std::int64_t>> open_beam_cols;
 };
+
+/// An angle list as beamlines write it: one line per view (or, with a key column, per stored
+/// frame); '#' starts a comment, blank lines are ignored, columns are separated by commas or
+/// whitespace. Column 1: the angle; optional column 2: the image key (0 projection, 1 flat,
+/// 2 dark, 3 invalid). Every line has the same number of columns.
+struct angle_list {
+  std::vector<double> angles_rad;  ///< one per line (flats / darks included), in radians
+  std::vector<int> keys;           ///< one per line when the file has a key column, else empty
+  std::vector<int> line_numbers;   ///< 1-based line of the file of each entry
+  std::string warning;             ///< e.g. degrees assumed for angles that look like radians
+};
+/// Throws error naming the file and line on a non-number, a key outside 0..3, a ragged column
+/// count or an empty list.
+angle_list read_angle_list(const std::string& path, bool radians = false);
 
 /// Views of `p` with rows and columns swapped (`transpose`: out[v][c][r] = p[v][r][c], so
 /// out.rows = p.cols), then columns reversed (`flip_u`) and rows reversed (`flip_v`).
@@ -107,7 +136,7 @@ projection_stack reorient_projections(const projection_view& p, bool transpose, 
 
 /// Projections read from any supported file; converts to projection_file by slicing.
 struct loaded_projections : projection_file {
-  std::string format;        ///< "ctforge", "dxchange", "nxtomo" or "tiff"
+  std::string format;        ///< "ctforge", "dxchange", "nxtomo", "tiff", "npy" or "mat"
   std::string warnings;      ///< human-readable notes (clamped pixels, ...); empty when none
   std::int64_t clamped = 0;  ///< pixels clamped to min_transmission
 };
@@ -133,8 +162,9 @@ projection_read_options row_band_options(const projection_read_options& opt,
                                          std::int64_t total_rows, std::int64_t r0,
                                          std::int64_t r1);
 
-/// "ctforge", "dxchange", "nxtomo" or "tiff" for a projection file, from its content (HDF5) or
-/// its name (directory, glob, .tif/.tiff). Throws error when the file is none of those.
+/// "ctforge", "dxchange", "nxtomo", "tiff", "npy" or "mat" for a projection file, from its
+/// content (HDF5) or its name (directory, glob, .tif/.tiff, .npy, .mat). Throws error when the
+/// file is none of those.
 std::string projection_format(const std::string& path);
 
 /// First index and count of `r` on an axis of `size` elements (count < 0: to the end). Throws
@@ -171,6 +201,15 @@ std::string describe_nxtomo_layout(const std::string& path, const hdf5_scan_path
 raw_scan read_tiff_stack(const std::string& source, const detector_selection& sel = {});
 /// TIFF file names a source expands to, in reading order (natural sort). Throws when empty.
 std::vector<std::string> list_tiff_files(const std::string& source);
+
+/// A .npy array (2D: a sinogram [views][cols]; 3D: a projection stack [views][rows][cols]);
+/// Little / big endian floats (4, 8 bytes) and integers (1,
+/// 2, 4 bytes), C or Fortran order. Refuses object, complex, structured and other-rank arrays.
+raw_scan read_npy(const std::string& path, const detector_selection& sel = {});
+/// A MATLAB .mat file, v5 (libmatio) or v7.3 (HDF5): the variable `name` (empty: the only 2D /
+/// 3D numeric one). MATLAB index order: 2D (views, cols) = a sinogram, 3D (views, rows, cols).
+raw_scan read_mat(const std::string& path, const std::string& name = {},
+                  const detector_selection& sel = {});
 
 /// Writes one float32 TIFF per view into directory `dir` (created when missing), named
 /// <prefix>_00000.tif, ...; existing files of that name are replaced.

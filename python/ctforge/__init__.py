@@ -708,6 +708,8 @@ def read_projections(path: PathLike, *, flat: Optional[PathLike] = None,
                      bin_cols: int = 1, pixel_size: float = 1.0, mode: str = "auto",
                      min_transmission: float = 1e-4, transpose: bool = False,
                      flip_u: bool = False, flip_v: bool = False,
+                     angles: Optional[PathLike] = None, angle_unit: str = "deg",
+                     sinogram: bool = False, open_beam_cols: Any = None,
                      band: Optional[Tuple[int, int]] = None, return_info: bool = False,
                      data_path: Optional[str] = None, flat_path: Optional[str] = None,
                      dark_path: Optional[str] = None, angles_path: Optional[str] = None):
@@ -720,6 +722,15 @@ def read_projections(path: PathLike, *, flat: Optional[PathLike] = None,
     (required for TIFF stacks); ``mode``: "auto", "raw" or "line-integrals"; ``pixel_size``
     (mm) when the file does not record it; detector flips as --transpose/--flip-u/--flip-v.
 
+    Also ``.npy`` (2D: a sinogram, 3D: views x rows x cols) and MATLAB ``.mat`` files (v5 and
+    v7.3; 2D variables are sinograms), and a single 2D TIFF image as a sinogram (``sinogram=True``,
+    automatic when ``angles`` has as many lines as the image rows); a sinogram reads as
+    ``(views, 1, cols)``. ``angles``: an angle-list text file (one angle per line in
+    ``angle_unit`` "deg" or "rad"; an optional second column of image keys, 0 projection,
+    1 flat, 2 dark, 3 invalid, one line per stored frame) that builds a parallel-beam geometry
+    instead of ``geometry``. ``open_beam_cols``: ``[(first, stop), ...]`` stored columns that see
+    no object, normalising each view and row by their mean instead of a flat field.
+
     ``band=(r0, r1)``: only rows ``r0 .. r1 - 1`` of the result (after selection, binning and
     flips), read from the file alone (HDF5 hyperslabs, TIFF scan lines): the same values, bit
     for bit, as those rows of the whole read, with the geometry of that band of the detector.
@@ -730,6 +741,7 @@ def read_projections(path: PathLike, *, flat: Optional[PathLike] = None,
     p, g, inf = _core.read_projections(
         *_read_args(path, flat, dark, geometry, views, rows, cols, bin_rows, bin_cols,
                     pixel_size, mode, min_transmission, transpose, flip_u, flip_v),
+        *_input_args(angles, angle_unit, sinogram, open_beam_cols),
         band=None if band is None else (int(band[0]), int(band[1])),
         **_dataset_args(data_path, flat_path, dark_path, angles_path))
     return (p, Geometry(g), inf) if return_info else (p, Geometry(g))
@@ -749,13 +761,20 @@ def _read_args(path, flat, dark, geometry, views, rows, cols, bin_rows, bin_cols
             bool(flip_v))
 
 
+def _input_args(angles, angle_unit, sinogram, open_beam_cols) -> tuple:
+    ranges = [] if open_beam_cols is None else [(int(a), int(b)) for a, b in open_beam_cols]
+    return (_os.fspath(angles) if angles else "", str(angle_unit), bool(sinogram), ranges)
+
+
 def read_projection_geometry(path: PathLike, *, flat: Optional[PathLike] = None,
                              dark: Optional[PathLike] = None, geometry: Optional[PathLike] = None,
                              views: Any = None, rows: Any = None, cols: Any = None,
                              bin_rows: int = 1, bin_cols: int = 1, pixel_size: float = 1.0,
                              mode: str = "auto", min_transmission: float = 1e-4,
                              transpose: bool = False, flip_u: bool = False,
-                             flip_v: bool = False, data_path: Optional[str] = None,
+                             flip_v: bool = False, angles: Optional[PathLike] = None,
+                             angle_unit: str = "deg", sinogram: bool = False,
+                             open_beam_cols: Any = None, data_path: Optional[str] = None,
                              flat_path: Optional[str] = None, dark_path: Optional[str] = None,
                              angles_path: Optional[str] = None) -> "Geometry":
     """The geometry :func:`read_projections` returns with the same options, without reading the
@@ -763,6 +782,7 @@ def read_projection_geometry(path: PathLike, *, flat: Optional[PathLike] = None,
     _, g, _ = _core.read_projections(
         *_read_args(path, flat, dark, geometry, views, rows, cols, bin_rows, bin_cols,
                     pixel_size, mode, min_transmission, transpose, flip_u, flip_v),
+        *_input_args(angles, angle_unit, sinogram, open_beam_cols),
         geometry_only=True, **_dataset_args(data_path, flat_path, dark_path, angles_path))
     return Geometry(g)
 

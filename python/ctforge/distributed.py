@@ -51,7 +51,8 @@ PathLike = ctforge.PathLike
 
 # Options of ctforge.read_projections that a distributed run passes through to its workers.
 _READ_OPTIONS = ("flat", "dark", "geometry", "views", "rows", "cols", "bin_rows", "bin_cols",
-                 "pixel_size", "mode", "min_transmission", "transpose", "flip_u", "flip_v")
+                 "pixel_size", "mode", "min_transmission", "transpose", "flip_u", "flip_v",
+                 "angles", "angle_unit", "sinogram", "open_beam_cols")
 
 
 def _dask():
@@ -399,7 +400,8 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
                "displaced_detector": str(displaced_detector),
                "offset_transition": float(offset_transition)}
     read_record = {k: (list(ctforge._range(v, k)) if k in ("views", "rows", "cols") else
-                       _file_identity(v) if k in ("flat", "dark", "geometry") else v)
+                       _file_identity(v) if k in ("flat", "dark", "geometry", "angles") else
+                       [list(r) for r in (v or [])] if k == "open_beam_cols" else v)
                    for k, v in sorted(read.items())}
     record = {"input": _file_identity(input), "read": read_record,
               "geometry": json.loads(g.to_json()),

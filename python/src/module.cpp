@@ -271,7 +271,10 @@ io::projection_read_options read_options(const std::string& flat, const std::str
                                          std::array<std::int64_t, 2> cols, std::int64_t bin_rows,
                                          std::int64_t bin_cols, double pixel_size,
                                          const std::string& mode, double min_transmission,
-                                         bool transpose, bool flip_u, bool flip_v) {
+                                         bool transpose, bool flip_u, bool flip_v,
+                                         const std::string& angles, const std::string& angle_unit,
+                                         bool sinogram,
+                                         const std::vector<std::array<std::int64_t, 2>>& open_beam) {
   io::projection_read_options o;
   o.flat_path = flat;
   o.dark_path = dark;
@@ -294,6 +297,18 @@ io::projection_read_options read_options(const std::string& flat, const std::str
   o.transpose = transpose;
   o.flip_u = flip_u;
   o.flip_v = flip_v;
+  o.angles_path = angles;
+  if (angle_unit != "deg" && angle_unit != "rad")
+    throw usage_error("angle_unit: expected 'deg' or 'rad' (got '" + angle_unit + "')");
+  o.angles_in_radians = angle_unit == "rad";
+  o.sinogram = sinogram;
+  for (const auto& [a, b] : open_beam) {
+    if (!(0 <= a && a < b))
+      throw usage_error("open_beam_cols: range (" + std::to_string(a) + ", " +
+                        std::to_string(b) +
+                        "): expected 0 <= first < stop (columns first to stop-1)");
+    o.open_beam_cols.emplace_back(a, b);
+  }
   return o;
 }
 
@@ -786,12 +801,15 @@ PYBIND11_MODULE(_core, m) {
          std::array<std::int64_t, 2> rows, std::array<std::int64_t, 2> cols,
          std::int64_t bin_rows, std::int64_t bin_cols, double pixel_size,
          const std::string& mode, double min_transmission, bool transpose, bool flip_u,
-         bool flip_v, std::optional<std::array<std::int64_t, 2>> band, bool geometry_only,
+         bool flip_v, const std::string& angles, const std::string& angle_unit, bool sinogram,
+         const std::vector<std::array<std::int64_t, 2>>& open_beam_cols,
+         std::optional<std::array<std::int64_t, 2>> band, bool geometry_only,
          const std::string& data_path, const std::string& flat_path,
          const std::string& dark_path, const std::string& angles_path) -> py::tuple {
         io::projection_read_options o =
             read_options(flat, dark, geometry_path, views, rows, cols, bin_rows, bin_cols,
-                         pixel_size, mode, min_transmission, transpose, flip_u, flip_v);
+                         pixel_size, mode, min_transmission, transpose, flip_u, flip_v, angles,
+                         angle_unit, sinogram, open_beam_cols);
         o.datasets = {data_path, flat_path, dark_path, angles_path};
         io::loaded_projections lp;
         {
@@ -815,9 +833,11 @@ PYBIND11_MODULE(_core, m) {
       py::arg("path"), py::arg("flat"), py::arg("dark"), py::arg("geometry"), py::arg("views"),
       py::arg("rows"), py::arg("cols"), py::arg("bin_rows"), py::arg("bin_cols"),
       py::arg("pixel_size"), py::arg("mode"), py::arg("min_transmission"), py::arg("transpose"),
-      py::arg("flip_u"), py::arg("flip_v"), py::arg("band") = py::none(),
-      py::arg("geometry_only") = false, py::arg("data_path") = "", py::arg("flat_path") = "",
-      py::arg("dark_path") = "", py::arg("angles_path") = "");
+      py::arg("flip_u"), py::arg("flip_v"), py::arg("angles") = "", py::arg("angle_unit") = "deg",
+      py::arg("sinogram") = false,
+      py::arg("open_beam_cols") = std::vector<std::array<std::int64_t, 2>>{},
+      py::arg("band") = py::none(), py::arg("geometry_only") = false, py::arg("data_path") = "",
+      py::arg("flat_path") = "", py::arg("dark_path") = "", py::arg("angles_path") = "");
 
   // ---- persistent projector pair (ctforge.ProjectorPair, ctforge.linear_operator)
   py::class_<projector_pair>(m, "ProjectorPair")

@@ -283,6 +283,8 @@ std::string projection_format(const std::string& path, const hdf5_scan_paths& pa
   const std::string ext = lower_extension(path);
   if (ext == ".tif" || ext == ".tiff") return "tiff";
   CTFORGE_CHECK(fs::exists(path, ec), path + ": no such file or directory");
+  if (ext == ".npy") return "npy";
+  if (ext == ".mat") return "mat";
   auto f = detail::h5::file::open(path);
   if (f.has_dataset("/exchange/data")) return "dxchange";
   if (!paths.data.empty()) return f.has_dataset("/projections") ? "ctforge" : "hdf5";
@@ -309,6 +311,172 @@ std::string projection_format(const std::string& path) {
 
 namespace {
 
+/// Stored frames [first, first + count) of `s` (frames only; flats / darks untouched).
+projection_stack frames_subset(const projection_stack& s, const std::vector<std::int64_t>& idx) {
+  projection_stack out(static_cast<std::int64_t>(idx.size()), s.rows, s.cols);
+  for (std::size_t k = 0; k < idx.size(); ++k)
+    std::copy_n(s.view(idx[k]), s.rows * s.cols, out.view(static_cast<std::int64_t>(k)));
+  return out;
+}
+
+/// A single-page TIFF image holding a sinogram (image rows = views): views x 1 x cols.
+raw_scan read_tiff_sinogram(const std::string& path, const detector_selection& sel) {
+  raw_scan img = read_tiff_stack(path, {{0, 1}, sel.views, sel.cols});
+  (void)resolve_range(sel.rows, 1, "rows", path);
+  raw_scan s;
+  s.full_views = img.full_rows;
+  s.full_rows = 1;
+  s.full_cols = img.full_cols;
+  s.integer_data = img.integer_data;
+  s.frames = std::move(img.frames);  // [1][views][cols] is [views][1][cols] in memory
+  s.frames.views = s.frames.rows;
+  s.frames.rows = 1;
+  return s;
+}
+
+/// Reads the stored frames for load_projections: the format's reader, a TIFF sinogram when
+/// asked for or evident (a single-page file with as many rows as the angle list has lines),
+/// and with an image-key column the split into projections, flats and darks.
+raw_scan read_frames_any(const std::string& path, const std::string& format,
+                         const projection_read_options& opt, detector_selection sel,
+                         const angle_list* list, bool frames, bool& sinogram,
+                         std::optional<geometry>& stored_geometry) {
+  const bool keyed = list && !list->keys.empty();
+  CTFORGE_EXPECTS(!keyed || format == "tiff" || format == "npy" || format == "mat",
+                  fmt::format("--angles {}: an image-key column applies to TIFF, .npy and .mat "
+                              "data; {} ({}) records its own flat and dark fields",
+                              opt.angles_path, path, format));
+  const bool array = format == "npy" || format == "mat";
+  CTFORGE_EXPECTS(!opt.sinogram || format == "tiff" || array,
+                  fmt::format("--sinogram: {} is a {} file; a sinogram is read from a single 2D "
+                              "TIFF image, a 2D .npy array or a 2D .mat variable",
+                              path, format));
+  sinogram = false;
+  if (format == "tiff" && (opt.sinogram || list)) {
+    std::error_code ec;
+    if (fs::is_regular_file(path, ec)) {
+      const raw_scan probe = read_tiff_stack(path, {{0, 1}, {0, 1}, {0, 1}});
+      CTFORGE_EXPECTS(!opt.sinogram || probe.full_views == 1,
+                      fmt::format("--sinogram: {} holds {} images; a sinogram is one 2D image "
+                                  "(views x cols)",
+                                  path, probe.full_views));
+      sinogram =
+          probe.full_views == 1 &&
+          (opt.sinogram || static_cast<std::int64_t>(list->angles_rad.size()) == probe.full_rows);
+    } else {
+      CTFORGE_EXPECTS(!opt.sinogram, fmt::format("--sinogram: {} is not a single TIFF file; a "
+                                                 "sinogram is one 2D image (views x cols)",
+                                                 path));
+    }
+  }
+  const index_range views = sel.views;
+  if (keyed && frames) sel.views = {0, -1};  // every stored frame: flats and darks among them
+  if (keyed && !frames) sel.views = {0, 1};
+  const hdf5_scan_paths& ds = opt.datasets;
+  const bool named = !ds.data.empty() || !ds.flats.empty() || !ds.darks.empty() ||
+                     !ds.angles.empty();
+  CTFORGE_EXPECTS(!named || format == "dxchange" || format == "nxtomo" || format == "hdf5" ||
+                      (format == "mat" && ds.flats.empty() && ds.darks.empty() &&
+                       ds.angles.empty()),
+                  fmt::format("--data-path, --flat-path, --dark-path, --angles-path name datasets "
+                              "of an HDF5 file (and --data-path the variable of a .mat file); {} "
+                              "is a {} file{}",
+                              path, format,
+                              format == "ctforge" ? ", whose datasets are fixed" : ""));
+  raw_scan scan;
+  if (format == "ctforge")
+    scan = read_native_selection(path, sel, stored_geometry);
+  else if (format == "dxchange")
+    scan = read_dxchange(path, sel, ds);
+  else if (format == "nxtomo" || format == "hdf5")
+    scan = read_nxtomo(path, sel, ds);
+  else if (format == "npy")
+    scan = read_npy(path, sel);
+  else if (format == "mat")
+    scan = read_mat(path, ds.data, sel);
+  else
+    scan = sinogram ? read_tiff_sinogram(path, sel) : read_tiff_stack(path, sel);
+  if (array) {
+    sinogram = scan.full_rows == 1;
+    CTFORGE_EXPECTS(!opt.sinogram || sinogram,
+                    fmt::format("--sinogram: {} holds a 3D array of {} views x {} rows x {} cols; "
+                                "a sinogram is 2D (views x cols)",
+                                path, scan.full_views, scan.full_rows, scan.full_cols));
+  }
+  if (!list) return scan;
+  const std::int64_t lines = static_cast<std::int64_t>(list->angles_rad.size());
+  if (!keyed) {
+    CTFORGE_CHECK(lines == scan.full_views,
+                  fmt::format("--angles {}: {} angles (lines {}..{}) for the {} views of {}",
+                              opt.angles_path, lines, list->line_numbers.front(),
+                              list->line_numbers.back(), scan.full_views, path));
+    scan.angles_rad = list->angles_rad;
+    return scan;
+  }
+  CTFORGE_CHECK(lines == scan.full_views,
+                fmt::format("--angles {}: {} lines with image keys (lines {}..{}) for the {} "
+                            "stored frames of {}; the key column needs one line per frame",
+                            opt.angles_path, lines, list->line_numbers.front(),
+                            list->line_numbers.back(), scan.full_views, path));
+  std::vector<std::int64_t> proj, flat, dark;
+  scan.angles_rad.clear();
+  for (std::int64_t i = 0; i < lines; ++i) {
+    const int key = list->keys[static_cast<std::size_t>(i)];
+    if (key == 0) scan.angles_rad.push_back(list->angles_rad[static_cast<std::size_t>(i)]);
+    if (key == 0) proj.push_back(i);
+    if (key == 1) flat.push_back(i);
+    if (key == 2) dark.push_back(i);
+  }
+  CTFORGE_CHECK(!proj.empty(),
+                fmt::format("--angles {}: no line has image key 0 (projection)", opt.angles_path));
+  scan.full_views = static_cast<std::int64_t>(proj.size());
+  const auto [v0, nv] = resolve_range(views, scan.full_views, "views", path);
+  if (!frames) return scan;
+  scan.flats = frames_subset(scan.frames, flat);
+  scan.darks = frames_subset(scan.frames, dark);
+  scan.frames = frames_subset(scan.frames,
+                              std::vector<std::int64_t>(proj.begin() + v0, proj.begin() + v0 + nv));
+  return scan;
+}
+
+/// Open-beam normalisation: frames become transmissions (I - dark) / I0 with I0 the mean of
+/// (I - dark) over the open-beam columns of the same view and row; the flat field becomes 1
+/// and the dark 0, so that normalize() takes -log and bins. Then the selected columns are kept.
+void apply_open_beam(raw_scan& scan, const projection_read_options& opt, const std::string& path) {
+  CTFORGE_CHECK(scan.flats.views == 0,
+                fmt::format("--open-beam-cols: {} has flat fields (given or keyed); use either "
+                            "flat fields or open-beam columns",
+                            path));
+  std::vector<double> dark = mean_frame(scan.darks);
+  auto& f = scan.frames;
+  if (dark.empty()) dark.assign(static_cast<std::size_t>(f.rows * f.cols), 0.0);
+  std::int64_t n_open = 0;
+  for (const auto& [a, b] : opt.open_beam_cols) n_open += b - a;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t v = 0; v < f.views; ++v) {
+    float* img = f.view(v);
+    for (std::int64_t r = 0; r < f.rows; ++r) {
+      float* row = img + r * f.cols;
+      const double* d = dark.data() + r * f.cols;
+      double i0 = 0;
+      for (const auto& [a, b] : opt.open_beam_cols)
+        for (std::int64_t c = a; c < b; ++c) i0 += row[c] - d[c];
+      i0 /= static_cast<double>(n_open);
+      for (std::int64_t c = 0; c < f.cols; ++c) row[c] = static_cast<float>((row[c] - d[c]) / i0);
+    }
+  }
+  const auto [c0, nc] = resolve_range(opt.select.cols, f.cols, "cols", path);
+  projection_stack kept(f.views, f.rows, nc);
+  for (std::int64_t v = 0; v < f.views; ++v)
+    for (std::int64_t r = 0; r < f.rows; ++r)
+      std::copy_n(f.view(v) + r * f.cols + c0, nc, kept.view(v) + r * nc);
+  f = std::move(kept);
+  scan.flats = projection_stack(1, f.rows, f.cols);
+  std::fill(scan.flats.data.begin(), scan.flats.data.end(), 1.0f);
+  scan.darks = projection_stack(1, f.rows, f.cols);  // subtracted already: 0
+  scan.integer_data = false;
+}
+
 /// read_projections_any, or with `frames` false only its geometry: then one pixel of one
 /// view is read (the readers' range checks and the stored sizes, angles and geometry still
 /// apply) and no flat / dark field, normalisation or reorientation happens.
@@ -316,47 +484,49 @@ loaded_projections load_projections(const std::string& path, const projection_re
                                     bool frames) {
   CTFORGE_EXPECTS(opt.pixel_size_mm > 0 && std::isfinite(opt.pixel_size_mm),
                   fmt::format("pixel size must be positive (got {})", opt.pixel_size_mm));
+  CTFORGE_EXPECTS(opt.angles_path.empty() || opt.geometry_path.empty(),
+                  "--angles and --geometry: give one of them (an angle list builds the geometry)");
   const std::string format = projection_format(path, opt.datasets);
   loaded_projections out;
   out.format = format;
   std::vector<std::string> notes;
 
+  std::optional<angle_list> list;
+  if (!opt.angles_path.empty()) {
+    list = read_angle_list(opt.angles_path, opt.angles_in_radians);
+    if (!list->warning.empty()) notes.push_back(list->warning);
+  }
   raw_scan scan;
   std::optional<geometry> stored_geometry;
   intensity_mode mode = opt.mode;
   detector_selection read_sel = opt.select;
+  const bool open_beam = frames && !opt.open_beam_cols.empty();
+  CTFORGE_EXPECTS(opt.open_beam_cols.empty() || mode != intensity_mode::line_integrals,
+                  "--open-beam-cols: normalises raw counts; the data were declared line integrals");
+  if (open_beam) read_sel.cols = {0, -1};  // the open-beam columns may lie outside the crop
   if (!frames) {
     const auto one = [](const index_range& r) { return index_range{r.first, 1}; };
     read_sel = {one(opt.select.views), one(opt.select.rows), one(opt.select.cols)};
   }
+  bool sinogram = false;
+  scan = read_frames_any(path, format, opt, read_sel, list ? &*list : nullptr, frames, sinogram,
+                         stored_geometry);
   if (format == "ctforge") {
-    CTFORGE_EXPECTS(opt.datasets.data.empty() && opt.datasets.flats.empty() &&
-                        opt.datasets.darks.empty() && opt.datasets.angles.empty(),
-                    fmt::format("--data-path, --flat-path, --dark-path, --angles-path: {} is a "
-                                "ctforge projection file, whose datasets are fixed",
-                                path));
-    scan = read_native_selection(path, read_sel, stored_geometry);
     CTFORGE_EXPECTS(
         mode != intensity_mode::raw,
         fmt::format("{}: ctforge projection files hold line integrals, not raw counts", path));
     if (opt.flat_path.empty() && opt.dark_path.empty()) mode = intensity_mode::line_integrals;
-  } else if (format == "dxchange") {
-    scan = read_dxchange(path, read_sel, opt.datasets);
-  } else if (format == "nxtomo" || format == "hdf5") {
-    scan = read_nxtomo(path, read_sel, opt.datasets);
-  } else {
-    CTFORGE_EXPECTS(opt.datasets.data.empty() && opt.datasets.flats.empty() &&
-                        opt.datasets.darks.empty() && opt.datasets.angles.empty(),
-                    fmt::format("--data-path, --flat-path, --dark-path, --angles-path name "
-                                "datasets of an HDF5 file; {} is a TIFF stack",
-                                path));
-    scan = read_tiff_stack(path, read_sel);
   }
+  for (const auto& [a, b] : opt.open_beam_cols)
+    CTFORGE_EXPECTS(0 <= a && a < b && b <= scan.full_cols,
+                    fmt::format("--open-beam-cols: columns {}:{} are not within the {} columns "
+                                "of {} (A:B means columns A to B-1)",
+                                a, b, scan.full_cols, path));
 
   // Flat / dark fields given as separate images replace the stored ones.
   const auto [v0, nv] = resolve_range(opt.select.views, scan.full_views, "views", path);
   (void)nv;
-  detector_selection field_sel{{0, -1}, opt.select.rows, opt.select.cols};
+  detector_selection field_sel{{0, -1}, opt.select.rows, read_sel.cols};
   auto read_field = [&](const std::string& source, const char* what) {
     raw_scan f = read_tiff_stack(source, field_sel);
     CTFORGE_CHECK(
@@ -368,6 +538,10 @@ loaded_projections load_projections(const std::string& path, const projection_re
   if (frames) {
     if (!opt.flat_path.empty()) scan.flats = read_field(opt.flat_path, "flat field");
     if (!opt.dark_path.empty()) scan.darks = read_field(opt.dark_path, "dark field");
+    if (open_beam) {
+      apply_open_beam(scan, opt, path);
+      mode = intensity_mode::raw;
+    }
     normalize_report report;
     if (mode == intensity_mode::line_integrals && opt.bin_rows == 1 && opt.bin_cols == 1) {
       // Line integrals as stored (our own files): checked, then taken without a copy.
@@ -396,6 +570,16 @@ loaded_projections load_projections(const std::string& path, const projection_re
             "[{}][{}][{}] (views, rows, cols; the geometry describes the whole stored scan)",
             opt.geometry_path, full.view_count(), full.rows, full.cols, path, scan.full_views,
             full_rows, full_cols));
+  } else if (list) {
+    const double du = scan.pixel_u_mm > 0 ? scan.pixel_u_mm : opt.pixel_size_mm;
+    const double dv = scan.pixel_v_mm > 0 ? scan.pixel_v_mm : opt.pixel_size_mm;
+    full = opt.transpose ? make_parallel_geometry(full_cols, full_rows, dv, du, scan.angles_rad)
+                         : make_parallel_geometry(full_cols, full_rows, du, dv, scan.angles_rad);
+    if (format == "tiff" && !sinogram && !opt.flip_v && full_rows > 1)
+      notes.push_back(
+          "the geometry comes from the angle list and the data are TIFF images, which store row "
+          "0 at the top: if the reconstruction is upside down, add --flip-v (README: which way "
+          "rows and columns run)");
   } else if (stored_geometry) {
     full = *stored_geometry;
     CTFORGE_CHECK(
@@ -404,8 +588,10 @@ loaded_projections load_projections(const std::string& path, const projection_re
             "{}: /geometry describes {} views of {}x{} pixels, /projections holds {} of {}x{}",
             path, full.view_count(), full.rows, full.cols, scan.full_views, full_rows, full_cols));
   } else {
-    CTFORGE_EXPECTS(format != "tiff",
-                    fmt::format("{}: TIFF stacks need a geometry JSON file (--geometry)", path));
+    CTFORGE_EXPECTS(format != "tiff" && format != "npy" && format != "mat",
+                    fmt::format("{}: {} data need a geometry JSON file (--geometry) or an angle "
+                                "list (--angles)",
+                                path, format == "tiff" ? "TIFF" : "." + format));
     CTFORGE_EXPECTS(format != "ctforge",
                     fmt::format("{}: no /geometry dataset; pass --geometry FILE", path));
     CTFORGE_CHECK(static_cast<std::int64_t>(scan.angles_rad.size()) == scan.full_views,
@@ -489,7 +675,8 @@ std::string content_kind(const std::string& path) {
     }
     return "volume";
   }
-  if (has_glob_chars(path) || ext == ".tif" || ext == ".tiff") return "projections";
+  if (has_glob_chars(path) || ext == ".tif" || ext == ".tiff" || ext == ".npy" || ext == ".mat")
+    return "projections";
   if (ext == ".h5" || ext == ".hdf5" || ext == ".hdf" || ext == ".nx" || ext == ".nxs") {
     auto f = detail::h5::file::open(path);
     return f.has_dataset("/volume") ? "volume" : "projections";
@@ -546,7 +733,8 @@ std::string describe_any(const std::string& path) {
         ext == ".gz")
       return describe_itk_volume(path);
   }
-  if (!dir && !has_glob_chars(path) && ext != ".tif" && ext != ".tiff") {
+  if (!dir && !has_glob_chars(path) && ext != ".tif" && ext != ".tiff" && ext != ".npy" &&
+      ext != ".mat") {
     auto f = detail::h5::file::open(path);
     if (f.has_dataset("/volume") || f.has_dataset("/projections")) return describe_file(path);
     if (!f.has_dataset("/exchange/data") && !holds_nxtomo(f)) return describe_hdf5_tree(f);
@@ -556,6 +744,8 @@ std::string describe_any(const std::string& path) {
   detector_selection first{{0, 1}, {}, {}};
   raw_scan s = format == "dxchange" ? read_dxchange(path, first)
                : format == "nxtomo" ? read_nxtomo(path, first)
+               : format == "npy"    ? read_npy(path, first)
+               : format == "mat"    ? read_mat(path, "", first)
                                     : read_tiff_stack(path, first);
   const auto [lo, hi] = std::minmax_element(s.frames.data.begin(), s.frames.data.end());
   std::string d =
