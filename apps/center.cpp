@@ -128,6 +128,7 @@ void run(const center_cli_options& o) {
     const std::int64_t r1 = o.row >= 0 ? row + 1 : std::min(whole.rows, row + half);
     const io::loaded_projections in = read_band(o, read, whole.rows, r0, r1);
     center_search_options so;
+    so.threads = o.threads;
     const center_estimate e = find_center_of_rotation(in.projections, *in.geom, so);
     report(e, whole);
     if (o.output.empty()) return;

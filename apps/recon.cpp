@@ -259,7 +259,9 @@ void run(const recon_cli_options& o) {
   }
   const projection_stack& proj = in.projections;
   if (o.center_of_rotation == "auto") {
-    const center_estimate e = find_center_of_rotation(proj, *in.geom);
+    center_search_options so;
+    so.threads = o.threads;
+    const center_estimate e = find_center_of_rotation(proj, *in.geom, so);
     fmt::print("center of rotation: column {:.2f} (estimated, confidence {:.2f}, {} method; "
                "detector middle {:.1f})\n",
                e.column, e.confidence, e.method, 0.5 * static_cast<double>(g.cols - 1));

@@ -349,6 +349,8 @@ struct center_search_options {
   /// Radius of the double wedge, as a fraction of half the detector width (Vo's "ratio"): the
   /// sinogram of an object within this radius of the axis holds no energy outside the wedge.
   double wedge_ratio = 0.5;
+  /// CPU threads for the candidates (0: all cores).
+  int threads = 0;
 };
 
 /// Result of find_center_of_rotation.

@@ -4,6 +4,7 @@
 // formats.hpp; the comments here cover the arithmetic.
 #include <fftw3.h>
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -201,6 +202,7 @@ std::vector<std::int64_t> search_rows(const projection_view& p, std::int64_t row
 void fourier_search(const projection_view& p, const std::vector<std::int64_t>& half,
                     const center_search_options& opt, center_estimate& out) {
   const std::vector<std::int64_t> rows = search_rows(p, opt.row);
+  const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
   const std::int64_t n = p.cols, nv = static_cast<std::int64_t>(half.size());
   const std::int64_t bin = std::max<std::int64_t>(1, (n + 511) / 512);
   const sinograms coarse = gather(p, rows, half, std::max<std::int64_t>(1, (nv + 511) / 512), bin);
@@ -224,7 +226,7 @@ void fourier_search(const projection_view& p, const std::vector<std::int64_t>& h
   const std::int64_t count = last - first + 1;
   out.candidates.assign(static_cast<std::size_t>(count), 0.0);
   out.metric.assign(static_cast<std::size_t>(count), 0.0);
-#pragma omp parallel for schedule(dynamic)
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
   for (std::int64_t i = 0; i < count; ++i) {
     const std::int64_t d = first + i;
     out.metric[static_cast<std::size_t>(i)] = wedge_metric(coarse, static_cast<double>(d), radius);
@@ -254,7 +256,7 @@ void fourier_search(const projection_view& p, const std::vector<std::int64_t>& h
     if (std::abs(d0 + t) <= fine_limit) shifts.push_back(d0 + t);
   std::vector<double> fine(shifts.size());
   const auto nf = static_cast<std::int64_t>(shifts.size());
-#pragma omp parallel for schedule(dynamic)
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
   for (std::int64_t i = 0; i < nf; ++i)
     fine[static_cast<std::size_t>(i)] =
         wedge_metric(full, shifts[static_cast<std::size_t>(i)],
