@@ -16,7 +16,7 @@ namespace {
 
 struct center_cli_options {
   std::string input, output, range, geometry, flat, dark;
-  std::int64_t row = -1;
+  std::int64_t row = -1;  // -1: not given (the middle row)
   std::int64_t size = 0;
   bool transpose = false, flip_u = false, flip_v = false, quiet = false;
   double pixel_size = 1;
@@ -115,7 +115,7 @@ void run(const center_cli_options& o) {
   if (!o.output.empty()) require_writable_dir("--output", o.output);
   const io::projection_read_options read = read_options(o);
   const geometry whole = io::read_projection_geometry(o.input, read);
-  CTFORGE_EXPECTS(o.row < whole.rows, fmt::format("--row: {} is off the detector (rows 0 .. {})",
+  CTFORGE_EXPECTS(o.row >= -1 && o.row < whole.rows, fmt::format("--row: {} is off the detector (rows 0 .. {})",
                                                   o.row, whole.rows - 1));
   const std::int64_t row = o.row >= 0 ? o.row : whole.rows / 2;
   std::vector<double> columns;
@@ -172,8 +172,7 @@ runner add_center(CLI::App& app) {
                   "Montage PNG (without --range: 21 candidates 0.5 px apart about the estimate)")
       ->type_name("FILE.png");
   sub->add_option("--row", o->row, "Detector row to reconstruct (default: the middle row)")
-      ->type_name("R")
-      ->check(CLI::NonNegativeNumber);
+      ->type_name("R");
   sub->add_option("--size", o->size,
                   "Tile size in pixels (the slice grid covers the field of view; default "
                   "min(cols, 512))")
