@@ -55,9 +55,9 @@ std::vector<double> parse_range(const std::string& text, std::int64_t cols) {
   std::vector<double> out;
   for (std::int64_t k = 0; k < static_cast<std::int64_t>(n); ++k) {
     const double c = a + static_cast<double>(k) * step;
-    CTFORGE_EXPECTS(c >= -0.5 && c <= static_cast<double>(cols) - 0.5,
-                    fmt::format("--range: column {} is off the detector (columns 0 .. {})", c,
-                                cols - 1));
+    CTFORGE_EXPECTS(
+        c >= -0.5 && c <= static_cast<double>(cols) - 0.5,
+        fmt::format("--range: column {} is off the detector (columns 0 .. {})", c, cols - 1));
     out.push_back(c);
   }
   return out;
@@ -90,10 +90,11 @@ io::loaded_projections read_band(const center_cli_options& o,
 
 /// Prints the estimate (stdout) and, when its confidence is low, a warning (stderr).
 void report(const center_estimate& e, const geometry& g) {
-  fmt::print("center of rotation: column {:.2f} (confidence {:.2f}, {} method; opposite-view "
-             "registration {:.2f}; detector middle {:.1f})\n",
-             e.column, e.confidence, e.method, e.registration_column,
-             0.5 * static_cast<double>(g.cols - 1));
+  fmt::print(
+      "center of rotation: column {:.2f} (confidence {:.2f}, {} method; opposite-view "
+      "registration {:.2f}; detector middle {:.1f})\n",
+      e.column, e.confidence, e.method, e.registration_column,
+      0.5 * static_cast<double>(g.cols - 1));
   std::fflush(stdout);
   if (e.confidence < low_center_confidence)
     fmt::print(stderr,
@@ -108,15 +109,15 @@ void run(const center_cli_options& o) {
                   "--range: needs -o / --output, the montage to write");
   CTFORGE_EXPECTS(o.size >= 0 && o.size <= 4096,
                   fmt::format("--size: must be in 0 .. 4096 (got {})", o.size));
-  require_distinct_paths({{"--output", o.output}}, {{"input", o.input},
-                                                    {"--geometry", o.geometry},
-                                                    {"--flat", o.flat},
-                                                    {"--dark", o.dark}});
+  require_distinct_paths(
+      {{"--output", o.output}},
+      {{"input", o.input}, {"--geometry", o.geometry}, {"--flat", o.flat}, {"--dark", o.dark}});
   if (!o.output.empty()) require_writable_dir("--output", o.output);
   const io::projection_read_options read = read_options(o);
   const geometry whole = io::read_projection_geometry(o.input, read);
-  CTFORGE_EXPECTS(o.row >= -1 && o.row < whole.rows, fmt::format("--row: {} is off the detector (rows 0 .. {})",
-                                                  o.row, whole.rows - 1));
+  CTFORGE_EXPECTS(
+      o.row >= -1 && o.row < whole.rows,
+      fmt::format("--row: {} is off the detector (rows 0 .. {})", o.row, whole.rows - 1));
   const std::int64_t row = o.row >= 0 ? o.row : whole.rows / 2;
   std::vector<double> columns;
   if (!o.range.empty()) {
@@ -149,8 +150,8 @@ void run(const center_cli_options& o) {
   const auto [across, down] = io::montage_grid(static_cast<std::int64_t>(columns.size()));
   note(o.quiet, fmt::format("wrote {}: {} slices of row {} ({} x {} pixels each, {} x {} tiles), "
                             "columns {:.2f} .. {:.2f}",
-                            o.output, columns.size(), row, slices.geom.nx, slices.geom.ny,
-                            across, down, columns.front(), columns.back()));
+                            o.output, columns.size(), row, slices.geom.nx, slices.geom.ny, across,
+                            down, columns.front(), columns.back()));
 }
 
 }  // namespace

@@ -262,9 +262,10 @@ void run(const recon_cli_options& o) {
     center_search_options so;
     so.threads = o.threads;
     const center_estimate e = find_center_of_rotation(proj, *in.geom, so);
-    fmt::print("center of rotation: column {:.2f} (estimated, confidence {:.2f}, {} method; "
-               "detector middle {:.1f})\n",
-               e.column, e.confidence, e.method, 0.5 * static_cast<double>(g.cols - 1));
+    fmt::print(
+        "center of rotation: column {:.2f} (estimated, confidence {:.2f}, {} method; "
+        "detector middle {:.1f})\n",
+        e.column, e.confidence, e.method, 0.5 * static_cast<double>(g.cols - 1));
     std::fflush(stdout);
     if (e.confidence < low_center_confidence)
       fmt::print(stderr,

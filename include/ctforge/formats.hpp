@@ -327,14 +327,14 @@ namespace ctforge {
 
 /// Detector column (0-based pixels, sub-pixel) onto which the rotation axis projects, estimated
 /// from the data alone: find_center_of_rotation(proj, g).column (below). The opposite-view
-/// registration it falls back to, and reports as registration_column: each view at angle t is registered against the mirrored view at
-/// t + 180 deg (the nearest view, within one angular step, linearly interpolated - or at the end
-/// of a 180 deg scan extrapolated - with its neighbour to t + 180 deg), by cross-correlation with
-/// a parabola fit of the peak (correlations summed over detector rows); the median over pairs
-/// is returned. Parallel beams: exact relation p(t + pi, s) = p(t, -s); fan / cone beams
-/// (circular, about 360 deg coverage): approximate, good for objects near the axis. Needs at
-/// least one view whose opposite angle lies within one angular step of another view. Throws
-/// usage_error when the geometry is not circular or no such pair exists.
+/// registration it falls back to, and reports as registration_column: each view at angle t is
+/// registered against the mirrored view at t + 180 deg (the nearest view, within one angular step,
+/// linearly interpolated - or at the end of a 180 deg scan extrapolated - with its neighbour to t +
+/// 180 deg), by cross-correlation with a parabola fit of the peak (correlations summed over
+/// detector rows); the median over pairs is returned. Parallel beams: exact relation p(t + pi, s) =
+/// p(t, -s); fan / cone beams (circular, about 360 deg coverage): approximate, good for objects
+/// near the axis. Needs at least one view whose opposite angle lies within one angular step of
+/// another view. Throws usage_error when the geometry is not circular or no such pair exists.
 double estimate_center_of_rotation(const projection_view& proj, const geometry& g);
 
 /// Options of find_center_of_rotation.

@@ -773,11 +773,10 @@ PYBIND11_MODULE(_core, m) {
           py::gil_scoped_release nogil;
           e = find_center_of_rotation(p, g, o);
         }
-        return py::make_tuple(e.column, e.confidence, e.method, e.registration_column,
-                              py::array_t<double>(static_cast<py::ssize_t>(e.candidates.size()),
-                                                  e.candidates.data()),
-                              py::array_t<double>(static_cast<py::ssize_t>(e.metric.size()),
-                                                  e.metric.data()));
+        return py::make_tuple(
+            e.column, e.confidence, e.method, e.registration_column,
+            py::array_t<double>(static_cast<py::ssize_t>(e.candidates.size()), e.candidates.data()),
+            py::array_t<double>(static_cast<py::ssize_t>(e.metric.size()), e.metric.data()));
       },
       py::arg("projections"), py::arg("geometry"), py::arg("row"), py::arg("min_column"),
       py::arg("max_column"), py::arg("wedge_ratio"));
@@ -798,10 +797,11 @@ PYBIND11_MODULE(_core, m) {
       py::arg("size"), py::arg("threads"));
   m.def(
       "write_center_montage",
-      [](const std::string& path, const py::handle& slices_obj, const std::vector<double>& columns) {
+      [](const std::string& path, const py::handle& slices_obj,
+         const std::vector<double>& columns) {
         const farray a = require_array(slices_obj, 3, "slices");
-        const volume_geometry vg = volume_geometry::centered(a.shape(2), a.shape(1), a.shape(0),
-                                                             {1.0, 1.0, 1.0});
+        const volume_geometry vg =
+            volume_geometry::centered(a.shape(2), a.shape(1), a.shape(0), {1.0, 1.0, 1.0});
         const volume_view v = volume_arg(a, vg, "slices");
         py::gil_scoped_release nogil;
         io::write_center_montage(path, v, columns);

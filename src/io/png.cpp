@@ -127,8 +127,8 @@ const std::uint8_t* glyph(char c) {
 }
 
 /// Draws `text` in white with its top left corner at (x0, y0), clipped to [x0, x_end).
-void draw_text(std::vector<std::uint8_t>& img, std::int64_t width, std::int64_t x0,
-               std::int64_t y0, std::int64_t x_end, const std::string& text) {
+void draw_text(std::vector<std::uint8_t>& img, std::int64_t width, std::int64_t x0, std::int64_t y0,
+               std::int64_t x_end, const std::string& text) {
   std::int64_t x = x0;
   for (const char c : text) {
     const std::uint8_t* g = glyph(c);

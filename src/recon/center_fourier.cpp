@@ -92,12 +92,14 @@ float catmull_rom(const float* line, std::int64_t n, double x) {
   const double fl = std::floor(x);
   const double t = x - fl;
   const auto i = static_cast<std::int64_t>(fl);
-  auto p = [&](std::int64_t k) { return static_cast<double>(line[std::clamp<std::int64_t>(k, 0, n - 1)]); };
+  auto p = [&](std::int64_t k) {
+    return static_cast<double>(line[std::clamp<std::int64_t>(k, 0, n - 1)]);
+  };
   if (t == 0) return static_cast<float>(p(i));
   const double p0 = p(i - 1), p1 = p(i), p2 = p(i + 1), p3 = p(i + 2);
   return static_cast<float>(
-      p1 + 0.5 * t *
-               (p2 - p0 + t * (2 * p0 - 5 * p1 + 4 * p2 - p3 + t * (3 * (p1 - p2) + p3 - p0))));
+      p1 +
+      0.5 * t * (p2 - p0 + t * (2 * p0 - 5 * p1 + 4 * p2 - p3 + t * (3 * (p1 - p2) + p3 - p0))));
 }
 
 struct fftwf_free_deleter {
@@ -133,8 +135,8 @@ double wedge_metric(const sinograms& s, double d, double radius) {
       for (std::int64_t j = 0; j < w; ++j) {
         const double src = static_cast<double>(w - 1 - j) + d;  // mirrored about the axis
         top[j] = line[j];
-        bottom[j] = src < 0 || src > static_cast<double>(w - 1) ? line[j]
-                                                                : catmull_rom(line, w, src);
+        bottom[j] =
+            src < 0 || src > static_cast<double>(w - 1) ? line[j] : catmull_rom(line, w, src);
         energy += 2 * static_cast<double>(line[j]) * line[j];
       }
     }
@@ -214,8 +216,10 @@ void fourier_search(const projection_view& p, const std::vector<std::int64_t>& h
            static_cast<double>(nb - 1);
   };
   const double limit = 0.5 * static_cast<double>(nb);
-  const double d_lo = std::isnan(opt.min_column) ? -limit : std::max(-limit, to_shift(opt.min_column));
-  const double d_hi = std::isnan(opt.max_column) ? limit : std::min(limit, to_shift(opt.max_column));
+  const double d_lo =
+      std::isnan(opt.min_column) ? -limit : std::max(-limit, to_shift(opt.min_column));
+  const double d_hi =
+      std::isnan(opt.max_column) ? limit : std::min(limit, to_shift(opt.max_column));
   const auto first = static_cast<std::int64_t>(std::ceil(d_lo));
   const auto last = static_cast<std::int64_t>(std::floor(d_hi));
   CTFORGE_EXPECTS(last >= first,
@@ -241,10 +245,10 @@ void fourier_search(const projection_view& p, const std::vector<std::int64_t>& h
   CTFORGE_CHECK(std::isfinite(out.metric[best]),
                 "center of rotation: the projections hold no structure (zero sinograms)");
   // Dips at least 3 px apart; the running median over +-4 px (+-8 candidates at bin 1).
-  out.confidence =
-      count < 3 ? 0.0
-                : contrast(out.metric, best, std::max<std::int64_t>(2, (6 + bin - 1) / bin),
-                           std::max<std::int64_t>(3, 8 / bin));
+  out.confidence = count < 3
+                       ? 0.0
+                       : contrast(out.metric, best, std::max<std::int64_t>(2, (6 + bin - 1) / bin),
+                                  std::max<std::int64_t>(3, 8 / bin));
 
   // Fine: full resolution, quarter-pixel shifts within bin + 1 pixels of the coarse minimum.
   const sinograms full = gather(p, rows, half, std::max<std::int64_t>(1, (nv + 1023) / 1024), 1);
@@ -258,10 +262,10 @@ void fourier_search(const projection_view& p, const std::vector<std::int64_t>& h
   const auto nf = static_cast<std::int64_t>(shifts.size());
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
   for (std::int64_t i = 0; i < nf; ++i)
-    fine[static_cast<std::size_t>(i)] =
-        wedge_metric(full, shifts[static_cast<std::size_t>(i)],
-                     opt.wedge_ratio * 0.5 * static_cast<double>(n));
-  const auto k = static_cast<std::size_t>(std::min_element(fine.begin(), fine.end()) - fine.begin());
+    fine[static_cast<std::size_t>(i)] = wedge_metric(
+        full, shifts[static_cast<std::size_t>(i)], opt.wedge_ratio * 0.5 * static_cast<double>(n));
+  const auto k =
+      static_cast<std::size_t>(std::min_element(fine.begin(), fine.end()) - fine.begin());
   double d = shifts[k];
   if (k > 0 && k + 1 < fine.size()) {
     const double den = fine[k - 1] - 2 * fine[k] + fine[k + 1];
@@ -276,9 +280,9 @@ void fourier_search(const projection_view& p, const std::vector<std::int64_t>& h
 center_estimate find_center_of_rotation(const projection_view& proj, const geometry& g,
                                         const center_search_options& opt) {
   require_host(proj, "find_center_of_rotation");
-  CTFORGE_EXPECTS(std::isfinite(opt.wedge_ratio) && opt.wedge_ratio > 0 && opt.wedge_ratio <= 1,
-                  fmt::format("center of rotation: wedge ratio must be in (0, 1] (got {})",
-                              opt.wedge_ratio));
+  CTFORGE_EXPECTS(
+      std::isfinite(opt.wedge_ratio) && opt.wedge_ratio > 0 && opt.wedge_ratio <= 1,
+      fmt::format("center of rotation: wedge ratio must be in (0, 1] (got {})", opt.wedge_ratio));
   center_estimate out;
   // The registration: the fallback, and a second opinion (it throws the usage errors for
   // geometries neither method takes).
@@ -293,8 +297,9 @@ center_estimate find_center_of_rotation(const projection_view& proj, const geome
     const std::size_t m = pairs.size();
     out.registration_column = m % 2 ? pairs[m / 2] : 0.5 * (pairs[m / 2 - 1] + pairs[m / 2]);
   }
-  const std::vector<std::int64_t> half =
-      g.beam == beam_kind::parallel ? half_turn_views(g.orbit->angles_rad) : std::vector<std::int64_t>{};
+  const std::vector<std::int64_t> half = g.beam == beam_kind::parallel
+                                             ? half_turn_views(g.orbit->angles_rad)
+                                             : std::vector<std::int64_t>{};
   if (!half.empty() && proj.cols >= 16) {
     fourier_search(proj, half, opt, out);
     return out;

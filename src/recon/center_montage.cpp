@@ -23,9 +23,9 @@ volume reconstruct_center_candidates(const projection_view& proj, const geometry
                   fmt::format("center candidates: projections {}x{}x{} do not match the geometry "
                               "({} views, {} rows, {} cols)",
                               proj.views, proj.rows, proj.cols, g.view_count(), g.rows, g.cols));
-  CTFORGE_EXPECTS(row >= 0 && row < g.rows,
-                  fmt::format("center candidates: row {} is off the detector (rows 0 .. {})", row,
-                              g.rows - 1));
+  CTFORGE_EXPECTS(
+      row >= 0 && row < g.rows,
+      fmt::format("center candidates: row {} is off the detector (rows 0 .. {})", row, g.rows - 1));
   CTFORGE_EXPECTS(!columns.empty(), "center candidates: no candidate column");
   CTFORGE_EXPECTS(static_cast<std::int64_t>(columns.size()) <= max_center_candidates,
                   fmt::format("center candidates: {} candidates; at most {}", columns.size(),
@@ -44,10 +44,8 @@ volume reconstruct_center_candidates(const projection_view& proj, const geometry
   // isocentre by the magnification (cone beams; the source orbits in the plane z = 0).
   const double m = magnification(g);
   vg.spacing_mm[2] = g.pixel_v_mm / m;
-  vg.origin_mm[2] = pixel_center(g, 0, 0.5 * static_cast<double>(g.cols - 1),
-                                 static_cast<double>(row))
-                        .z /
-                    m;
+  vg.origin_mm[2] =
+      pixel_center(g, 0, 0.5 * static_cast<double>(g.cols - 1), static_cast<double>(row)).z / m;
 
   recon_options ro;
   ro.algo = default_algorithm(g);

@@ -146,8 +146,7 @@ TEST_F(CenterCli, FailedWriteLeavesNoPartialFile) {
 }
 
 TEST_F(CenterCli, ReconAutoPrintsTheConfidence) {
-  const auto r =
-      run("recon '" + tooth + "' -o t.h5 --center-of-rotation auto --size 64 --quiet");
+  const auto r = run("recon '" + tooth + "' -o t.h5 --center-of-rotation auto --size 64 --quiet");
   ASSERT_EQ(r.status, 0) << r.output;
   const auto [col, conf] = parse_estimate(r.output);
   EXPECT_NEAR(col, 296.0, 0.5) << r.output;
