@@ -12,7 +12,7 @@ JOBS ?= 2
 PYTHON ?= python3
 VENV ?= .venv
 PY_REQUIREMENTS = "scikit-build-core>=0.10" "pybind11>=2.10" "numpy>=1.22" pytest nbclient \
-  nbformat ipykernel matplotlib scipy "dask>=2023.1" "distributed>=2023.1" "h5py>=3.11"
+  nbformat ipykernel matplotlib scipy "dask>=2023.1" "distributed>=2023.1" "h5py>=3.11" algotom
 PIP = $(VENV)/bin/pip --disable-pip-version-check -q
 
 .PHONY: all deps build test test-cpp test-python test-gpu demo bench bench-distributed bench-peers \

@@ -30,6 +30,7 @@ runner add_recon(CLI::App& app);
 runner add_info(CLI::App& app);
 runner add_compare(CLI::App& app);
 runner add_convert(CLI::App& app);  // apps/convert.cpp (formats)
+runner add_center(CLI::App& app);   // apps/center.cpp (rotation centre)
 
 // ---- option values ------------------------------------------------------------------------
 

@@ -379,8 +379,9 @@ void add_input_options(CLI::App* sub, input_options& o) {
   sub->add_option("--angles", o.angles,
                   "Angle-list text file (one angle per line, '#' comments; optional 2nd column: "
                   "image key 0 projection, 1 flat, 2 dark, 3 invalid, one line per stored frame): "
-                  "builds a parallel-beam geometry instead of --geometry")
-      ->type_name("FILE");
+                  "builds a parallel-beam geometry instead of --geometry; or START:STOP:COUNT, "
+                  "COUNT angles from START to STOP, both included (e.g. 0:179:180)")
+      ->type_name("FILE|A:B:N");
   sub->add_option("--angle-unit", o.angle_unit,
                   "Unit of the --angles list; radians must be stated (rad)")
       ->check(CLI::IsMember({"deg", "rad"}))

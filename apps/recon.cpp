@@ -279,10 +279,21 @@ void run(const recon_cli_options& o) {
   }
   const projection_stack& proj = in.projections;
   if (o.center_of_rotation == "auto") {
-    const double col = estimate_center_of_rotation(proj, *in.geom);
-    fmt::print("center of rotation: column {:.2f} (estimated; detector middle {:.1f})\n", col,
-               0.5 * static_cast<double>(g.cols - 1));
-    g = with_center_of_rotation(g, col);
+    center_search_options so;
+    so.threads = o.threads;
+    const center_estimate e = find_center_of_rotation(proj, *in.geom, so);
+    fmt::print(
+        "center of rotation: column {:.2f} (estimated, confidence {:.2f}, {} method; "
+        "detector middle {:.1f})\n",
+        e.column, e.confidence, e.method, 0.5 * static_cast<double>(g.cols - 1));
+    std::fflush(stdout);
+    if (e.confidence < low_center_confidence)
+      fmt::print(stderr,
+                 "ctforge: warning: the estimated rotation centre {:.2f} has low confidence "
+                 "({:.2f} < {}): check it with `ctforge center {} --range A:B:STEP -o "
+                 "montage.png` and give the column to --center-of-rotation\n",
+                 e.column, e.confidence, low_center_confidence, o.input);
+    g = with_center_of_rotation(g, e.column);
   } else if (!o.center_of_rotation.empty()) {
     g = with_center_of_rotation(
         g, parse_doubles("--center-of-rotation", o.center_of_rotation, {1})[0]);

@@ -45,7 +45,8 @@ __all__ = [
     "Error", "UsageError", "Geometry", "VolumeGeometry", "Phantom", "__version__",
     "shepp_logan", "phantom", "project_analytic", "voxelize", "add_poisson_noise",
     "forward_project", "back_project", "reconstruct", "default_grid", "default_algorithm",
-    "estimate_center_of_rotation", "read_projections", "read_projection_geometry",
+    "estimate_center_of_rotation", "find_center", "center_montage", "CenterEstimate",
+    "read_projections", "read_projection_geometry",
     "write_projections", "read_volume",
     "write_volume", "write_preview", "info", "compare", "backend_for", "last_gpu_call",
     "DeviceArray", "to_device", "linear_operator",
@@ -675,6 +676,104 @@ def estimate_center_of_rotation(projections: Any, geometry: Any) -> float:
     (``ctforge recon --center-of-rotation auto``)."""
     return _core.estimate_center_of_rotation(_as_float32(projections, 3, "projections"),
                                              _core_geometry(geometry))
+
+
+class CenterEstimate:
+    """Result of :func:`find_center`: ``column`` (0-based detector column of the rotation axis),
+    ``confidence`` (0 .. 1; below ``CenterEstimate.LOW``, check with :func:`center_montage`),
+    ``method`` ("fourier": Vo's method; "registration": opposite views), ``registration_column``
+    (the opposite-view registration's answer, for comparison), ``candidates`` / ``metric`` (the
+    coarse search; lower metric is better). Unpacks as ``column, confidence = find_center(...)``."""
+
+    LOW: float = 0.5  # ctforge::low_center_confidence
+
+    __slots__ = ("column", "confidence", "method", "registration_column", "candidates", "metric")
+
+    def __init__(self, column, confidence, method, registration_column, candidates, metric):
+        self.column = float(column)
+        self.confidence = float(confidence)
+        self.method = str(method)
+        self.registration_column = float(registration_column)
+        self.candidates = np.asarray(candidates)
+        self.metric = np.asarray(metric)
+
+    def __iter__(self):
+        return iter((self.column, self.confidence))
+
+    def __repr__(self) -> str:
+        return (f"CenterEstimate(column={self.column:.3f}, confidence={self.confidence:.3f}, "
+                f"method={self.method!r}, registration_column={self.registration_column:.3f})")
+
+
+def _center_input(projections_or_file: Any, geometry: Any, band_of: Callable, read: dict):
+    """(projections, core geometry, first row read) from an array and a geometry, or from a
+    file (only the rows band_of(rows) = (r0, r1) are read)."""
+    if isinstance(projections_or_file, (str, bytes)) or hasattr(projections_or_file, "__fspath__"):
+        g = read_projection_geometry(projections_or_file, geometry=geometry, **read)
+        r0, r1 = band_of(_core_geometry(g).rows)
+        p, g = read_projections(projections_or_file, geometry=geometry, band=(r0, r1), **read)
+        return p, _core_geometry(g), r0
+    if geometry is None:
+        raise UsageError("geometry: required with a projection array")
+    return _as_float32(projections_or_file, 3, "projections"), _core_geometry(geometry), 0
+
+
+def find_center(projections_or_file: Any, geometry: Any = None, *, row: Optional[int] = None,
+                min_column: Optional[float] = None, max_column: Optional[float] = None,
+                wedge_ratio: float = 0.5, **read: Any) -> CenterEstimate:
+    """Rotation-axis column with a confidence figure (``ctforge center``): Vo's Fourier-space
+    method for parallel beams covering 180 deg or more (robust to objects wider than the field
+    of view and to rings), the opposite-view registration otherwise (fan / cone beams).
+
+    ``projections_or_file``: an array (views, rows, cols) with its ``geometry``, or a file any
+    reader takes (``geometry`` then overrides the file's; further keywords go to
+    :func:`read_projections`, e.g. ``flat=``, ``pixel_size=``). ``row``: the detector row
+    searched (default: up to 4 rows spread over the detector; from a file, up to 32 middle
+    rows are read). ``min_column`` / ``max_column``: the search range (default: the middle
+    half of the detector). ``wedge_ratio``: Vo's double-wedge radius, a fraction of half the
+    width."""
+    def band(rows: int):
+        if row is not None:
+            return int(row), int(row) + 1
+        mid, half = rows // 2, min(16, (rows + 1) // 2)
+        return max(0, mid - half), min(rows, mid + half)
+    p, g, r0 = _center_input(projections_or_file, geometry, band, read)
+    r = -1 if row is None else int(row) - r0
+    nan = float("nan")
+    return CenterEstimate(*_core.find_center_of_rotation(
+        p, g, r, nan if min_column is None else float(min_column),
+        nan if max_column is None else float(max_column), float(wedge_ratio)))
+
+
+def center_montage(projections_or_file: Any, columns: Any, geometry: Any = None, *,
+                   row: Optional[int] = None, size: int = 0, threads: int = 0,
+                   output: Optional[PathLike] = None, **read: Any) -> np.ndarray:
+    """One reconstructed slice (FBP, or FDK for fan / cone beams) of detector ``row`` (default
+    the middle row) per candidate axis column in ``columns`` (at most 200): float32 array
+    (candidates, size, size) on a grid covering the field of view (``size`` 0: min(cols, 512)).
+    ``output``: also write them as a labelled PNG montage (``ctforge center --range``). Input as
+    for :func:`find_center`."""
+    cols = [float(c) for c in np.atleast_1d(np.asarray(columns, dtype=np.float64))]
+    is_file = isinstance(projections_or_file, (str, bytes)) or hasattr(projections_or_file,
+                                                                        "__fspath__")
+    reach = 0  # parallel beams: the row alone; fan / cone beams: the rows within 16 of it
+    if is_file:
+        g0 = read_projection_geometry(projections_or_file, geometry=geometry, **read)
+        reach = 0 if _core_geometry(g0).beam == "parallel" else 16
+    target = {}
+
+    def band(rows: int):
+        r = rows // 2 if row is None else int(row)
+        if not 0 <= r < rows:
+            raise UsageError(f"row: {r} is off the detector (rows 0 .. {rows - 1})")
+        target["row"] = r
+        return max(0, r - reach), min(rows, r + reach + 1)
+    p, g, r0 = _center_input(projections_or_file, geometry, band, read)
+    r = target["row"] - r0 if is_file else (g.rows // 2 if row is None else int(row))
+    slices = _core.center_candidates(p, g, int(r), cols, int(size), int(threads))
+    if output is not None:
+        _core.write_center_montage(_os.fspath(output), slices, cols)
+    return slices
 
 
 def backend_for(backend: str = "auto", device: int = 0) -> Tuple[str, str]:

@@ -3,6 +3,8 @@
 
 #include <charconv>
 #include <cmath>
+#include <filesystem>
+#include <optional>
 #include <fstream>
 #include <numbers>
 
@@ -12,7 +14,42 @@
 
 namespace ctforge::io {
 
+namespace {
+
+/// "START:STOP:COUNT" (COUNT angles from START to STOP, both included, as numpy.linspace and
+/// tomopy.angles), or nothing when `text` is not of that form.
+std::optional<angle_list> angle_range(const std::string& text, bool radians) {
+  double v[3];
+  std::size_t start = 0;
+  for (int i = 0; i < 3; ++i) {
+    const std::size_t end = i < 2 ? text.find(':', start) : text.size();
+    if (end == std::string::npos) return std::nullopt;
+    const auto [p, ec] = std::from_chars(text.data() + start, text.data() + end, v[i]);
+    if (ec != std::errc() || p != text.data() + end || end == start) return std::nullopt;
+    start = end + 1;
+  }
+  const double count = v[2];
+  CTFORGE_EXPECTS(std::isfinite(v[0]) && std::isfinite(v[1]) && count >= 1 &&
+                      count == std::floor(count) && count <= 1e7,
+                  fmt::format("--angles {}: START:STOP:COUNT needs finite angles and a whole "
+                              "count of 1 to 10^7 views",
+                              text));
+  angle_list out;
+  const auto n = static_cast<std::int64_t>(count);
+  for (std::int64_t k = 0; k < n; ++k) {
+    const double a = n == 1 ? v[0] : v[0] + (v[1] - v[0]) * double(k) / double(n - 1);
+    out.angles_rad.push_back(radians ? a : deg_to_rad(a));
+    out.line_numbers.push_back(static_cast<int>(k + 1));
+  }
+  return out;
+}
+
+}  // namespace
+
 angle_list read_angle_list(const std::string& path, bool radians) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    if (auto r = angle_range(path, radians)) return *r;
   std::ifstream in(path);
   CTFORGE_CHECK(in.good(), path + ": cannot open the angle list");
   angle_list out;

@@ -9,7 +9,8 @@
 // differentiated first (first differences): this removes constant offsets (imperfect flat
 // fields) and the bias of zero-padded correlation towards small shifts, and sharpens the peak.
 // Correlations are summed over detector rows; each pair of views gives one estimate and the
-// median over pairs is returned.
+// median over pairs is the estimate (center_fourier.cpp takes the median and the pairs'
+// agreement as the confidence).
 #include <fftw3.h>
 #include <fmt/format.h>
 
@@ -22,6 +23,7 @@
 
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
+#include "recon/center_internal.hpp"
 
 namespace ctforge {
 namespace {
@@ -136,7 +138,8 @@ class correlator {
 
 }  // namespace
 
-double estimate_center_of_rotation(const projection_view& proj, const geometry& g) {
+std::vector<double> detail::registration_estimates(const projection_view& proj,
+                                                   const geometry& g) {
   require_host(proj, "estimate_center_of_rotation");
   CTFORGE_EXPECTS(
       g.orbit.has_value(),
@@ -251,8 +254,11 @@ double estimate_center_of_rotation(const projection_view& proj, const geometry& 
       !estimates.empty(),
       "center of rotation: the projections hold no structure to register (constant views)");
   std::sort(estimates.begin(), estimates.end());
-  const std::size_t m = estimates.size();
-  return m % 2 ? estimates[m / 2] : 0.5 * (estimates[m / 2 - 1] + estimates[m / 2]);
+  return estimates;
+}
+
+double estimate_center_of_rotation(const projection_view& proj, const geometry& g) {
+  return find_center_of_rotation(proj, g).column;
 }
 
 geometry with_center_of_rotation(const geometry& g, double col) {

@@ -442,3 +442,25 @@ TEST(Sinogram, OpenBeamColumnsWithKeyedDarks) {
 
 }  // namespace
 }  // namespace ctforge
+
+namespace ctforge {
+namespace {
+
+// "START:STOP:COUNT" instead of a file: numpy.linspace's angles, both ends included; a file of
+// that name is still read as a file.
+TEST(AngleList, StartStopCountIsALinspace) {
+  const auto l = io::read_angle_list("-88.2:91.8:91");
+  ASSERT_EQ(l.angles_rad.size(), 91u);
+  EXPECT_NEAR(rad_to_deg(l.angles_rad.front()), -88.2, 1e-12);
+  EXPECT_NEAR(rad_to_deg(l.angles_rad[1]), -86.2, 1e-12);
+  EXPECT_NEAR(rad_to_deg(l.angles_rad.back()), 91.8, 1e-12);
+  const auto r = io::read_angle_list("0:3.14159:2", /*radians=*/true);
+  EXPECT_DOUBLE_EQ(r.angles_rad[1], 3.14159);
+  EXPECT_THROW((void)io::read_angle_list("0:180:2.5"), usage_error);
+  EXPECT_THROW((void)io::read_angle_list("0:180:0"), usage_error);
+  // Not of the form: a file that does not exist.
+  EXPECT_THROW((void)io::read_angle_list("0:180"), error);
+}
+
+}  // namespace
+}  // namespace ctforge
