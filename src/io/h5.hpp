@@ -762,19 +762,6 @@ class file : public location {
       return {};
     }
   }
-  /// True when `name` exists and is a group (links followed).
-  bool has_group(std::string_view name) const {
-    const std::string n = absolute(name);
-    if (n == "/") return true;
-    if (!has(n)) return false;
-    object_id o(H5Oopen(id_, n.c_str(), H5P_DEFAULT));
-    if (!o) {
-      H5Eclear2(H5E_DEFAULT);
-      return false;
-    }
-    return H5Iget_type(o.get()) == H5I_GROUP;
-  }
-
   /// Opens a dataset; a missing one gives
   /// "<path>: dataset /x not found (datasets present: /a, /b)".
   dataset open_dataset(std::string_view name) const {

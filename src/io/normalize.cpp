@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <numeric>
+#include <sstream>
 
 #include "core/finite_scan.hpp"
 #include "core/parallel_copy.hpp"
@@ -752,11 +753,8 @@ std::string describe_any(const std::string& path) {
       fmt::format("{}: {} projections\n  views {}, rows {}, cols {} ({} data)\n", path, format,
                   s.full_views, s.full_rows, s.full_cols, s.integer_data ? "integer" : "float");
   if (format == "nxtomo") {
-    std::string layout = describe_nxtomo_layout(path);
-    for (std::size_t k = 0; (k = layout.find('\n', k)) != std::string::npos && k + 1 < layout.size();
-         k += 3)
-      layout.replace(k, 1, "\n  ");
-    d += "  " + layout;
+    std::istringstream layout(describe_nxtomo_layout(path));
+    for (std::string line; std::getline(layout, line);) d += "  " + line + "\n";
   }
   if (format == "tiff") {
     const auto files = list_tiff_files(path);
