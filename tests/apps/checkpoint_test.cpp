@@ -49,6 +49,16 @@ class Checkpoint : public ::testing::Test {
                                     "simulate --phantom shepp-logan --phantom-size 40 "
                                     "--geometry g.json -o p.h5 --quiet");
     ASSERT_EQ(r.status, 0) << r.output;
+    // The iterative methods' states: a smaller scan (60 views of 32 x 28 pixels, the same field
+    // of view), whose iterations cost a quarter of p.h5's, enough for a 24^3 volume.
+    std::ofstream(*dir_ / "it.json")
+        << R"({"type":"cone","source_to_isocenter_mm":300,"source_to_detector_mm":600,
+               "detector":{"cols":32,"rows":28,"pixel_mm":[3,3]},
+               "angles_deg":{"start":0,"step":6,"count":60}})";
+    const auto s = testing::run_cli(*dir_,
+                                    "simulate --phantom shepp-logan --phantom-size 40 "
+                                    "--geometry it.json -o it.h5 --quiet");
+    ASSERT_EQ(s.status, 0) << s.output;
     // The uninterrupted checkpointed run every resumed run must reproduce bit for bit.
     const auto a =
         testing::run_cli(*dir_, std::string(k_recon) + " -o ref.h5 --checkpoint-dir ck0");
@@ -171,12 +181,12 @@ TEST_F(Checkpoint, ForeignAndCorruptedUnitsAreDetected) {
 // iteration resumes to the bit-identical result, which is also plain SIRT's.
 TEST_F(Checkpoint, SirtResumesBitIdenticalFromEitherSlot) {
   const std::string sirt =
-      "recon p.h5 --size 24 --algorithm sirt --iterations 8 --backend cpu --threads 2 "
+      "recon it.h5 --size 24 --algorithm sirt --iterations 20 --backend cpu --threads 2 "
       "--checkpoint-every 1 --checkpoint-seconds 0 --quiet";
   auto r = testing::run_cli(*dir_, sirt + " -o sirt_plain.h5 --checkpoint-dir ck_sirt_ref");
   ASSERT_EQ(r.status, 0) << r.output;
   r = testing::run_cli(*dir_,
-                       "recon p.h5 --size 24 --algorithm sirt --iterations 8 "
+                       "recon it.h5 --size 24 --algorithm sirt --iterations 20 "
                        "--backend cpu --threads 2 --quiet -o sirt_nock.h5");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_TRUE(same_volume("sirt_plain.h5", "sirt_nock.h5"));
@@ -222,10 +232,10 @@ TEST_F(Checkpoint, EveryIterativeMethodResumesBitIdentical) {
                          method{"os-sart --subsets 4", "ossart", "os_sart_", "OS-SART"},
                          method{"osem --subsets 4", "osem", "osem_", "OSEM"}}) {
     const std::string key = m.key;
-    const std::string cmd = std::string("recon p.h5 --size 24 --algorithm ") + m.args +
+    const std::string cmd = std::string("recon it.h5 --size 24 --algorithm ") + m.args +
                             " --iterations 10 --backend cpu --threads 2 --checkpoint-every 1 "
                             "--checkpoint-seconds 0 --log-iterations " + key + ".csv --quiet";
-    auto r = testing::run_cli(*dir_, std::string("recon p.h5 --size 24 --algorithm ") + m.args +
+    auto r = testing::run_cli(*dir_, std::string("recon it.h5 --size 24 --algorithm ") + m.args +
                                          " --iterations 10 --backend cpu --threads 2 --quiet -o " +
                                          key + "_plain.h5");
     ASSERT_EQ(r.status, 0) << r.output;
@@ -259,7 +269,7 @@ TEST_F(Checkpoint, EveryIterativeMethodResumesBitIdentical) {
   }
   // Another TV weight is another run: refused with the difference named, the state kept.
   const std::string fista =
-      "recon p.h5 --size 24 --algorithm fista-tv --tv-weight 1e-3 --iterations 10 --backend cpu "
+      "recon it.h5 --size 24 --algorithm fista-tv --tv-weight 1e-3 --iterations 10 --backend cpu "
       "--threads 2 --checkpoint-every 1 --checkpoint-seconds 0 --quiet";
   EXPECT_EQ(interrupt("ck_fista2", "fista2.h5", 2, "KILL", 0.02, fista, "fista_tv_"), 128 + 9);
   const auto r = testing::run_cli(*dir_, std::string(fista).replace(fista.find("1e-3"), 4, "2e-3") +
@@ -283,13 +293,14 @@ TEST_F(Checkpoint, EveryIterativeMethodResumesBitIdentical) {
 // bit-identical to an uninterrupted run from that start; another start is another run.
 TEST_F(Checkpoint, RunFromInitialResumesWithTheSameCommand) {
   const std::string base =
-      "recon p.h5 --size 24 --algorithm sirt --backend cpu --threads 2 --quiet";
+      "recon it.h5 --size 24 --algorithm sirt --backend cpu --threads 2 --quiet";
   auto r = testing::run_cli(*dir_, base + " -o start.h5 --iterations 2");
   ASSERT_EQ(r.status, 0) << r.output;
   r = testing::run_cli(*dir_, base + " -o other_start.h5 --iterations 3");
   ASSERT_EQ(r.status, 0) << r.output;
-  // Many iterations, so that the run is still going when it is killed.
-  const std::string from = base + " --iterations 200 --initial start.h5";
+  // Enough iterations (40, tens of milliseconds each, ten times that under AddressSanitizer)
+  // that the run is still going when it is killed after its second saved state.
+  const std::string from = base + " --iterations 40 --initial start.h5";
   r = testing::run_cli(*dir_, from + " -o init_plain.h5");
   ASSERT_EQ(r.status, 0) << r.output;
   const std::string cmd = from + " --checkpoint-every 1 --checkpoint-seconds 0";
