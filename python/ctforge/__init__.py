@@ -557,7 +557,7 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
     "voxel" or "matched" (CGLS and FISTA-TV need matched); ``tolerance``: stop once the
     relative update falls below it (CGLS: the relative gradient), 0 = off; ``initial``: a
     warm-start volume (nz, ny, nx) on ``grid``. ``return_log=True`` returns ``(volume, log)``,
-    ``log`` a list of dicts (iteration, residual = |Ax - p| / |p|, objective, relative_update,
+    ``log`` a list of dicts (iteration, residual = ``|Ax - p| / |p|``, objective, relative_update,
     seconds, stop_criterion = what ``tolerance`` compares), one per iteration. ``progress``:
     True for a bar on stderr, or a callable receiving the fraction done (called with the GIL,
     between batches). Ctrl-C raises
