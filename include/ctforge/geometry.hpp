@@ -1,6 +1,6 @@
 // Acquisition geometry.
 //
-// Convention (see README, "Geometry"):
+// Convention (see docs/geometry.md):
 //  * World frame in mm, right-handed, rotation axis = +z. Volumes are indexed [z][y][x].
 //  * Every geometry reduces to per-view vectors: source (cone) or ray direction (parallel),
 //    detector centre, and the steps u (between adjacent columns) and v (between adjacent rows),
@@ -102,8 +102,8 @@ inline constexpr double rad_to_deg(double r) {
   return r * 180.0 / 3.14159265358979323846;
 }
 
-/// Parses the JSON form (README, "Geometry JSON"). `origin` names the source (a file name)
-/// in error messages. Throws usage_error naming the field on invalid input.
+/// Parses the JSON form (docs/geometry.md, "Geometry JSON"). `origin` names the source (a file
+/// name) in error messages. Throws usage_error naming the field on invalid input.
 geometry geometry_from_json(std::string_view text, std::string_view origin = "geometry");
 /// Reads a geometry JSON file. Throws error when the file cannot be read.
 geometry load_geometry(const std::string& path);

@@ -99,10 +99,11 @@ struct grid_request {
   bool whole_in_memory = true;
 };
 
-/// The grid the command line reconstructs on (README, "Default grid"): without a size,
-/// cols x cols x rows voxels (more across when a displaced detector covers a wider circle);
-/// without a spacing, the detector's field of view at the isocentre divided by the size (pixel
-/// pitch / magnification without a size); without an origin, centred on the isocentre.
+/// The grid the command line reconstructs on (docs/guide/reconstruct.md, "The volume grid"):
+/// without a size, cols x cols x rows voxels (more across when a displaced detector covers a
+/// wider circle); without a spacing, the detector's field of view at the isocentre divided by
+/// the size (pixel pitch / magnification without a size); without an origin, centred on the
+/// isocentre.
 /// Throws usage_error naming the option on invalid values or a grid too large for memory.
 volume_geometry default_grid(const geometry& g, const grid_request& request = {});
 

@@ -138,7 +138,7 @@ def _offsets(x: Any) -> list:
 # ---- geometry ----------------------------------------------------------------------------
 
 class Geometry:
-    """Acquisition geometry (see the README, "Geometry"): a detector of ``cols`` x ``rows``
+    """Acquisition geometry (see docs/geometry.md): a detector of ``cols`` x ``rows``
     pixels and one set of vectors per view. Build one with :meth:`cone`, :meth:`parallel`,
     :meth:`cone_vec`, :meth:`parallel_vec`, :meth:`from_json`, :meth:`from_rtk_xml` or
     :meth:`from_astra`. Read-only; compare with ``==``."""
@@ -158,8 +158,8 @@ class Geometry:
         ``sid``/``sdd`` source-to-isocentre / source-to-detector distances in mm; ``angles`` in
         radians (an array, or a view count for a full circle); detector offsets in mm (one
         value or one per view). ``detector_shape="cylindrical"``: a curved detector of radius
-        ``sdd`` centred on the source, columns ``pixel_size`` apart along the arc (README,
-        "Geometry")."""
+        ``sdd`` centred on the source, columns ``pixel_size`` apart along the arc
+        (docs/geometry.md)."""
         du, dv = _pair(pixel_size, "pixel_size")
         return Geometry(_core.make_cone(int(cols), int(rows), du, dv, float(sid), float(sdd),
                                         _angles(angles), _offsets(offset_u), _offsets(offset_v),
@@ -267,7 +267,8 @@ def default_grid(geometry: Any, shape: Optional[Sequence[int]] = None,
                  spacing: Any = None, origin: Any = None) -> VolumeGeometry:
     """The grid ``ctforge recon`` uses: ``shape`` (nz, ny, nx) in voxels, ``spacing`` (x, y, z)
     in mm (one value: isotropic) and ``origin`` (x, y, z) in mm, each defaulting as the
-    command line's --size-xyz / --spacing / --origin (README, "Default grid")."""
+    command line's --size-xyz / --spacing / --origin (docs/guide/reconstruct.md, "The volume
+    grid")."""
     s = None if shape is None else tuple(int(v) for v in shape)
     if s is not None and len(s) != 3:
         raise UsageError(f"shape: expected (nz, ny, nx), got {shape}")
@@ -533,7 +534,7 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
                 return_log: bool = False, displaced_detector: str = "auto",
                 offset_transition: float = 16.0) -> Any:
     """Reconstructs a volume (nz, ny, nx) on ``grid`` from line integrals (views, rows, cols):
-    what ``ctforge recon`` does, with the same options (README, "Command line").
+    what ``ctforge recon`` does, with the same options (docs/cli.md).
 
     ``algorithm``: "fdk" (circular cone / fan beam), "fbp" (parallel beam), or an iterative
     method for any geometry: "sirt" (robust, slow), "os-sart" (SIRT per ordered subset of
