@@ -14,12 +14,14 @@ VENV ?= .venv
 PY_REQUIREMENTS = "scikit-build-core>=0.10" "pybind11>=2.10" "numpy>=1.22" pytest nbclient \
   nbformat ipykernel matplotlib scipy "dask>=2023.1" "distributed>=2023.1" "h5py>=3.11" algotom
 PIP = $(VENV)/bin/pip --disable-pip-version-check -q
+# The documentation's own requirements, installed by `make docs` only (not by `make test`).
+DOCS_REQUIREMENTS = "sphinx>=7" "myst-parser>=2" "myst-nb>=1" "breathe>=4.35"
 
 .PHONY: all deps build test test-cpp test-python test-gpu demo bench bench-distributed bench-peers \
   bench-recon-cli bench-iterative \
   clean \
   format asan fuzz \
-  venv python
+  venv python docs
 
 all: build
 
@@ -52,6 +54,19 @@ python: venv
 # pytest compares the module with the command line built above.
 test-python: build python
 	CTFORGE_CLI=$(BUILD_DIR)/apps/ctforge $(VENV)/bin/python -m pytest -q python/tests
+
+# The documentation site (docs/, Sphinx + MyST) into build-docs/html/, warnings being errors:
+# the CLI reference comes from the binary built above, the Python API from the package in
+# $(VENV), the C++ API from the headers through doxygen, and examples/quickstart.ipynb is
+# executed once. No network at build time.
+$(VENV)/.docs-ready: $(VENV)/.ready Makefile
+	$(PIP) install $(DOCS_REQUIREMENTS)
+	touch $@
+
+docs: build python $(VENV)/.docs-ready
+	CTFORGE_CLI=$(BUILD_DIR)/apps/ctforge $(VENV)/bin/sphinx-build -W --keep-going -q -b html \
+	  docs build-docs/html
+	@echo "docs: build-docs/html/index.html"
 
 test-gpu: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -L gpu
@@ -103,4 +118,4 @@ format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.cuh' '*.cu')
 
 clean:
-	rm -rf $(BUILD_DIR) build-python demo-out
+	rm -rf $(BUILD_DIR) build-python demo-out build-docs docs/_generated
