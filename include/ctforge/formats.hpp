@@ -215,7 +215,7 @@ raw_scan read_mat(const std::string& path, const std::string& name = {},
                   const detector_selection& sel = {});
 
 /// Writes one float32 TIFF per view into directory `dir` (created when missing), named
-/// <prefix>_00000.tif, ...; existing files of that name are replaced.
+/// `<prefix>_00000.tif`, ...; existing files of that name are replaced.
 void write_tiff_stack(const std::string& dir, const projection_view& p,
                       const std::string& prefix = "proj");
 
@@ -336,7 +336,7 @@ inline vec3 rtk_from_world(vec3 p) {
 }
 
 /// Parses RTK geometry XML (version 2 or 3; element names case-insensitive, values set before
-/// a <Projection> carry over, as in RTK). When a <Matrix> is present it must agree with the
+/// a `<Projection>` carry over, as in RTK). When a `<Matrix>` is present it must agree with the
 /// parameters (RTK's own tolerance, 1e-3). Throws error naming `origin` on malformed input.
 std::vector<rtk_projection> parse_rtk_xml(std::string_view xml,
                                           std::string_view origin = "RTK geometry");
