@@ -122,12 +122,7 @@ void convert_projections(const convert_options& o) {
   if (ends_with(o.output, ".h5") || ends_with(o.output, ".hdf5")) {
     io::write_projections(o.output, p, *in.geom);
   } else {
-    io::write_tiff_stack(o.output, p);
-    const std::string json_path = (fs::path(o.output) / "geometry.json").string();
-    const std::string text = in.geometry_json + "\n";
-    io::write_atomically(json_path, [&](const std::string& tmp) {
-      io::write_file_bytes(tmp, text.data(), text.size(), json_path);
-    });
+    io::write_tiff_stack(o.output, p, "proj", in.geometry_json + "\n");
   }
   note(o.quiet,
        fmt::format(

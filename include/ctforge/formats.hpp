@@ -214,10 +214,13 @@ raw_scan read_npy(const std::string& path, const detector_selection& sel = {});
 raw_scan read_mat(const std::string& path, const std::string& name = {},
                   const detector_selection& sel = {});
 
-/// Writes one float32 TIFF per view into directory `dir` (created when missing), named
-/// `<prefix>_00000.tif`, ...; existing files of that name are replaced.
+/// Writes one float32 TIFF per view into directory `dir`, named `<prefix>_00000.tif`, ..., and
+/// with `geometry_json` non-empty that text as `dir`/geometry.json. The stack is built in a
+/// temporary directory beside `dir` and replaces `dir` as a unit (see atomic_write.hpp): `dir`
+/// then holds exactly the new stack. The parent directory must exist (usage_error otherwise); an
+/// existing `dir` is replaced only when it holds nothing but .tif/.tiff files and geometry.json.
 void write_tiff_stack(const std::string& dir, const projection_view& p,
-                      const std::string& prefix = "proj");
+                      const std::string& prefix = "proj", const std::string& geometry_json = {});
 
 /// Result of normalize().
 struct normalize_report {

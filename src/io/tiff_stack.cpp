@@ -311,25 +311,42 @@ raw_scan read_tiff_stack(const std::string& source, const detector_selection& se
   return s;
 }
 
-void write_tiff_stack(const std::string& dir, const projection_view& p,
-                      const std::string& prefix) {
+void write_tiff_stack(const std::string& dir, const projection_view& p, const std::string& prefix,
+                      const std::string& geometry_json) {
   require_host(p, "write_tiff_stack");
   CTFORGE_EXPECTS(p.views >= 1 && p.rows >= 1 && p.cols >= 1,
                   "write_tiff_stack: empty projection stack");
   detail::refuse_non_finite(p.data.data(), p.views, p.rows, p.cols, dir, "view, row, col");
-  // Every view is written into a temporary directory first and the files move into `dir` only
-  // when all are complete, so an interrupted or failed run never leaves part of a stack under
-  // the final names.
+  // The whole stack (every view, then geometry.json) is written into a temporary directory beside
+  // `dir` and exchanged with it in one step (temporary_output::commit_directory), as a DICOM
+  // series is: an interrupted or failed run (a signal, SIGKILL, a full disk) leaves no part of a
+  // stack under the final name and an earlier stack there as it was, and after success the
+  // directory holds exactly the new stack (no views of an earlier, longer one).
+  std::string target = dir;
+  while (target.size() > 1 && target.ends_with('/')) target.pop_back();
+  const fs::path parent =
+      fs::path(target).has_parent_path() ? fs::path(target).parent_path() : fs::path(".");
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  CTFORGE_CHECK(!ec && fs::is_directory(dir),
-                fmt::format("{}: cannot create directory: {}", dir, ec.message()));
-  temporary_output out((fs::path(dir) / prefix).string(), /*directory=*/true);
-  std::vector<std::string> order;
+  CTFORGE_EXPECTS(fs::is_directory(parent, ec),
+                  fmt::format("{}: directory '{}' does not exist", dir, parent.string()));
+  // Replace the target only when it is absent or holds a TIFF stack (images, geometry.json):
+  // nothing else of the user's is ever removed with it.
+  if (fs::exists(fs::symlink_status(target, ec))) {
+    CTFORGE_EXPECTS(fs::is_directory(fs::symlink_status(target, ec)),
+                    fmt::format("{}: exists and is not a directory; refusing to replace it", dir));
+    for (const auto& e : fs::directory_iterator(target, ec)) {
+      const std::string name = e.path().filename().string();
+      CTFORGE_EXPECTS(
+          e.is_regular_file() && (tiff_extension(e.path()) || name == "geometry.json"),
+          fmt::format("{}: exists and is not a TIFF stack directory (it holds {}); refusing to "
+                      "replace it",
+                      dir, name));
+    }
+    CTFORGE_CHECK(!ec, fmt::format("{}: cannot list directory: {}", dir, ec.message()));
+  }
+  temporary_output out(target, /*directory=*/true);
   for (std::int64_t v = 0; v < p.views; ++v) {
-    const std::string name = fmt::format("{}_{:05d}.tif", prefix, v);
-    order.push_back(name);
-    tiff_file t((fs::path(out.path()) / name).string(), "w");
+    tiff_file t((fs::path(out.path()) / fmt::format("{}_{:05d}.tif", prefix, v)).string(), "w");
     TIFF* tif = t.get();
     TIFFSetField(tif, TIFFTAG_IMAGEWIDTH, static_cast<std::uint32_t>(p.cols));
     TIFFSetField(tif, TIFFTAG_IMAGELENGTH, static_cast<std::uint32_t>(p.rows));
@@ -348,18 +365,12 @@ void write_tiff_stack(const std::string& dir, const projection_view& p,
     }
     t.close();
   }
-  out.commit_files(order);
-  // Views of an earlier, longer stack under the same prefix would read as part of this one.
-  // (matched literally: "<prefix>_" + 5 digits + ".tif")
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    const bool ours = name.size() == prefix.size() + 10 && name.starts_with(prefix + "_") &&
-                      name.ends_with(".tif") &&
-                      std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()) + 1,
-                                  name.end() - 4, [](char c) { return c >= '0' && c <= '9'; });
-    if (ours && std::find(order.begin(), order.end(), name) == order.end())
-      fs::remove(e.path(), ec);
+  if (!geometry_json.empty()) {
+    const std::string json_path = (fs::path(out.path()) / "geometry.json").string();
+    write_file_bytes(json_path, geometry_json.data(), geometry_json.size(),
+                     (fs::path(target) / "geometry.json").string());
   }
+  out.commit_directory();
 }
 
 }  // namespace ctforge::io

@@ -3,9 +3,9 @@
 // An output is written under a temporary name of its own in the destination directory
 // (".<name>.<pid>-<n>.part<ext>": hidden, unique per process and call, with the final
 // extension so that format libraries recognise it), checked, flushed to the device (fsync) and
-// renamed into place; multi-file outputs (a header and its data file, a DICOM series, a TIFF
-// stack) are written into a temporary directory and moved into place file by file, data
-// before headers. Until then nothing under the final name is touched: a failed or interrupted
+// renamed into place; multi-file outputs are written into a temporary directory, a header and
+// its data file then moved into place file by file (data before header), a directory output (a
+// DICOM series, a TIFF stack) exchanged with the earlier directory in one step. Until then nothing under the final name is touched: a failed or interrupted
 // run removes its temporaries (also on SIGINT, SIGTERM, SIGHUP and SIGABRT through
 // install_interrupt_cleanup) and leaves any earlier output as it was; concurrent writers of one
 // name cannot disturb each other (the last to finish wins).
