@@ -304,6 +304,12 @@ void run(const recon_cli_options& o) {
                   "of the rotation axis than to the other; with the weights of a centred "
                   "detector its unmatched columns count half, so the ring of the object beyond "
                   "the narrow side is reconstructed wrong (truncation artefacts)");
+  if (analytic) {
+    // A displaced detector on a short scan: the ring beyond the overlap lacks data. Printed
+    // even with --quiet, as the low-confidence centre is: the volume is wrong there.
+    const std::string w = displaced_short_scan_warning(g, ro);
+    if (!w.empty()) fmt::print(stderr, "ctforge: warning: {}\n", w);
+  }
   ro.iterations = o.iterations;
   ro.relaxation = o.relaxation;
   ro.nonnegative = o.nonnegative;
@@ -628,7 +634,10 @@ runner add_recon(CLI::App& app) {
                                 "(when the detector reaches more than a pixel further to one "
                                 "side of the rotation axis than to the other), on (always) or "
                                 "off (the 1/2 weights of a centred detector: truncates the ring "
-                                "beyond the narrow side; warns)"))
+                                "beyond the narrow side; warns). A displaced detector on a short "
+                                "scan (under 360 deg) measures the lines beyond the overlap's "
+                                "radius only in part: it reconstructs, and warns on stderr with "
+                                "that radius and the fraction measured"))
       ->type_name("auto|on|off")
       ->capture_default_str();
   method_option("--offset-transition",

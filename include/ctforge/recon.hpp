@@ -212,6 +212,18 @@ struct recon_options {
   iterative_checkpoint checkpoint;
 };
 
+/// FDK / FBP: the warning for a displaced (half-fan) detector on a short scan, empty when there
+/// is none. A displaced detector measures each line that passes farther from the rotation axis
+/// than the overlap both sides of the detector cover only once per turn, from its wide side:
+/// a scan of less than 360 deg measures only that fraction of them, so the ring of voxels
+/// beyond the overlap's radius is reconstructed from incomplete data (the inner disc is
+/// right). The text gives the displacement, the covered arc, the radius range (mm about the
+/// axis) and the fraction of its lines measured. Empty for full scans, centred detectors (under
+/// opt.displaced_detector and its automatic rule), iterative methods, geometries without a
+/// circular orbit and inputs reconstruct refuses. `ctforge recon` prints it on stderr and goes
+/// on (exit 0); Python's reconstruct issues it as a UserWarning.
+std::string displaced_short_scan_warning(const geometry& g, const recon_options& opt);
+
 /// Reconstructs `vg` from line integrals `proj` (views x rows x cols, matching `g`).
 /// FDK requires a cone-beam geometry with a circular source orbit (rows = 1 is fan beam), FBP a
 /// parallel one whose rays turn about one axis: the "cone" / "parallel" types, and vector

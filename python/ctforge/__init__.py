@@ -548,7 +548,9 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
     rotation axis than to the other), "on" or "off" (the 1/2 weights of a centred detector;
     truncates the ring beyond the narrow side, with a warning); ``offset_transition``: width
     in detector pixels (>= 1) of the ramps at the ends of the overlap, 1/2 between (clamped to
-    the overlap's width: Wang's ramp across it).
+    the overlap's width: Wang's ramp across it). A displaced detector on a short scan (under
+    360 deg) measures the lines beyond the overlap's radius only in part: it reconstructs and
+    issues a UserWarning with that radius, the arc and the fraction of those lines measured.
 
     Iterative methods: ``iterations`` (OS-SART / OSEM: passes over all subsets);
     ``relaxation`` in (0, 2) (SIRT, OS-SART); ``nonnegative`` (SIRT, OS-SART, FISTA-TV);
@@ -638,6 +640,14 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
                       "the rotation axis than to the other; with the weights of a centred "
                       "detector the ring beyond the narrow side is reconstructed wrong "
                       "(truncation artefacts)", stacklevel=2)
+    if not iterative and method in known:
+        # A displaced detector on a short scan: the ring beyond the overlap lacks data (empty
+        # when there is nothing to say, or when the reconstruction refuses the input below).
+        note = _core.displaced_short_scan_warning(g, algo, str(displaced_detector),
+                                                  float(offset_transition))
+        if note:
+            import warnings
+            warnings.warn(note, stacklevel=2)
     record = "{}"
     if checkpoint_dir is not None:
         if not isinstance(data, np.ndarray):

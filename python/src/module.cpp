@@ -770,6 +770,18 @@ PYBIND11_MODULE(_core, m) {
       py::arg("offset_transition") = k_default_offset_transition_px);
   m.def("detector_is_displaced", &detector_is_displaced, py::arg("geometry"));
   m.def(
+      "displaced_short_scan_warning",
+      [](const geometry& g, const std::string& algo, const std::string& displaced_detector,
+         double offset_transition) {
+        recon_options opt;
+        opt.algo = parse_algorithm(algo);
+        opt.displaced_detector = parse_displaced_detector(displaced_detector);
+        opt.offset_transition_px = offset_transition;
+        return displaced_short_scan_warning(g, opt);
+      },
+      py::arg("geometry"), py::arg("algorithm"), py::arg("displaced_detector"),
+      py::arg("offset_transition"));
+  m.def(
       "estimate_center_of_rotation",
       [](const py::handle& proj_obj, const geometry& g) {
         const farray in = require_array(proj_obj, 3, "projections");

@@ -81,3 +81,30 @@ def test_real_360_neutron_scan_small_offset_costs_no_noise(data_dir):
     # Measured: default / uniform = 0.999998, Wang / uniform = 1.50.
     assert abs(s_default / s_uniform - 1) < 0.01, (s_default, s_uniform)
     assert s_wang / s_uniform > 1.2, (s_wang, s_uniform)
+
+
+def test_short_scan_warns_with_the_numbers():
+    """A displaced detector on a short scan reconstructs with a UserWarning giving the radius
+    beyond which the lines are measured once per turn and the fraction of them measured; a
+    displaced full scan and a centred short scan do not warn. 41 pixels of 1 mm moved 5.5 mm:
+    the overlap reaches 20 - 5.5 = 14.5 mm from the axis, the wide side 25.5 mm."""
+    grid = ctforge.VolumeGeometry(1, 41, 41, (1.0, 1.0, 1.0))
+    arc = np.deg2rad(np.arange(100) * 2.0)  # 200 deg
+
+    def run(angles, offset):
+        g = ctforge.Geometry.parallel(cols=41, rows=1, pixel_size=1.0, angles=angles,
+                                      offset_u=offset)
+        p = ctforge.project_analytic(ctforge.shepp_logan(30), g)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            rec = ctforge.reconstruct(p, g, grid, algorithm="fbp", backend="cpu")
+        assert np.isfinite(rec).all()
+        return [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+
+    short = run(arc, 5.5)
+    assert len(short) == 1, short
+    for text in ("displaced by 5.50 mm", "covers 200.0 deg", "farther than 14.5 mm",
+                 "field's edge at 25.5 mm", "measures 56% of those lines"):
+        assert text in short[0], short[0]
+    assert run(180, 5.5) == []
+    assert run(arc, 0.0) == []

@@ -42,16 +42,29 @@ CTFORGE_HD void cubic_weights(double t, double w[4]) {
   w[3] = 0.5 * t3 - 0.5 * t2;
 }
 
+/// Nearest point of [0, n - 1] to x: a position beyond the detector's pixel centres moves to
+/// its edge.
+CTFORGE_HD double clamp_to_detector(double x, int n) {
+  const double hi = static_cast<double>(n - 1);
+  return x < 0.0 ? 0.0 : (x > hi ? hi : x);
+}
+
 /// Value of target pixel (col', row'): bicubic (Keys) interpolation of the source view `img`
-/// (cols x rows) at the mapped position, with zeros beyond the source detector (0 where the
-/// ray passes more than one pixel outside its pixel centres). At an integer position it is the
-/// source pixel itself. Line integrals belong to the ray, so no Jacobian applies.
+/// (cols x rows) at the mapped position. Where the target detector reaches beyond the source
+/// detector (the corners of the virtual detector of a turned one, its margins) nothing was
+/// measured: as a truncated detector's rows are continued, such a pixel takes the value of the
+/// nearest point of the source detector (the mapped position clamped to its pixel centres,
+/// taps beyond the edges reading the edge pixel), not a zero, which the reconstruction would
+/// take for a measured ray that crosses nothing (a dark band where the object's shadow meets
+/// the corners). 0 only where the ray does not meet the source detector's plane. At an integer
+/// position it is the source pixel itself. Line integrals belong to the ray, so no Jacobian
+/// applies.
 CTFORGE_HD float resample_pixel(const homography& H, const float* img, int cols, int rows, int col,
                                 int row) {
-  const source_pixel s = map_pixel(H, static_cast<double>(col), static_cast<double>(row));
-  if (!(s.col > -1.0 && s.col < static_cast<double>(cols) && s.row > -1.0 &&
-        s.row < static_cast<double>(rows)))
-    return 0.0f;
+  source_pixel s = map_pixel(H, static_cast<double>(col), static_cast<double>(row));
+  if (s.col < -1e29) return 0.0f;  // no intersection (map_pixel)
+  s.col = clamp_to_detector(s.col, cols);
+  s.row = clamp_to_detector(s.row, rows);
   const double fc = floor(s.col), fr = floor(s.row);
   const int c0 = static_cast<int>(fc), r0 = static_cast<int>(fr);
   double wc[4], wr[4];
@@ -59,12 +72,14 @@ CTFORGE_HD float resample_pixel(const homography& H, const float* img, int cols,
   cubic_weights(s.row - fr, wr);
   double sum = 0;
   for (int j = 0; j < 4; ++j) {
-    const int r = r0 - 1 + j;
-    if (r < 0 || r >= rows || wr[j] == 0.0) continue;
+    if (wr[j] == 0.0) continue;
+    int r = r0 - 1 + j;
+    r = r < 0 ? 0 : (r >= rows ? rows - 1 : r);
     double line = 0;
     for (int i = 0; i < 4; ++i) {
-      const int c = c0 - 1 + i;
-      if (c >= 0 && c < cols && wc[i] != 0.0)
+      int c = c0 - 1 + i;
+      c = c < 0 ? 0 : (c >= cols ? cols - 1 : c);
+      if (wc[i] != 0.0)
         line += wc[i] * static_cast<double>(img[static_cast<long long>(r) * cols + c]);
     }
     sum += wr[j] * line;

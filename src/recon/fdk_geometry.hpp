@@ -10,7 +10,9 @@
 // types. The projections are resampled onto the virtual detectors along the same rays
 // (bicubic, kernels::resample_pixel; at half the column pitch unless the pixels only need
 // reordering); when the virtual detectors are the real ones (a cone or parallel scan written as
-// vectors, flipped axes included) the data is used as it is.
+// vectors, flipped axes included) the data is used as it is. Virtual pixels beyond the real
+// detector (the corners of a turned one) were not measured: they continue its nearest edge, as
+// a truncated detector's rows are continued, rather than read as rays that cross nothing.
 //
 // Orbit fit (cone beam): the axis is the normal of the plane of the sources (sum of the cross
 // products of consecutive source positions about their centroid), oriented towards +z (world

@@ -103,6 +103,44 @@ double mean_detector_asymmetry_mm(const geometry& g) {
   return n > 0 ? asym / static_cast<double>(n) : 0.0;
 }
 
+std::string displaced_short_scan_warning(const geometry& g, const recon_options& opt) {
+  CTFORGE_EXPECTS(g.orbit.has_value(), "displaced_short_scan_warning: needs a circular orbit");
+  const circular_orbit& o = *g.orbit;
+  const std::vector<double>& a = o.angles_rad;
+  if (a.size() < 2) return {};  // one view: taken as a full scan sampled once
+  // The covered arc as make_fdk_setup counts it: |last - first| + the mean step.
+  const double span = std::abs(a.back() - a.front());
+  const double range = span + span / static_cast<double>(a.size() - 1);
+  if (range >= 2 * k_pi * (1 - 1e-3)) return {};
+  fdk_setup s;
+  set_displacement(s, g, opt, algo_name(opt.algo));
+  if (!s.displaced) return {};
+  // The wide side's reach about the ray through the axis on the view where it is shortest.
+  const double du_abs = std::abs(g.pixel_u_mm);
+  const double c0 = 0.5 * static_cast<double>(g.cols - 1);
+  double wide = std::numeric_limits<double>::infinity();
+  for (double off : o.offset_u_mm) wide = std::min(wide, c0 * du_abs + s.wide_sign * off);
+  if (wide - s.overlap_mm < du_abs) return {};  // no ring beyond the overlap (forced "on")
+  // Distance from the axis (mm) of the ray that meets the detector x mm from the central ray.
+  const bool cone = g.beam == beam_kind::cone;
+  const double sid = o.source_to_isocenter_mm, sdd = o.source_to_detector_mm;
+  const auto at_axis = [&](double x) {
+    if (!cone) return x;
+    return sid * std::sin(g.curved() ? x / sdd : std::atan(x / sdd));
+  };
+  const double inner = at_axis(s.overlap_mm), outer = at_axis(wide);
+  return fmt::format(
+      "the detector is displaced by {:.2f} mm and the scan covers {:.1f} deg, less than the "
+      "full turn displaced-detector weighting needs: voxels farther than {:.1f} mm from the "
+      "rotation axis (out to the field's edge at {:.1f} mm) are seen from the wide side of the "
+      "detector only, which measures each line passing more than {:.1f} mm from the axis once "
+      "per turn; this scan measures {:.0f}% of those lines, so that ring is reconstructed from "
+      "incomplete data (streaks, wrong values). The reconstruction within {:.1f} mm of the axis "
+      "is complete; acquire a full turn (360 deg) for the rest",
+      0.5 * std::abs(mean_detector_asymmetry_mm(g)), rad_to_deg(range), inner, outer, inner,
+      100 * range / (2 * k_pi), inner);
+}
+
 void throw_non_finite(const projection_view& p, std::int64_t index) {
   throw_non_finite(p, index, p.data[static_cast<std::size_t>(index)]);
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ctforge/geometry.hpp"
@@ -76,6 +77,11 @@ fdk_setup make_fdk_setup(const projection_view& proj, const geometry& g, const r
 /// the rotation axis): twice how far the detector's middle sits off that ray. The automatic
 /// displaced-detector rule: |value| > one pixel. Needs g.orbit.
 double mean_detector_asymmetry_mm(const geometry& g);
+
+/// The warning of ctforge::displaced_short_scan_warning for circular geometry `g` (orbit set);
+/// empty when the scan covers a full turn or opt's weighting takes the detector as centred.
+/// Throws usage_error where make_fdk_setup would refuse the displacement or the transition.
+std::string displaced_short_scan_warning(const geometry& g, const recon_options& opt);
 
 /// Zero columns that make a displaced detector reach as far to its narrow side as to its wide
 /// side, on every view. The ramp filter's response to the weighted views extends past the

@@ -131,6 +131,21 @@ bool detector_is_displaced(const geometry& g) {
   }
 }
 
+std::string displaced_short_scan_warning(const geometry& g, const recon_options& opt) {
+  if (is_iterative(opt.algo)) return {};
+  try {
+    g.validate();
+    if (g.orbit) return detail::displaced_short_scan_warning(g, opt);
+    const char* name = opt.algo == algorithm::fdk ? "fdk" : "fbp";
+    const detail::circular_equivalent eq = detail::make_circular_equivalent(g, name);
+    recon_options used = opt;  // the transition is in the real detector's pixels
+    used.offset_transition_px *= eq.oversample;
+    return detail::displaced_short_scan_warning(eq.geom, used);
+  } catch (const usage_error&) {
+    return {};  // reconstruct refuses this input with its own message
+  }
+}
+
 std::string to_string(filter_window w) {
   switch (w) {
     case filter_window::ram_lak:

@@ -380,6 +380,45 @@ TEST_F(Cli, DisplacedDetectorOptions) {
   EXPECT_NE(r.output.find("--offset-transition"), std::string::npos);
 }
 
+// A displaced detector on a short scan: recon reconstructs (exit 0) and warns on stderr, even
+// with --quiet, with the radius beyond which the data are incomplete and the fraction of those
+// lines measured; a displaced full scan and a centred short scan do not warn. Fan beam, 64
+// pixels of 2 mm, SID 500, SDD 1000, 30 mm offset: the overlap reaches 63 - 30 = 33 mm on the
+// detector, 500 sin(atan(33 / 1000)) = 16.5 mm at the axis, the wide side 93 mm, 46.3 mm.
+TEST_F(Cli, DisplacedShortScanWarns) {
+  const auto scan = [&](const std::string& name, int offset, int views) {
+    write(name + ".json", R"({"type": "cone", "detector": {"cols": 64, "rows": 1,
+                             "pixel_mm": [2, 2], "offset_mm": [)" +
+                              std::to_string(offset) + R"(, 0]},
+                             "source_to_isocenter_mm": 500, "source_to_detector_mm": 1000,
+                             "angles_deg": {"start": 0, "step": 2, "count": )" +
+                              std::to_string(views) + "}}");
+    const result r = run("simulate --phantom shepp-logan --phantom-size 30 --geometry " + name +
+                         ".json -o " + name + ".h5");
+    ASSERT_EQ(r.status, 0) << r.output;
+  };
+  scan("short", 30, 110);  // 220 deg: over 180 + fan (2 x atan(93 / 1000) = 10.6 deg)
+  scan("full", 30, 180);
+  scan("centred", 0, 110);
+  const std::string warning =
+      "warning: the detector is displaced by 30.00 mm and the scan "
+      "covers 220.0 deg";
+  for (const std::string& args : {"short.h5", "short.h5 --quiet", "full.h5", "centred.h5",
+                                  "short.h5 --displaced-detector off"}) {
+    const result r = run("recon " + args + " -o v.h5 --size 16 --threads 2");
+    EXPECT_EQ(r.status, 0) << args << "\n" << r.output;
+    EXPECT_TRUE(exists("v.h5")) << args;
+    fs::remove(dir_ / "v.h5");
+    const bool warns = args == "short.h5" || args == "short.h5 --quiet";
+    EXPECT_EQ(r.output.find(warning) != std::string::npos, warns) << args << "\n" << r.output;
+    if (!warns) continue;
+    for (const char* number :
+         {"farther than 16.5 mm from the rotation axis", "field's edge at 46.3 mm",
+          "measures 61% of those lines", "within 16.5 mm of the axis is complete"})
+      EXPECT_NE(r.output.find(number), std::string::npos) << number << "\n" << r.output;
+  }
+}
+
 TEST_F(Cli, PhantomFromJsonFile) {
   // A single ball of density 0.02/mm, radius 10 mm, on the central ray: the central pixel of
   // every view sees a chord of 20 mm, i.e. a line integral of 0.4 (the max of /projections).
