@@ -175,7 +175,8 @@ runner add_center(CLI::App& app) {
       ->type_name("A:B:STEP");
   sub->add_option("-o,--output", o->output,
                   "Montage PNG (without --range: 21 candidates 0.5 px apart about the estimate)")
-      ->type_name("FILE.png");
+      ->type_name("FILE.png")
+      ->check(non_empty_path());
   sub->add_option("--row", o->row, "Detector row to reconstruct (default: the middle row)")
       ->type_name("R");
   sub->add_option("--size", o->size,

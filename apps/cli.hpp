@@ -60,8 +60,16 @@ void require_distinct_paths(const std::vector<named_path>& outputs,
 /// Parses a byte count: an integer optionally followed by K, M or G (powers of 1024), e.g.
 /// "512M". Throws usage_error "<option>: ..." unless it is a positive size.
 std::int64_t parse_byte_size(const std::string& option, const std::string& text);
-/// The directory of an output path must exist (checked before any long computation).
+/// The directory of an output path must exist (checked before any long computation); the path
+/// must name a file: not empty, not an existing directory, not ending in '/'.
 void require_writable_dir(const std::string& option, const std::string& path);
+/// For outputs that are directories (a DICOM series, a TIFF stack): not empty, the parent
+/// directory exists, and a name ending in '/' does not carry a file extension ("v.h5/": a
+/// file name with a stray '/').
+void require_output_directory(const std::string& option, const std::string& path);
+/// CLI11 check for output paths: '' on the command line is refused, naming the option (an
+/// optional output given empty would otherwise be silently skipped).
+CLI::Validator non_empty_path();
 
 // ---- foreign inputs (recon, convert) ---------------------------------------------------------
 

@@ -227,10 +227,36 @@ void require_writable_dir(const std::string& option, const std::string& path) {
   CTFORGE_EXPECTS(!path.empty(), option + ": empty file name");
   const fs::path p(path);
   std::error_code ec;
-  CTFORGE_EXPECTS(!fs::is_directory(p, ec), fmt::format("{}: '{}' is a directory", option, path));
+  CTFORGE_EXPECTS(!fs::is_directory(p, ec),
+                  fmt::format("{}: '{}' is a directory; a file name is expected", option, path));
+  CTFORGE_EXPECTS(!path.ends_with('/'),
+                  fmt::format("{}: '{}' ends in '/'; a file name is expected", option, path));
   const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   CTFORGE_EXPECTS(fs::is_directory(dir, ec),
                   fmt::format("{}: directory '{}' does not exist", option, dir.string()));
+}
+
+void require_output_directory(const std::string& option, const std::string& path) {
+  namespace fs = std::filesystem;
+  CTFORGE_EXPECTS(!path.empty(), option + ": empty file name");
+  std::string dir = path;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const fs::path p(dir);
+  const std::string ext = p.extension().string();
+  CTFORGE_EXPECTS(!path.ends_with('/') || ext.empty() || ext == ".dcm",
+                  fmt::format("{}: '{}' ends in '/' (a directory) but names a {} file; drop the "
+                              "'/' for a file",
+                              option, path, ext));
+  const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  std::error_code ec;
+  CTFORGE_EXPECTS(fs::is_directory(parent, ec),
+                  fmt::format("{}: directory '{}' does not exist", option, parent.string()));
+}
+
+CLI::Validator non_empty_path() {
+  return CLI::Validator(
+      [](std::string& s) { return s.empty() ? std::string("empty file name") : std::string(); },
+      "");
 }
 
 void add_dataset_options(CLI::App* sub, io::hdf5_scan_paths& p) {

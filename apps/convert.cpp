@@ -163,6 +163,15 @@ void run(const convert_options& o) {
   require_positive("--pixel-size", o.pixel_size);
   CTFORGE_EXPECTS(o.bin >= 1, fmt::format("--bin: must be >= 1 (got {})", o.bin));
   const std::string kind = io::content_kind(o.input);
+  // Files must be named as files; TIFF stacks and DICOM series are directories.
+  const bool dir_out =
+      kind == "projections"
+          ? !(ends_with(o.output, ".h5") || ends_with(o.output, ".hdf5"))
+          : kind != "geometry" && io::volume_format_of(o.output) == io::volume_format::dicom;
+  if (dir_out)
+    require_output_directory("output", o.output);
+  else
+    require_writable_dir("output", o.output);
   if (kind == "geometry") return convert_geometry(o);
   if (kind == "projections") {
     CTFORGE_EXPECTS(!o.hu && !o.mu_water_opt->count(),
@@ -187,7 +196,8 @@ runner add_convert(CLI::App& app) {
       ->type_name("IN");
   sub->add_option("output", o->output, "Output file or directory (DICOM series / TIFF stack)")
       ->required()
-      ->type_name("OUT");
+      ->type_name("OUT")
+      ->check(non_empty_path());
   o->mu_water_opt =
       sub->add_option("--mu-water", o->mu_water,
                       "Water attenuation (1/mm) for HU <-> mu: DICOM input is converted to mu, "

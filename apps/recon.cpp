@@ -211,13 +211,9 @@ void run(const recon_cli_options& o) {
                   "--reference: the reference path runs on the CPU; drop --backend cuda");
   std::string notice;
   const backend where = o.reference ? backend::cpu : resolve_backend(ro.where, &notice, ro.device);
+  CTFORGE_EXPECTS(!o.output.empty(), "--output: empty file name");
   if (io::volume_format_of(o.output) == io::volume_format::dicom) {  // a series directory
-    std::string dir = o.output;
-    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    const std::filesystem::path p(dir);
-    const auto parent = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
-    CTFORGE_EXPECTS(std::filesystem::is_directory(parent),
-                    fmt::format("--output: directory '{}' does not exist", parent.string()));
+    require_output_directory("--output", o.output);
   } else {
     require_writable_dir("--output", o.output);
   }
@@ -542,7 +538,8 @@ runner add_recon(CLI::App& app) {
   sub->add_option("-o,--output", o->output,
                   "Output volume: .h5, .mha/.mhd, .nrrd, .nii/.nii.gz, or a DICOM series directory")
       ->required()
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(non_empty_path());
   sub->add_option("--algorithm", o->algorithm,
                   "fdk: cone / fan beam, circular orbit (complete, well-sampled scans); "
                   "fbp: parallel beam, circular orbit; "
@@ -616,7 +613,8 @@ runner add_recon(CLI::App& app) {
                                 "relative_update,seconds,stop_criterion per iteration as CSV "
                                 "(residual: |Ax - p| / |p|; stop_criterion: what --tolerance "
                                 "compares)"))
-      ->type_name("FILE.csv");
+      ->type_name("FILE.csv")
+      ->check(non_empty_path());
   add_grid_options(sub, o->grid);
   method_option("--filter", sub->add_option("--filter", o->filter,
                                             "FDK / FBP: ramp filter window: ram-lak, "
@@ -689,14 +687,16 @@ runner add_recon(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--preview", o->preview,
                   "Also write a PNG of the three central slices (axial, coronal, sagittal)")
-      ->type_name("FILE.png");
+      ->type_name("FILE.png")
+      ->check(non_empty_path());
   sub->add_option("--checkpoint-dir", o->checkpoint_dir,
                   "Resumable run: FDK / FBP slab by slab, each slab recorded in DIR as it "
                   "completes; the iterative methods with their state saved there. The same "
                   "command resumes an interrupted run (SIGINT / SIGTERM stop it at the next "
                   "batch or iteration, exit 130 / 143); the directory's files are removed once "
                   "the output is written")
-      ->type_name("DIR");
+      ->type_name("DIR")
+      ->check(non_empty_path());
   method_option("--checkpoint-every",
                 sub->add_option("--checkpoint-every", o->checkpoint_every,
                                 "--checkpoint-dir, iterative methods: save their state every N "

@@ -1,13 +1,16 @@
 // ctforge simulate: exact projections of an analytic phantom (+ noise, + voxelized truth).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
 
 #include "cli.hpp"
+#include "core/finite_scan.hpp"
 #include "core/parallel_copy.hpp"
 #include "core/text_file.hpp"
 #include "ctforge/error.hpp"
@@ -64,14 +67,91 @@ volume load_voxel_phantom(const simulate_options& o) {
 }
 
 phantom load_phantom(const simulate_options& o) {
-  if (o.phantom == "shepp-logan") return shepp_logan_phantom(o.phantom_size);
+  if (o.phantom == "shepp-logan") {
+    phantom p = shepp_logan_phantom(o.phantom_size);
+    require_representable(p, fmt::format("--phantom-size {:g} (the Shepp-Logan phantom's ellipsoid "
+                                         "list)",
+                                         o.phantom_size));
+    return p;
+  }
   CTFORGE_EXPECTS(
       o.phantom_size_opt->count() == 0,
       "--phantom-size: applies to --phantom shepp-logan only (a phantom file is in mm)");
-  return phantom_from_json(
+  phantom p = phantom_from_json(
       detail::read_description_file(
           o.phantom, "phantom file (--phantom takes shepp-logan, a phantom JSON or a volume)"),
       o.phantom);
+  require_representable(p, o.phantom);
+  return p;
+}
+
+/// True when the centre of `e` projects onto the detector in at least one view.
+bool in_field_of_view(const ellipsoid& e, const geometry& g) {
+  for (std::int64_t v = 0; v < g.view_count(); ++v) {
+    const detector_coords d = project_to_detector(g, v, e.center);
+    if (d.w > 0 && d.col >= -0.5 && d.col <= static_cast<double>(g.cols) - 0.5 && d.row >= -0.5 &&
+        d.row <= static_cast<double>(g.rows) - 0.5)
+      return true;
+  }
+  return false;
+}
+
+/// The last guard before writing exact projections: never non-finite values, never all zeros
+/// while a non-zero ellipsoid lies in the field of view (usage errors naming the ellipsoid of
+/// the phantom file); ellipsoids no ray crosses are named in a warning.
+void check_analytic_projections(const simulate_options& o, const phantom& ph, const geometry& g,
+                                const projection_stack& proj, const analytic_report& rep) {
+  const std::string origin =
+      o.phantom == "shepp-logan" ? fmt::format("--phantom-size {:g}", o.phantom_size) : o.phantom;
+  const std::int64_t bad =
+      detail::first_non_finite(proj.data.data(), static_cast<std::int64_t>(proj.data.size()));
+  if (bad >= 0) {
+    const std::int64_t v = bad / (proj.rows * proj.cols), r = bad / proj.cols % proj.rows,
+                       c = bad % proj.cols;
+    // The ellipsoid adding most along that ray.
+    const vec3 px = pixel_center(g, v, static_cast<double>(c), static_cast<double>(r));
+    const vec3 s = g.views[static_cast<std::size_t>(v)].source;
+    const vec3 dir = g.beam == beam_kind::cone ? px - s : s;
+    std::size_t worst = 0;
+    double most = -1;
+    for (std::size_t i = 0; i < ph.ellipsoids.size(); ++i) {
+      const double x = std::abs(line_integral(phantom{{ph.ellipsoids[i]}}, px, dir));
+      if (x > most) most = x, worst = i;
+    }
+    throw usage_error(fmt::format(
+        "{}: field 'ellipsoids[{}].density': the line integral at view {}, row {}, col {} is {} "
+        "(the ellipsoids crossed there add up beyond single precision's largest value, "
+        "{:g}); ellipsoid {} adds the most ({:g})",
+        origin, worst, v, r, c, proj.data[static_cast<std::size_t>(bad)],
+        static_cast<double>(std::numeric_limits<float>::max()), worst, most));
+  }
+  const bool all_zero =
+      std::all_of(proj.data.begin(), proj.data.end(), [](float x) { return x == 0; });
+  std::string unseen;
+  for (std::size_t i = 0; i < ph.ellipsoids.size(); ++i) {
+    const ellipsoid& e = ph.ellipsoids[i];
+    if (e.density == 0 || (rep.rays_hit[i] > 0 && !all_zero)) continue;
+    const bool inside = in_field_of_view(e, g);
+    if (all_zero && inside)
+      throw usage_error(fmt::format(
+          "{}: field 'ellipsoids[{}].semi_axes': ellipsoid {} (centre [{:g}, {:g}, {:g}] mm, "
+          "semi-axes [{:g}, {:g}, {:g}] mm, density {:g} / mm) lies in the field of view but {}: "
+          "the projections would be all zero",
+          origin, i, i, e.center.x, e.center.y, e.center.z, e.semi_axes.x, e.semi_axes.y,
+          e.semi_axes.z, e.density,
+          rep.rays_hit[i] > 0 ? "the densities of the ellipsoids it crosses cancel"
+                              : fmt::format("no ray through a pixel centre crosses it (it is "
+                                            "smaller than the {:g} x {:g} mm pixels)",
+                                            g.pixel_u_mm, g.pixel_v_mm)));
+    if (rep.rays_hit[i] == 0)
+      unseen += fmt::format("{}ellipsoids[{}] ({})", unseen.empty() ? "" : ", ", i,
+                            inside ? "between the rays" : "outside the field of view");
+  }
+  if (!unseen.empty())
+    note(o.quiet,
+         fmt::format(
+             "warning: {}: no ray through a pixel centre crosses {}; {}", origin, unseen,
+             all_zero ? "the projections are all zero" : "it leaves no trace in the projections"));
 }
 
 void run(const simulate_options& o) {
@@ -136,9 +216,11 @@ void run(const simulate_options& o) {
                      : fmt::format("{} ellipsoids", ph.ellipsoids.size()),
                g.view_count(), g.cols, g.rows);
   const stopwatch t_proj;
+  analytic_report rep;
   projection_stack proj =
-      voxel ? forward_project(*voxels, g, po) : project_analytic(ph, g, o.threads);
+      voxel ? forward_project(*voxels, g, po) : project_analytic(ph, g, o.threads, &rep);
   const double s_proj = t_proj.seconds();
+  if (!voxel) check_analytic_projections(o, ph, g, proj, rep);
   if (voxel && po.where == backend::cuda) {
     const std::string how = describe_last_gpu_call(gpu_call::forward_projection);
     if (!how.empty()) note(o.quiet, how);
@@ -205,7 +287,8 @@ runner add_simulate(CLI::App& app) {
       ->type_name("FILE");
   sub->add_option("-o,--output", o->output, "Output projection file (HDF5)")
       ->required()
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(non_empty_path());
   o->phantom_size_opt =
       sub->add_option("--phantom-size", o->phantom_size,
                       "Edge of the cube the Shepp-Logan phantom is scaled to, in mm")
@@ -235,7 +318,8 @@ runner add_simulate(CLI::App& app) {
   CLI::Option* truth = sub->add_option("--truth", o->truth,
                                        "Also write the voxelized phantom (HDF5 volume); grid from "
                                        "the options below, defaults as for `ctforge recon`")
-                           ->type_name("FILE");
+                           ->type_name("FILE")
+                           ->check(non_empty_path());
   add_grid_options(sub, o->grid);
   for (CLI::Option* opt :
        {o->grid.size_opt, o->grid.size_xyz_opt, o->grid.spacing_opt, o->grid.origin_opt})

@@ -40,9 +40,22 @@ std::string phantom_to_json(const phantom& p);
 /// (infinite line). `dir` need not be normalised; the result is in (1/mm)*mm = unitless.
 double line_integral(const phantom& p, vec3 point, vec3 dir);
 
+/// Usage error unless every ellipsoid's line integrals fit single precision: the longest chord
+/// times |density| must lie within [FLT_MIN, FLT_MAX] (else the projections overflow to
+/// infinity or vanish by underflow). Names "<origin>: field 'ellipsoids[i].semi_axes'" (or
+/// '.density', whichever is further from everyday magnitudes). Density 0 is always fine.
+void require_representable(const phantom& p, std::string_view origin);
+
+/// What project_analytic saw: per ellipsoid, the rays through pixel centres that cross it
+/// (0: it lies outside the field of view, or between the rays).
+struct analytic_report {
+  std::vector<std::int64_t> rays_hit;
+};
+
 /// Exact projections of the phantom for any geometry: one ray through each pixel centre.
-/// Multithreaded (threads = 0: all cores).
-projection_stack project_analytic(const phantom& p, const geometry& g, int threads = 0);
+/// Multithreaded (threads = 0: all cores). `report`, when given, receives analytic_report.
+projection_stack project_analytic(const phantom& p, const geometry& g, int threads = 0,
+                                  analytic_report* report = nullptr);
 
 /// Voxelization: mean density over each voxel, estimated with `supersample`^3 points per voxel.
 volume voxelize(const phantom& p, const volume_geometry& vg, int supersample = 4, int threads = 0);

@@ -33,6 +33,13 @@ std::vector<double> per_view(std::vector<double> values, std::size_t n, const ch
 
 using reader = detail::json_reader;
 
+// The shortest pixel pitch accepted, in mm (a picometre): below it the detector's extent and
+// the products of pitches in the projection matrices underflow, and no detector comes close.
+constexpr double k_min_pixel_mm = 1e-9;
+bool pixel_pitch_ok(double pitch) {
+  return std::isfinite(pitch) && std::abs(pitch) >= k_min_pixel_mm;
+}
+
 // Far more views than any scanner takes (a 10-hour scan at 250 views/s): a count above it is a
 // typo, and its angle list alone would take 80 MB per million.
 constexpr std::int64_t k_max_views = 10'000'000;
@@ -100,11 +107,16 @@ void geometry::validate() const {
   CTFORGE_EXPECTS(rows >= 1,
                   fmt::format("{} geometry: field 'detector.rows' must be >= 1 (got {})", t, rows));
   CTFORGE_EXPECTS(!views.empty(), fmt::format("{} geometry: at least one view is required", t));
-  CTFORGE_EXPECTS(
-      std::isfinite(pixel_u_mm) && std::isfinite(pixel_v_mm) && pixel_u_mm != 0 && pixel_v_mm != 0,
-      fmt::format("{} geometry: field 'detector.pixel_mm' must be non-zero and finite (a negative "
-                  "pitch reverses the direction of columns or rows)",
-                  t));
+  // Circular orbits build their views from 'detector.pixel_mm'; vector geometries have no such
+  // field (the pitch is the length of views[0].u / .v), so their views are checked first, each
+  // naming its own field.
+  if (orbit)
+    CTFORGE_EXPECTS(
+        pixel_pitch_ok(pixel_u_mm) && pixel_pitch_ok(pixel_v_mm),
+        fmt::format("{} geometry: field 'detector.pixel_mm' ([{}, {}]) must be finite with a "
+                    "magnitude of at least {:g} mm (a negative pitch reverses the direction of "
+                    "columns or rows)",
+                    t, pixel_u_mm, pixel_v_mm, k_min_pixel_mm));
   if (curved())
     CTFORGE_EXPECTS(beam == beam_kind::cone && orbit.has_value(),
                     fmt::format("{} geometry: field 'detector.shape' is 'cylindrical', which needs "
@@ -139,8 +151,11 @@ void geometry::validate() const {
     const char* src = beam == beam_kind::cone ? "source" : "ray";
     CTFORGE_EXPECTS(finite(w.source), field(src) + " is not finite");
     CTFORGE_EXPECTS(finite(w.detector_center), field("detector_center") + " is not finite");
-    CTFORGE_EXPECTS(finite(w.u) && norm(w.u) > 0, field("u") + " must be a finite non-zero vector");
-    CTFORGE_EXPECTS(finite(w.v) && norm(w.v) > 0, field("v") + " must be a finite non-zero vector");
+    for (const auto& [name, a] : {std::pair{"u", w.u}, std::pair{"v", w.v}})
+      CTFORGE_EXPECTS(finite(a) && pixel_pitch_ok(norm(a)),
+                      fmt::format("{} must be a finite vector at least {:g} mm long (one pixel "
+                                  "step on the detector; got [{}, {}, {}], length {})",
+                                  field(name), k_min_pixel_mm, a.x, a.y, a.z, norm(a)));
     const vec3 n = cross(w.u, w.v);
     CTFORGE_EXPECTS(norm(n) > 1e-9 * norm(w.u) * norm(w.v),
                     field("u") + " and 'v' are parallel (degenerate detector)");
@@ -153,6 +168,9 @@ void geometry::validate() const {
                       field("ray") + " is parallel to the detector plane");
     }
   }
+  CTFORGE_EXPECTS(pixel_pitch_ok(pixel_u_mm) && pixel_pitch_ok(pixel_v_mm),
+                  fmt::format("{} geometry: pixel pitch {} x {} mm does not match views[0].u / .v",
+                              t, pixel_u_mm, pixel_v_mm));
 }
 
 std::vector<double> angle_range(double start, double step, std::int64_t count) {
@@ -280,9 +298,11 @@ geometry geometry_from_json(std::string_view text, std::string_view origin) {
   if (type == "cone" || type == "parallel") {
     auto px = r.numbers(r.member(det, "detector", "pixel_mm"), "detector.pixel_mm");
     if (px.size() != 2) r.fail("detector.pixel_mm", "expected [u, v]");
-    if (!(px[0] != 0 && px[1] != 0))
+    if (!(pixel_pitch_ok(px[0]) && pixel_pitch_ok(px[1])))
       r.fail("detector.pixel_mm",
-             "pixel sizes must be non-zero (negative: columns run along -u, rows along -v)");
+             fmt::format("pixel sizes must be at least {:g} mm in magnitude (negative: columns "
+                         "run along -u, rows along -v; got [{}, {}])",
+                         k_min_pixel_mm, px[0], px[1]));
     auto angles = parse_angles(r, r.member(j, "", "angles_deg"));
     std::vector<double> ou, ov;
     parse_offsets(r, det, ou, ov);

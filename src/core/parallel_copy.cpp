@@ -69,18 +69,31 @@ std::uint64_t physical_memory_bytes() {
              : std::uint64_t{1} << 40;
 }
 
-void require_memory(std::uint64_t count, std::uint64_t element_bytes, const std::string& what,
-                    const std::string& fix) {
+namespace {
+/// Empty when `count` elements of `element_bytes` fit in memory, else the message.
+std::string memory_shortfall(std::uint64_t count, std::uint64_t element_bytes,
+                             const std::string& what, const std::string& fix) {
   const std::uint64_t mem = physical_memory_bytes();
   const bool overflow = element_bytes != 0 && count > UINT64_MAX / element_bytes;
   const std::uint64_t bytes = overflow ? UINT64_MAX : count * element_bytes;
-  CTFORGE_EXPECTS(
-      !overflow && bytes <= mem,
-      fmt::format("{} needs {} bytes ({:.1f} GiB), more than the {:.1f} GiB of memory "
-                  "here; {}",
-                  what, overflow ? std::string("more than 2^64") : std::to_string(bytes),
-                  static_cast<double>(bytes) / (1 << 30), static_cast<double>(mem) / (1 << 30),
-                  fix));
+  if (!overflow && bytes <= mem) return {};
+  return fmt::format("{} needs {} bytes ({:.1f} GiB), more than the {:.1f} GiB of memory here; {}",
+                     what, overflow ? std::string("more than 2^64") : std::to_string(bytes),
+                     static_cast<double>(bytes) / (1 << 30), static_cast<double>(mem) / (1 << 30),
+                     fix);
+}
+}  // namespace
+
+void require_memory(std::uint64_t count, std::uint64_t element_bytes, const std::string& what,
+                    const std::string& fix) {
+  const std::string m = memory_shortfall(count, element_bytes, what, fix);
+  CTFORGE_EXPECTS(m.empty(), m);
+}
+
+void require_memory_to_read(std::uint64_t count, std::uint64_t element_bytes,
+                            const std::string& what, const std::string& fix) {
+  const std::string m = memory_shortfall(count, element_bytes, what, fix);
+  CTFORGE_CHECK(m.empty(), m);
 }
 
 }  // namespace ctforge::detail

@@ -35,5 +35,10 @@ std::uint64_t physical_memory_bytes();
 /// allocating buffers whose size comes from the user (a grid size, a declared view count).
 void require_memory(std::uint64_t count, std::uint64_t element_bytes, const std::string& what,
                     const std::string& fix);
+/// As require_memory, for data whose size a file declares (a dataset's shape): a runtime error
+/// (exit 1; the file is at fault, not the request), raised before anything is allocated.
+/// `what` names the file and the dataset.
+void require_memory_to_read(std::uint64_t count, std::uint64_t element_bytes,
+                            const std::string& what, const std::string& fix);
 
 }  // namespace ctforge::detail

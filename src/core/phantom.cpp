@@ -46,19 +46,23 @@ struct unit_frame {
   /// line misses it or only touches it.
   bool intersect(vec3 point, vec3 dir, double& t0, double& t1) const {
     const vec3 p = to_unit(point - c), d = to_unit(dir);
-    const double a = dot(d, d);
-    if (!(a > 0)) return false;
-    const double b = dot(p, d);  // half of the linear coefficient
+    // The direction scaled by its largest component m (s = m t): |d|^2 would underflow for an
+    // ellipsoid of semi-axes 1e200 mm (and overflow for tiny ones) where the chord is fine.
+    const double m = std::max({std::abs(d.x), std::abs(d.y), std::abs(d.z)});
+    if (!(m > 0) || !std::isfinite(m)) return false;
+    const vec3 dn{d.x / m, d.y / m, d.z / m};
+    const double a = dot(dn, dn);  // in [1, 3]
+    const double b = dot(p, dn);   // half of the linear coefficient
     const double cc = dot(p, p) - 1.0;
     const double disc = b * b - a * cc;
     if (!(disc > 0)) return false;
     const double r = std::sqrt(disc);
     // Numerically stable roots.
     const double q = b >= 0 ? -(b + r) : -(b - r);
-    double ta = q / a, tb = (q != 0) ? cc / q : -ta;
-    if (ta > tb) std::swap(ta, tb);
-    t0 = ta;
-    t1 = tb;
+    double sa = q / a, sb = (q != 0) ? cc / q : -sa;
+    if (sa > sb) std::swap(sa, sb);
+    t0 = sa / m;
+    t1 = sb / m;
     return true;
   }
 };
@@ -70,16 +74,21 @@ std::vector<unit_frame> prepare(const phantom& p) {
   return f;
 }
 
-/// Integral along point + t dir for t >= t_min (the whole line by default).
+/// Integral along point + t dir for t >= t_min (the whole line by default). `hits`, when
+/// given, counts per ellipsoid the lines that cross it.
 double integral(const std::vector<unit_frame>& frames, vec3 point, vec3 dir,
-                double t_min = -std::numeric_limits<double>::infinity()) {
+                double t_min = -std::numeric_limits<double>::infinity(),
+                std::int64_t* hits = nullptr) {
   const double len = norm(dir);
   if (!(len > 0)) return 0.0;
   double sum = 0;
-  for (const auto& f : frames) {
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    const unit_frame& f = frames[i];
     double t0, t1;
-    if (f.intersect(point, dir, t0, t1))
-      sum += f.density * std::max(0.0, t1 - std::max(t0, t_min)) * len;
+    if (!f.intersect(point, dir, t0, t1)) continue;
+    const double chord = std::max(0.0, t1 - std::max(t0, t_min));
+    sum += f.density * chord * len;
+    if (hits && chord > 0) ++hits[i];
   }
   return sum;
 }
@@ -173,24 +182,61 @@ double line_integral(const phantom& p, vec3 point, vec3 dir) {
   return integral(prepare(p), point, dir);
 }
 
-projection_stack project_analytic(const phantom& p, const geometry& g, int threads) {
+void require_representable(const phantom& p, std::string_view origin) {
+  for (std::size_t i = 0; i < p.ellipsoids.size(); ++i) {
+    const ellipsoid& e = p.ellipsoids[i];
+    if (e.density == 0) continue;
+    const vec3 a = e.semi_axes;
+    const double axis = std::max({std::abs(a.x), std::abs(a.y), std::abs(a.z)});
+    const double rho = std::abs(e.density);
+    // The longest chord is the longest diameter: the largest line integral through it.
+    const double peak = 2.0 * axis * rho;
+    const bool over = !(peak <= std::numeric_limits<float>::max());
+    const bool under = peak < std::numeric_limits<float>::min();
+    if (!over && !under) continue;
+    // Blame the field further from everyday magnitudes (semi-axes ~ 1 mm, densities ~ 1 / mm).
+    const bool axes = std::abs(std::log10(axis)) >= std::abs(std::log10(rho));
+    throw usage_error(fmt::format(
+        "{}: field 'ellipsoids[{}].{}': line integrals through ellipsoid {} reach {:g} (2 x "
+        "semi-axis {:g} mm x |density| {:g} / mm), {} single precision's {} ({:g}): its "
+        "projections would {}",
+        origin, i, axes ? "semi_axes" : "density", i, peak, axis, rho, over ? "beyond" : "below",
+        over ? "largest value" : "smallest normal value",
+        over ? static_cast<double>(std::numeric_limits<float>::max())
+             : static_cast<double>(std::numeric_limits<float>::min()),
+        over ? "overflow to infinity" : "vanish by underflow"));
+  }
+}
+
+projection_stack project_analytic(const phantom& p, const geometry& g, int threads,
+                                  analytic_report* report) {
   g.validate();
   const auto frames = prepare(p);
   projection_stack out(g.view_count(), g.rows, g.cols);
   const std::int64_t n_lines = g.view_count() * g.rows;
   const bool cone = g.beam == beam_kind::cone;
-#pragma omp parallel for schedule(dynamic, 4) num_threads(detail::resolve_threads(threads))
-  for (std::int64_t line = 0; line < n_lines; ++line) {
-    const std::int64_t v = line / g.rows, r = line % g.rows;
-    const vec3 s = g.views[static_cast<std::size_t>(v)].source;
-    for (std::int64_t c = 0; c < g.cols; ++c) {
-      const vec3 px = pixel_center(g, v, static_cast<double>(c), static_cast<double>(r));
-      // Cone beam: the half-line from the source through the pixel (nothing behind the
-      // source); parallel beam: the whole line through the pixel along the ray direction.
-      out.at(v, r, c) =
-          static_cast<float>(cone ? integral(frames, s, px - s, 0.0) : integral(frames, px, s));
+  std::vector<std::int64_t> hits(report ? frames.size() : 0, 0);
+#pragma omp parallel num_threads(detail::resolve_threads(threads))
+  {
+    std::vector<std::int64_t> mine(hits.size(), 0);
+    std::int64_t* h = report ? mine.data() : nullptr;
+#pragma omp for schedule(dynamic, 4)
+    for (std::int64_t line = 0; line < n_lines; ++line) {
+      const std::int64_t v = line / g.rows, r = line % g.rows;
+      const vec3 s = g.views[static_cast<std::size_t>(v)].source;
+      for (std::int64_t c = 0; c < g.cols; ++c) {
+        const vec3 px = pixel_center(g, v, static_cast<double>(c), static_cast<double>(r));
+        // Cone beam: the half-line from the source through the pixel (nothing behind the
+        // source); parallel beam: the whole line through the pixel along the ray direction.
+        out.at(v, r, c) = static_cast<float>(
+            cone ? integral(frames, s, px - s, 0.0, h)
+                 : integral(frames, px, s, -std::numeric_limits<double>::infinity(), h));
+      }
     }
+#pragma omp critical
+    for (std::size_t i = 0; i < hits.size(); ++i) hits[i] += mine[i];
   }
+  if (report) report->rays_hit = std::move(hits);
   return out;
 }
 

@@ -23,7 +23,7 @@ namespace h5 = ctforge::detail::h5;
 /// Reads frames [v0, v0+nv) x rows x cols of a rank-3 dataset whose detector matches the data.
 projection_stack read_frames(const h5::dataset& d, std::int64_t v0, std::int64_t nv,
                              std::int64_t r0, std::int64_t nr, std::int64_t c0, std::int64_t nc) {
-  detail::require_memory(
+  detail::require_memory_to_read(
       static_cast<std::uint64_t>(nv) * static_cast<std::uint64_t>(nr) *
           static_cast<std::uint64_t>(nc),
       sizeof(float),
@@ -67,6 +67,9 @@ raw_scan read_dxchange(const std::string& path, const detector_selection& sel,
                             data_name, h5::shape_string(shape)));
   CTFORGE_CHECK(data.is_numeric(), fmt::format("{}: dataset {} holds {}, expected numbers", path,
                                                data_name, data.type_name()));
+  CTFORGE_CHECK(h5::element_count(shape) > 0,
+                fmt::format("{}: dataset {} has shape {}: no {} stored", path, data_name,
+                            h5::shape_string(shape), shape[0] == 0 ? "views" : "pixels"));
   raw_scan s;
   s.full_views = static_cast<std::int64_t>(shape[0]);
   s.full_rows = static_cast<std::int64_t>(shape[1]);
@@ -90,12 +93,13 @@ raw_scan read_dxchange(const std::string& path, const detector_selection& sel,
         sh.size() == 3 && sh[1] == shape[1] && sh[2] == shape[2],
         fmt::format("{}: dataset {} has shape {}, expected [n][{}][{}] like {}", path, name,
                     h5::shape_string(d.shape()), shape[1], shape[2], data_name));
-    projection_stack frames(static_cast<std::int64_t>(sh[0]), nr, nc);
+    // read_frames checks the memory before allocating the frames a file declares.
+    projection_stack frames =
+        one ? projection_stack(1, nr, nc)
+            : read_frames(d, 0, static_cast<std::int64_t>(sh[0]), r0, nr, c0, nc);
     if (one)
       d.read_slab<float>({hsize_t(r0), hsize_t(c0)}, {hsize_t(nr), hsize_t(nc)},
                          std::span<float>(frames.data));
-    else
-      frames = read_frames(d, 0, static_cast<std::int64_t>(sh[0]), r0, nr, c0, nc);
     (white ? s.flats : s.darks) = std::move(frames);
   }
 

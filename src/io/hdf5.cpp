@@ -201,6 +201,10 @@ projection_file read_projections(const std::string& path) {
   {
     const h5::dataset ds = open_rank3(f, k_projections, "[views][rows][cols]");
     const h5::dims_t shape = ds.shape();
+    detail::require_memory_to_read(
+        h5::element_count(shape), sizeof(float),
+        fmt::format("{}: a {} dataset", ds.context(), h5::shape_string(shape)),
+        "read a part with `ctforge convert --views / --rows / --cols`");
     out.projections =
         projection_stack(static_cast<std::int64_t>(shape[0]), static_cast<std::int64_t>(shape[1]),
                          static_cast<std::int64_t>(shape[2]));
@@ -435,7 +439,17 @@ std::string describe_file(const std::string& path) {
     if (name == k_projections && shape.size() == 3) out += " (views, rows, cols)";
     if (name == k_volume && shape.size() == 3) out += " (z, y, x)";
     if (ds.is_numeric()) {
-      out += "\n  values: " + stats_string(dataset_stats(ds));
+      // Values are scanned in blocks of whole rows: a dataset larger than this machine's
+      // memory (a huge sparse one, say) would take as long to scan as it could not be read.
+      const std::uint64_t n = h5::element_count(shape), mem = detail::physical_memory_bytes();
+      if (n > mem / sizeof(float))
+        out += fmt::format(
+            "\n  values: not scanned ({} values, {:.1f} GiB as float32, more than the {:.1f} GiB "
+            "of memory here)",
+            n, static_cast<double>(n) * sizeof(float) / (1 << 30),
+            static_cast<double>(mem) / (1 << 30));
+      else
+        out += "\n  values: " + stats_string(dataset_stats(ds));
     } else if (ds.type_class() == H5T_STRING && h5::element_count(shape) == 1) {
       const std::string text = ds.read_string();
       if (name == k_geometry) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <numeric>
 #include <sstream>
+#include <tuple>
 
 #include "core/finite_scan.hpp"
 #include "core/parallel_copy.hpp"
@@ -62,6 +63,9 @@ raw_scan read_native_selection(const std::string& path, const detector_selection
   CTFORGE_CHECK(shape.size() == 3,
                 fmt::format("{}: dataset /projections has shape {}, expected [views][rows][cols]",
                             path, detail::h5::shape_string(shape)));
+  CTFORGE_CHECK(detail::h5::element_count(shape) > 0,
+                fmt::format("{}: dataset /projections has shape {}: no {} stored", path,
+                            detail::h5::shape_string(shape), shape[0] == 0 ? "views" : "pixels"));
   raw_scan s;
   s.full_views = static_cast<std::int64_t>(shape[0]);
   s.full_rows = static_cast<std::int64_t>(shape[1]);
@@ -69,11 +73,12 @@ raw_scan read_native_selection(const std::string& path, const detector_selection
   const auto [v0, nv] = resolve_range(sel.views, s.full_views, "views", path);
   const auto [r0, nr] = resolve_range(sel.rows, s.full_rows, "rows", path);
   const auto [c0, nc] = resolve_range(sel.cols, s.full_cols, "cols", path);
-  detail::require_memory(static_cast<std::uint64_t>(nv) * static_cast<std::uint64_t>(nr) *
-                             static_cast<std::uint64_t>(nc),
-                         sizeof(float),
-                         fmt::format("{}: reading {} views of {} x {} pixels", path, nv, nc, nr),
-                         "read a part with --views / --rows / --cols, or bin with --bin");
+  detail::require_memory_to_read(
+      static_cast<std::uint64_t>(nv) * static_cast<std::uint64_t>(nr) *
+          static_cast<std::uint64_t>(nc),
+      sizeof(float),
+      fmt::format("{}: dataset /projections: reading {} views of {} x {} pixels", path, nv, nc, nr),
+      "read a part with --views / --rows / --cols");
   s.frames = projection_stack(nv, nr, nc);
   d.read_slab<float>({hsize_t(v0), hsize_t(r0), hsize_t(c0)},
                      {hsize_t(nv), hsize_t(nr), hsize_t(nc)}, std::span<float>(s.frames.data));
@@ -103,7 +108,8 @@ std::string join(const std::vector<std::string>& parts) {
 
 std::pair<std::int64_t, std::int64_t> resolve_range(const index_range& r, std::int64_t size,
                                                     std::string_view what, std::string_view path) {
-  CTFORGE_EXPECTS(size >= 1, fmt::format("{}: no {} stored", path, what));
+  // The stored size comes from the file: none stored is the file's defect (exit 1).
+  CTFORGE_CHECK(size >= 1, fmt::format("{}: no {} stored", path, what));
   CTFORGE_EXPECTS(r.first >= 0 && r.first < size,
                   fmt::format("{}: first of {} is {}, outside [0, {})", path, what, r.first, size));
   const std::int64_t count = r.count < 0 ? size - r.first : r.count;
@@ -512,6 +518,15 @@ loaded_projections load_projections(const std::string& path, const projection_re
   bool sinogram = false;
   scan = read_frames_any(path, format, opt, read_sel, list ? &*list : nullptr, frames, sinogram,
                          stored_geometry);
+  // Binning by more pixels than are selected leaves none: the option is at fault.
+  const std::int64_t sel_rows = resolve_range(opt.select.rows, scan.full_rows, "rows", path).second;
+  const std::int64_t sel_cols = resolve_range(opt.select.cols, scan.full_cols, "cols", path).second;
+  for (const auto& [what, n, bin] :
+       {std::tuple{"rows", sel_rows, opt.bin_rows}, std::tuple{"cols", sel_cols, opt.bin_cols}})
+    CTFORGE_EXPECTS(bin <= n, fmt::format("--bin {}: more than the {} {} selected of {} ({} rows "
+                                          "x {} cols stored); bin by at most {}",
+                                          bin, n, what, path, scan.full_rows, scan.full_cols,
+                                          std::min(sel_rows, sel_cols)));
   if (format == "ctforge") {
     CTFORGE_EXPECTS(
         mode != intensity_mode::raw,

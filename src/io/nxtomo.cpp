@@ -20,6 +20,7 @@
 
 #include "io/nexus.hpp"
 
+#include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
 #include "io/h5.hpp"
@@ -41,6 +42,12 @@ std::string units_of(const h5::dataset& d) {
 /// Reads frames `idx` (sorted, of the frame axis) restricted to rows/cols into a stack.
 projection_stack read_frames(const h5::dataset& d, const std::vector<std::int64_t>& idx,
                              std::int64_t r0, std::int64_t nr, std::int64_t c0, std::int64_t nc) {
+  detail::require_memory_to_read(
+      static_cast<std::uint64_t>(idx.size()) * static_cast<std::uint64_t>(nr) *
+          static_cast<std::uint64_t>(nc),
+      sizeof(float),
+      fmt::format("{}: reading {} frames of {} x {} pixels", d.context(), idx.size(), nc, nr),
+      "read a part with --views / --rows / --cols");
   projection_stack s(static_cast<std::int64_t>(idx.size()), nr, nc);
   std::size_t i = 0;
   while (i < idx.size()) {
@@ -303,6 +310,9 @@ raw_scan read_nxtomo(const std::string& path, const detector_selection& sel,
                             l.data, h5::shape_string(shape)));
   CTFORGE_CHECK(data.is_numeric(), fmt::format("{}: dataset {} holds {}, expected numbers", path,
                                                l.data, data.type_name()));
+  CTFORGE_CHECK(h5::element_count(shape) > 0,
+                fmt::format("{}: dataset {} has shape {}: no {} stored", path, l.data,
+                            h5::shape_string(shape), shape[0] == 0 ? "frames" : "pixels"));
   const auto frames = static_cast<std::int64_t>(shape[0]);
   const auto keys = frame_keys(f, l, frames);
   std::vector<std::int64_t> proj, flat, dark;

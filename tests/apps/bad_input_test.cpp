@@ -2,6 +2,7 @@
 // with exit 2 (usage) or 1 (runtime), a message "ctforge: error: ...", no crash, no output file
 // and no temporary left behind, and the inputs unchanged.
 #include <gtest/gtest.h>
+#include <hdf5.h>
 
 #include <filesystem>
 #include <fstream>
@@ -18,8 +19,40 @@ namespace fs = std::filesystem;
 
 struct bad_case {
   std::string args;
-  int status;  // 1 or 2; 0 = either
+  int status;          // 1 or 2; 0 = either
+  std::string names{};  // when given, the message must contain it (the file, option or field)
 };
+
+/// An HDF5 file holding `dataset`, a chunked float32 [views][rows][cols] never written (a
+/// huge one costs nothing on disk), and, when given, a /geometry string.
+void write_declared_dataset(const fs::path& path, const char* dataset, hsize_t views, hsize_t rows,
+                            hsize_t cols, const std::string& geometry = "") {
+  const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hsize_t dims[3] = {views, rows, cols};
+  const hsize_t max[3] = {H5S_UNLIMITED, H5S_UNLIMITED, H5S_UNLIMITED};
+  const hsize_t chunk[3] = {1, 8, 8};
+  const hid_t space = H5Screate_simple(3, dims, max);
+  const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(dcpl, 3, chunk);
+  const hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+  H5Pset_create_intermediate_group(lcpl, 1);
+  H5Dclose(H5Dcreate2(f, dataset, H5T_IEEE_F32LE, space, lcpl, dcpl, H5P_DEFAULT));
+  if (!geometry.empty()) {
+    const hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, H5T_VARIABLE);
+    const hid_t scalar = H5Screate(H5S_SCALAR);
+    const hid_t g = H5Dcreate2(f, "/geometry", t, scalar, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    const char* text = geometry.c_str();
+    H5Dwrite(g, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, &text);
+    H5Dclose(g);
+    H5Sclose(scalar);
+    H5Tclose(t);
+  }
+  H5Pclose(lcpl);
+  H5Pclose(dcpl);
+  H5Sclose(space);
+  H5Fclose(f);
+}
 
 std::string bytes_of(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -71,6 +104,28 @@ class BadInput : public ::testing::Test {
     g("ph_bad.json", R"({"ellipsoids":[{"center":[0,0],"semi_axes":[1,1,1],"density":1}]})");
     g("ph_neg.json", R"({"ellipsoids":[{"center":[0,0,0],"semi_axes":[1,-1,1],"density":1}]})");
     g("not.xml", "<geometry>");
+    // Vector geometries: a zero / tiny pixel vector, in view 0 too, is named by its view.
+    const std::string view = R"({"source":[0,-300,0],"detector_center":[0,300,0],)";
+    g("g_vec_u0.json", R"({"type":"cone_vec","detector":{"cols":4,"rows":2},"views":[)" + view +
+                           R"("u":[0,0,0],"v":[0,0,1]}]})");
+    g("g_vec_v1.json", R"({"type":"parallel_vec","detector":{"cols":4,"rows":2},"views":[)"
+                       R"({"ray":[0,1,0],"detector_center":[0,0,0],"u":[1,0,0],"v":[0,0,1]},)"
+                       R"({"ray":[0,1,0],"detector_center":[0,0,0],"u":[1,0,0],)"
+                       R"("v":[0,0,1e-200]}]})");
+    // Phantoms whose projections cannot be represented in float, or that every ray misses.
+    const auto ph = [&](const std::string& name, const std::string& axes, const std::string& rho) {
+      w(name, R"({"ellipsoids":[{"center":[0,0,0],"semi_axes":)" + axes + R"(,"density":)" + rho +
+                  "}]}");
+    };
+    ph("ph_huge.json", "[1e200,1e200,1e200]", "0.02");
+    ph("ph_tiny.json", "[1e-30,1e-30,1e-30]", "0.02");
+    ph("ph_dense.json", "[10,10,10]", "1e38");
+    ph("ph_faint.json", "[10,10,10]", "1e-45");
+    write_declared_dataset(*dir_ / "huge.h5", "/projections", 1000000, 1000000, 1000000);
+    write_declared_dataset(*dir_ / "huge_dx.h5", "/exchange/data", 1000000, 1000000, 1000000);
+    write_declared_dataset(*dir_ / "zero.h5", "/projections", 0, 8, 24,
+                           R"({"type":"parallel","detector":{"cols":24,"rows":8,"pixel_mm":[1,1]},)"
+                           R"("angles_deg":[0]})");
   }
   static void TearDownTestSuite() {
     std::error_code ec;
@@ -194,6 +249,47 @@ TEST_F(BadInput, EveryCaseFailsCleanly) {
       {"compare v.h5 v.h5 --peak nan", 2},
       {"frobnicate", 2},
       {"", 2},
+      // Messages that name the right thing (issue #27).
+      {"simulate --phantom ph.json --geometry g_vec_u0.json -o out/s.h5", 2, "'views[0].u'"},
+      {"simulate --phantom ph.json --geometry g_vec_v1.json -o out/s.h5", 2, "'views[1].v'"},
+      {"simulate --phantom ph_huge.json --geometry g.json -o out/s.h5", 2,
+       "ph_huge.json: field 'ellipsoids[0].semi_axes'"},
+      {"simulate --phantom ph_tiny.json --geometry g.json -o out/s.h5", 2,
+       "ph_tiny.json: field 'ellipsoids[0].semi_axes'"},
+      {"simulate --phantom ph_dense.json --geometry g.json -o out/s.h5", 2,
+       "ph_dense.json: field 'ellipsoids[0].density'"},
+      {"simulate --phantom ph_faint.json --geometry g.json -o out/s.h5", 2,
+       "ph_faint.json: field 'ellipsoids[0].density'"},
+      {"simulate --phantom shepp-logan --phantom-size 1e300 --geometry g.json -o out/s.h5", 2,
+       "--phantom-size"},
+      {"convert huge.h5 out/x.h5", 1, "huge.h5: dataset /projections"},
+      {"convert huge_dx.h5 out/x.h5", 1, "huge_dx.h5: dataset /exchange/data"},
+      {"convert zero.h5 out/x.h5", 1, "zero.h5: dataset /projections"},
+      {"recon zero.h5 -o out/v.h5", 1, "zero.h5: dataset /projections"},
+      {rec + "--bin 1000", 2, "--bin 1000"},
+      {"convert p.h5 out/p2.h5 --bin 9", 2, "--bin 9"},
+      {"center p.h5 --bin 30", 2, "--bin 30"},
+      {"recon p.h5 -o ''", 2, "--output"},
+      {"recon p.h5 -o out/v.h5/", 2, "--output"},
+      {"recon p.h5 -o out/v.mha/", 2, "--output"},
+      {rec + "--preview ''", 2, "--preview"},
+      {rec + "--preview out", 2, "--preview"},
+      {rec + "--log-iterations '' --algorithm sirt", 2, "--log-iterations"},
+      {rec + "--checkpoint-dir ''", 2, "--checkpoint-dir"},
+      {"simulate --phantom ph.json --geometry g.json -o ''", 2, "--output"},
+      {"simulate --phantom ph.json --geometry g.json -o out/s.h5/", 2, "--output"},
+      {"simulate --phantom ph.json --geometry g.json -o out", 2, "--output"},
+      {sim + "--truth ''", 2, "--truth"},
+      {sim + "--truth out/t.h5/", 2, "--truth"},
+      {"convert p.h5 ''", 2, "output"},
+      {"convert v.h5 ''", 2, "output"},
+      {"convert g.json ''", 2, "output"},
+      {"convert p.h5 out/p.h5/", 2, "output"},
+      {"convert v.h5 out/v.h5/", 2, "output"},
+      {"convert g.json out/g.json/", 2, "output"},
+      {"center p.h5 -o ''", 2, "--output"},
+      {"center p.h5 -o out", 2, "--output"},
+      {"center p.h5 -o out/m.png/", 2, "--output"},
   };
   const fs::path out = *dir_ / "out";
   const auto inputs_before = bytes_of(*dir_ / "p.h5") + bytes_of(*dir_ / "v.h5");
@@ -211,6 +307,10 @@ TEST_F(BadInput, EveryCaseFailsCleanly) {
       EXPECT_EQ(r.status, c.status) << c.args << "\n" << r.output;
     EXPECT_NE(r.output.find("ctforge: error: "), std::string::npos) << c.args << ": no message\n"
                                                                     << r.output;
+    if (!c.names.empty())
+      EXPECT_NE(r.output.find(c.names), std::string::npos) << c.args << ": message does not name "
+                                                           << c.names << "\n"
+                                                           << r.output;
     EXPECT_EQ(r.output.find("Segmentation"), std::string::npos) << c.args;
     std::vector<std::string> left;
     for (const auto& e : fs::recursive_directory_iterator(out, ec))

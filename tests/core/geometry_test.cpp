@@ -6,9 +6,11 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ctforge/error.hpp"
+#include "test_support.hpp"
 
 namespace ctforge {
 namespace {
@@ -205,6 +207,29 @@ TEST(GeometryValidate, NonFiniteAndDegenerateThroughTheApi) {
   views[0].v = 3.0 * views[0].u;
   expect_usage([&] { make_vec_geometry(beam_kind::cone, 4, 4, views); }, "views[0].u");
   expect_usage([&] { make_vec_geometry(beam_kind::parallel, 4, 4, {}); }, "view");
+}
+
+// A vector geometry has no 'detector.pixel_mm': a zero, tiny (its length underflows) or
+// overflowing u / v of any view, view 0 included, is named as views[i].u / .v.
+TEST(GeometryValidate, PixelVectorsAreNamedByView) {
+  for (const auto& [view, field, bad] :
+       {std::tuple{0, "u", vec3{0, 0, 0}}, std::tuple{0, "v", vec3{1e-200, 0, 0}},
+        std::tuple{1, "u", vec3{1e-12, 0, 0}}, std::tuple{1, "v", vec3{0, 0, 1e300}}}) {
+    auto views = odd_views();
+    ASSERT_LT(view, static_cast<int>(views.size()));
+    (std::string(field) == "u" ? views[view].u : views[view].v) = bad;
+    const std::string name = "views[" + std::to_string(view) + "]." + field;
+    for (beam_kind b : {beam_kind::cone, beam_kind::parallel})
+      testing::expect_error_naming([&] { make_vec_geometry(b, 4, 4, views); }, name);
+    try {
+      make_vec_geometry(beam_kind::cone, 4, 4, views);
+    } catch (const usage_error& e) {
+      EXPECT_EQ(std::string(e.what()).find("pixel_mm"), std::string::npos) << e.what();
+    }
+  }
+  // Circular geometries still name their own field.
+  testing::expect_error_naming([&] { make_parallel_geometry(8, 8, 1e-200, 1, {0.0}); },
+                               "detector.pixel_mm");
 }
 
 TEST(GeometryConvention, CircularConeVectors) {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "ctforge/error.hpp"
+#include "test_support.hpp"
 #include "ctforge/geometry.hpp"
 
 namespace ctforge {
@@ -440,6 +441,40 @@ TEST(ProjectAnalytic, ConeRaysStartAtTheSource) {
       make_vec_geometry(beam_kind::cone, 3, 3, {{{0, -5, 0}, {0, 100, 0}, {1, 0, 0}, {0, 0, 1}}});
   const projection_stack s = project_analytic(p, g, 1);
   EXPECT_NEAR(s.at(0, 1, 1), 0.01 * 25, 1e-7);
+}
+
+// Scale: an ellipsoid of semi-axes 1e200 mm and density 1e-200 / mm has line integrals of
+// order 1 (|d|^2 in its unit frame underflows: they came out 0); one of 1e-30 mm sits between
+// the rays and is counted as missed.
+TEST(ProjectAnalytic, HugeAndTinyEllipsoidsComputedHonestly) {
+  const geometry g =
+      make_vec_geometry(beam_kind::parallel, 3, 3, {{{0, 1, 0}, {0, 0, 0}, {1, 0, 0}, {0, 0, 1}}});
+  const phantom huge = one({{0, 0, 0}, {1e200, 1e200, 1e200}, 0, 1e-200});
+  analytic_report rep;
+  const projection_stack s = project_analytic(huge, g, 1, &rep);
+  EXPECT_NEAR(s.at(0, 1, 1), 2.0, 1e-6);  // 2 x 1e200 mm x 1e-200 / mm
+  ASSERT_EQ(rep.rays_hit.size(), 1u);
+  EXPECT_EQ(rep.rays_hit[0], 9);
+  const phantom both{{{{0.5, 0, 0.5}, {1e-30, 1e-30, 1e-30}, 0, 0.02}, {{0, 0, 0}, {1, 1, 1}, 0, 0.02}}};
+  project_analytic(both, g, 2, &rep);
+  EXPECT_EQ(rep.rays_hit[0], 0);
+  EXPECT_EQ(rep.rays_hit[1], 1);  // only the central ray meets the unit sphere
+}
+
+TEST(PhantomRange, LineIntegralsBeyondSinglePrecisionNameTheField) {
+  const auto check = [](ellipsoid e, const std::string& field) {
+    phantom p{{{{0, 0, 0}, {1, 1, 1}, 0, 0.02}, e}};
+    testing::expect_error_naming([&] { require_representable(p, "ph.json"); },
+                                 "ph.json: field 'ellipsoids[1]." + field + "'");
+  };
+  check({{0, 0, 0}, {1e30, 1e30, 1e200}, 0, 0.02}, "semi_axes");  // overflows
+  check({{0, 0, 0}, {1e-200, 1e-200, 1e-200}, 0, 0.02}, "semi_axes");  // vanishes
+  check({{0, 0, 0}, {10, 10, 10}, 0, 1e38}, "density");
+  check({{0, 0, 0}, {10, 10, 10}, 0, -1e-45}, "density");
+  // Large but representable, and density 0 whatever the size, pass.
+  EXPECT_NO_THROW(require_representable(phantom{{{{0, 0, 0}, {1e30, 1e30, 1e30}, 0, 0.02},
+                                                 {{0, 0, 0}, {1e300, 1, 1}, 0, 0}}},
+                                        "ph.json"));
 }
 
 }  // namespace
