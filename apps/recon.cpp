@@ -403,6 +403,7 @@ void run(const recon_cli_options& o) {
   std::unique_ptr<io::volume_file_writer> writer;
   if (streamed) writer = std::make_unique<io::volume_file_writer>(o.output, vg);
   if (!slabwise && co.dir.empty()) {
+    ro.memory_limit_bytes = memory_limit;  // FDK / FBP: their copies counted (0: the machine's)
     vol = reconstruct(proj, g, vg, ro);
   } else {
     nlohmann::json record = {

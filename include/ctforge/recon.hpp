@@ -190,6 +190,11 @@ struct recon_options {
   backend where = backend::automatic;
   int threads = 0;  ///< CPU threads, 0 = all
   int device = 0;   ///< CUDA device ordinal
+  /// FDK / FBP: host memory (bytes) the call may hold at its peak, counting the caller's
+  /// projections, their resampled (vector geometries) and padded (displaced detectors) copies
+  /// and the volume; 0 = this machine's physical memory. usage_error naming the sizes, before
+  /// anything is allocated, when the estimate exceeds it (ctforge recon --memory-limit).
+  std::int64_t memory_limit_bytes = 0;
   /// Upper bound on GPU memory the CUDA backend may use (bytes); 0 = automatic (free memory
   /// less a safety margin). Forwarded into detail::cuda_options::memory_limit_bytes.
   std::int64_t gpu_memory_limit_bytes = 0;

@@ -57,4 +57,12 @@ void refuse_non_finite(const float* data, std::int64_t d0, std::int64_t d1, std:
                   path, data[i], i / (d1 * d2), (i / d2) % d1, i % d2, axes));
 }
 
+void refuse_non_finite_input(const float* data, std::int64_t d0, std::int64_t d1, std::int64_t d2,
+                             const std::string& path, const std::string& what, const char* axes) {
+  const std::int64_t i = first_non_finite(data, d0 * d1 * d2);
+  if (i < 0) return;
+  CTFORGE_FAIL(fmt::format("{}: {} holds a non-finite value ({}) at index [{}][{}][{}] ({})", path,
+                           what, data[i], i / (d1 * d2), (i / d2) % d1, i % d2, axes));
+}
+
 }  // namespace ctforge::detail

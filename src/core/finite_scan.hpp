@@ -27,4 +27,10 @@ std::string first_non_finite_voxel(const float* data, const volume_geometry& vg,
 void refuse_non_finite(const float* data, std::int64_t d0, std::int64_t d1, std::int64_t d2,
                        const std::string& path, const char* axes);
 
+/// Readers call this on what they read, so that every volume format refuses NaN / Inf as the
+/// HDF5 reader does: throws ctforge::error "<path>: <what> holds a non-finite value (nan) at
+/// index [a][b][c] (<axes>)" for the first NaN / Inf of the d0 x d1 x d2 array `data`.
+void refuse_non_finite_input(const float* data, std::int64_t d0, std::int64_t d1, std::int64_t d2,
+                             const std::string& path, const std::string& what, const char* axes);
+
 }  // namespace ctforge::detail

@@ -40,6 +40,7 @@
 #include <map>
 #include <sstream>
 
+#include "core/finite_scan.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
 #include "io/itk_image.hpp"
@@ -561,6 +562,9 @@ std::string ds(double x) {
 
 volume read_dicom(const std::string& path, const volume_read_options& opt) {
   series s = read_series(path);
+  // Refused as the HDF5 reader refuses them (a float series, or an infinite rescale slope).
+  ctforge::detail::refuse_non_finite_input(s.vol.data.data(), s.vol.geom.nz, s.vol.geom.ny,
+                                           s.vol.geom.nx, path, "the series", "z, y, x");
   if (opt.mu_water_per_mm) {
     const double mw = *opt.mu_water_per_mm;
     CTFORGE_EXPECTS(mw > 0 && std::isfinite(mw),

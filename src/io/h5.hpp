@@ -20,7 +20,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -550,6 +553,45 @@ class dataset : public location {
   std::string name_;
 };
 
+/// Where the core driver keeps a file made by file::create_in_memory: its buffer, allocated
+/// through HDF5's file image callbacks (malloc / realloc / free as the driver does itself).
+struct core_image {
+  void* mem = nullptr;
+  std::size_t size = 0;
+
+  static H5FD_file_image_callbacks_t callbacks() {
+    H5FD_file_image_callbacks_t cb{};
+    cb.image_malloc = [](std::size_t n, H5FD_file_image_op_t, void* u) -> void* {
+      return static_cast<core_image*>(u)->track(std::malloc(n), n);
+    };
+    cb.image_memcpy = [](void* dst, const void* src, std::size_t n, H5FD_file_image_op_t,
+                         void*) -> void* { return std::memcpy(dst, src, n); };
+    cb.image_realloc = [](void* p, std::size_t n, H5FD_file_image_op_t, void* u) -> void* {
+      return static_cast<core_image*>(u)->track(std::realloc(p, n), n);
+    };
+    cb.image_free = [](void* p, H5FD_file_image_op_t, void* u) -> herr_t {
+      auto* img = static_cast<core_image*>(u);
+      if (p == img->mem) img->track(nullptr, 0);
+      std::free(p);
+      return 0;
+    };
+    // The tracker outlives the file (file::image_ is destroyed after file::handle_): property
+    // list copies share it.
+    cb.udata_copy = [](void* u) -> void* { return u; };
+    cb.udata_free = [](void*) -> herr_t { return 0; };
+    return cb;
+  }
+
+ private:
+  void* track(void* p, std::size_t n) {
+    if (p != nullptr || n == 0) {
+      mem = p;
+      size = n;
+    }
+    return p;
+  }
+};
+
 /// An open HDF5 file. Object names are absolute or relative to the root ("/a/b" == "a/b").
 class file : public location {
  public:
@@ -586,9 +628,27 @@ class file : public location {
     silence_errors();
     plist_id fapl(check_id(H5Pcreate(H5P_FILE_ACCESS), path, "H5Pcreate"));
     check(H5Pset_fapl_core(fapl.get(), std::size_t{1} << 24, 0), path, "H5Pset_fapl_core");
-    return file(file_id(check_id(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()),
-                                 path, "H5Fcreate (in memory)")),
-                path);
+    // The core driver's buffer is allocated through these callbacks, so that image_view can
+    // hand it out without copying it (image() would hold the file twice).
+    auto img = std::make_unique<core_image>();
+    H5FD_file_image_callbacks_t cb = core_image::callbacks();
+    cb.udata = img.get();
+    check(H5Pset_file_image_callbacks(fapl.get(), &cb), path, "H5Pset_file_image_callbacks");
+    file f(file_id(check_id(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), path,
+                            "H5Fcreate (in memory)")),
+           path);
+    f.image_ = std::move(img);
+    return f;
+  }
+  /// The bytes of the whole file (flushed first), in place in the core driver's buffer: for a
+  /// file made by create_in_memory; valid until the file is written to or closed.
+  std::span<const char> image_view() {
+    check(H5Fflush(handle_.get(), H5F_SCOPE_GLOBAL), path_, "H5Fflush");
+    const ssize_t n = H5Fget_file_image(handle_.get(), nullptr, 0);
+    check(n < 0 ? -1 : 0, path_, "H5Fget_file_image");
+    CTFORGE_CHECK(image_ && image_->mem && static_cast<std::size_t>(n) <= image_->size,
+                  path_ + ": the in-memory file image is not where it was allocated");
+    return {static_cast<const char*>(image_->mem), static_cast<std::size_t>(n)};
   }
   /// The bytes of the whole file (flushed first): for a file made by create_in_memory.
   std::vector<char> image() {
@@ -871,6 +931,7 @@ class file : public location {
                    path_, n);
   }
 
+  std::unique_ptr<core_image> image_;  // before handle_: freed after the file is closed
   file_id handle_;
   std::string path_;
 };

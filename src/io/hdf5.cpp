@@ -305,6 +305,15 @@ void write_volume(const std::string& path, const volume_view& v) {
   CTFORGE_EXPECTS(v.data.size() == static_cast<std::size_t>(v.geom.voxel_count()),
                   fmt::format("{}: volume of {}x{}x{} voxels holds {} values", path, v.geom.nx,
                               v.geom.ny, v.geom.nz, v.data.size()));
+  // The file is built in memory next to the caller's volume: compressed chunks of noisy data
+  // can take as much as the volume, plus the chunk index and the driver's 16 MiB growth step.
+  const auto voxels = static_cast<std::uint64_t>(v.geom.voxel_count());
+  detail::require_memory(2 * voxels + (std::uint64_t{32} << 20) / sizeof(float), sizeof(float),
+                         fmt::format("{}: writing a {}x{}x{} volume (the volume and its file "
+                                     "image in memory)",
+                                     path, v.geom.nx, v.geom.ny, v.geom.nz),
+                         "write it slab by slab (ctforge recon --memory-limit writes .h5 "
+                         "volumes plane by plane)");
   write_atomically(path, [&](const std::string& tmp) {
     h5::file f = h5::file::create_in_memory(tmp);
     {
@@ -322,10 +331,11 @@ void write_volume(const std::string& path, const volume_view& v) {
       ds.close();
       f.write_string_attribute("creator", "ctforge " CTFORGE_VERSION);
     }
-    // Built in memory, written with checked writes (a full disk is an error naming the file).
-    const std::vector<char> bytes = f.image();
-    f.close();
+    // Built in memory, written with checked writes (a full disk is an error naming the file)
+    // straight from the driver's buffer: no second copy of the file.
+    const std::span<const char> bytes = f.image_view();
     write_file_bytes(tmp, bytes.data(), bytes.size(), path);
+    f.close();
   });
 }
 

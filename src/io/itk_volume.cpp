@@ -336,7 +336,10 @@ std::string to_string(volume_format f) {
   return "unknown";
 }
 
-volume read_itk_volume(const std::string& path) {
+namespace {
+
+/// The image as stored, NaN / Inf included (for describe_itk_volume).
+volume read_itk_values(const std::string& path) {
   auto io = read_info(path);
   auto reader = itk::ImageFileReader<image3>::New();
   reader->SetImageIO(io);
@@ -348,6 +351,16 @@ volume read_itk_volume(const std::string& path) {
                              path, e.GetDescription()));
   }
   return detail::volume_from_itk(reader->GetOutput(), path);
+}
+
+}  // namespace
+
+volume read_itk_volume(const std::string& path) {
+  volume v = read_itk_values(path);
+  // Refused as the HDF5 reader refuses them: a NaN would spread through every later step.
+  ctforge::detail::refuse_non_finite_input(v.data.data(), v.geom.nz, v.geom.ny, v.geom.nx, path,
+                                           "the image", "z, y, x");
+  return v;
 }
 
 void write_itk_volume(const std::string& path, const volume_view& v, bool compress) {
@@ -403,7 +416,7 @@ void write_itk_volume(const std::string& path, const volume_view& v, bool compre
 
 std::string describe_itk_volume(const std::string& path) {
   auto io = read_info(path);
-  const volume v = read_itk_volume(path);
+  const volume v = read_itk_values(path);
   const auto [lo, hi] = std::minmax_element(v.data.begin(), v.data.end());
   std::string s = fmt::format(
       "{}: {} volume ({} stored, {})\n", path, to_string(volume_format_of(path)),

@@ -175,6 +175,68 @@ algorithm default_algorithm(const geometry& g) {
 
 namespace {
 
+/// Host bytes FDK / FBP hold: the caller's projections, their resampled and padded copies, the
+/// volume and the reference path's working copy of the projections it filters.
+struct host_memory {
+  std::int64_t input = 0, resampled = 0, padded = 0, volume = 0, reference_copy = 0;
+  /// Padding reads the resampled copy, which is released once the padded one exists; the
+  /// volume is allocated after that.
+  std::int64_t peak() const {
+    const std::int64_t filtered = padded > 0 ? padded : resampled;
+    return input + std::max(resampled + padded, filtered + volume + reference_copy);
+  }
+};
+
+/// The host memory of FDK / FBP on `proj` (host data unless on the device), reconstructed on
+/// the circular geometry `circ` (resampled onto its detector when `resamples`), before
+/// anything is allocated. A displaced detector's padding is bounded by the columns that make
+/// the narrow side of its most displaced view reach as far as the wide side
+/// (detail::narrow_side_padding_for: 2 |offset| / pixel), known before the setup.
+host_memory host_memory_of(const projection_view& proj, const geometry& circ, bool resamples,
+                           const volume_geometry& vg, const recon_options& opt,
+                           const device_array* device_out) {
+  constexpr std::int64_t k_float = sizeof(float);
+  host_memory m;
+  m.input = proj.space == memory_space::cuda_device ? 0 : proj.size() * k_float;
+  m.volume = device_out ? 0 : vg.voxel_count() * k_float;
+  const std::int64_t views = circ.view_count(), rows = circ.rows, cols = circ.cols;
+  if (resamples) m.resampled = views * rows * cols * k_float;
+  std::int64_t pad = 0;
+  if (opt.displaced_detector != displaced_detector_mode::off && circ.orbit &&
+      circ.pixel_u_mm != 0) {
+    double worst = 0;
+    for (const double off : circ.orbit->offset_u_mm) worst = std::max(worst, std::abs(2 * off));
+    pad = static_cast<std::int64_t>(std::ceil(worst / std::abs(circ.pixel_u_mm) - 1e-6));
+  }
+  if (pad > 0) m.padded = views * rows * (cols + pad) * k_float;
+  if (opt.reference) m.reference_copy = m.padded > 0 ? m.padded : views * rows * cols * k_float;
+  return m;
+}
+
+/// usage_error naming the sizes when `m` exceeds `limit` (0: this machine's physical memory).
+void require_host_memory(const host_memory& m, std::int64_t limit, const char* name) {
+  const std::int64_t peak = m.peak();
+  const std::int64_t cap =
+      limit > 0 ? limit
+                : static_cast<std::int64_t>(std::min<std::uint64_t>(
+                      detail::physical_memory_bytes(), std::uint64_t{INT64_MAX}));
+  if (peak <= cap) return;
+  std::string parts = fmt::format("the projections ({} bytes)", m.input);
+  if (m.resampled > 0) parts += fmt::format(", their resampled copy ({} bytes)", m.resampled);
+  if (m.padded > 0) parts += fmt::format(", their padded copy ({} bytes)", m.padded);
+  if (m.reference_copy > 0)
+    parts += fmt::format(", the reference path's copy ({} bytes)", m.reference_copy);
+  parts += fmt::format(" and the volume ({} bytes)", m.volume);
+  const double gib = 1 << 30;
+  throw usage_error(fmt::format(
+      "{}: {} need {} bytes ({:.1f} GiB) at the peak, more than {} ({} bytes, {:.1f} GiB); "
+      "use a smaller grid, or reconstruct slab by slab (ctforge recon --memory-limit with an "
+      ".h5 output)",
+      name, parts, peak, static_cast<double>(peak) / gib,
+      limit > 0 ? "the memory limit" : "the memory of this machine", cap,
+      static_cast<double>(cap) / gib));
+}
+
 /// reconstruct, or (device_out) reconstruct_to_device.
 volume reconstruct_impl(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                         const recon_options& opt, device_array* device_out) {
@@ -223,6 +285,8 @@ volume reconstruct_impl(const projection_view& proj, const geometry& g, const vo
     CTFORGE_EXPECTS(!(on_device && eq->needs_resampling),
                     "projections in GPU memory: this vector geometry's detectors need resampling "
                     "on the host; pass host projections");
+    require_host_memory(host_memory_of(proj, eq->geom, eq->needs_resampling, vg, opt, device_out),
+                        opt.memory_limit_bytes, name);
     if (eq->needs_resampling) {
       detail::check_finite_values(proj, opt.threads);  // before interpolation spreads a NaN
       resampled = detail::resample(*eq, proj, opt.threads);
@@ -241,6 +305,9 @@ volume reconstruct_impl(const projection_view& proj, const geometry& g, const vo
   // Validation first (usage errors before device errors); the scan for non-finite values is
   // left to the backend: the CPU scans here, the GPU while pre-weighting.
   detail::fdk_setup setup = detail::make_fdk_setup(data, *geo, opt_used, /*check_values=*/false);
+  if (!eq)  // (vector geometries: checked above, before resampling)
+    require_host_memory(host_memory_of(proj, g, false, vg, opt, device_out),
+                        opt.memory_limit_bytes, opt.algo == algorithm::fdk ? "fdk" : "fbp");
   // A displaced detector gets zero columns on its narrow side (see narrow_side_padding), with
   // the weights of the unpadded detector.
   const detail::narrow_side_padding pad = detail::narrow_side_padding_for(setup, *geo);
@@ -258,6 +325,7 @@ volume reconstruct_impl(const projection_view& proj, const geometry& g, const vo
     setup = detail::make_fdk_setup(*padded, *padded_geo, opt_used, false, &setup);
     geo = &*padded_geo;
     data = *padded;
+    resampled.reset();  // read by the padding only
   }
   // The reference path is a CPU path by definition.
   const backend where =

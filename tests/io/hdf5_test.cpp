@@ -2,12 +2,14 @@
 // wrapper and PNG previews.
 #include <gtest/gtest.h>
 #include <png.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <random>
 #include <string>
@@ -169,6 +171,89 @@ INSTANTIATE_TEST_SUITE_P(Shapes, VolumeRoundTrip,
                          ::testing::Values(std::make_tuple(9, 7, 5), std::make_tuple(16, 12, 1),
                                            std::make_tuple(1, 1, 1), std::make_tuple(3, 1, 2),
                                            std::make_tuple(33, 31, 21)));
+
+/// The "Vm...:" line of /proc/self/status, in KiB (-1 when absent).
+long proc_status_kib(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(key + ":", 0) == 0) return std::stol(line.substr(key.size() + 1));
+  return -1;
+}
+
+/// Runs `body` in a child process; its exit status (128 + signal when it was killed).
+int in_child(const std::function<int()>& body) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    int rc = 3;
+    try {
+      rc = body();
+    } catch (...) {
+    }
+    ::_exit(rc);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// write_volume builds the file in memory next to the caller's volume, and writes it out from
+// the HDF5 driver's buffer: the peak above the volume is one file image, the parallel chunk
+// encoder's group (64 MiB of chunks, compressed) and the core driver's 16 MiB growth step, not a
+// second copy of the file. 160 MiB of noisy values (their file: about 5/6 of the volume).
+TEST_F(Hdf5Files, VolumeWriteHoldsOneFileImage) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "peak RSS under AddressSanitizer counts its shadow memory";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "peak RSS under AddressSanitizer counts its shadow memory";
+#endif
+#endif
+  const std::string out = path("big.h5");
+  volume v(volume_geometry::centered(256, 256, 640, {1, 1, 1}));
+  std::uint32_t x = 12345;
+  for (float& f : v.data) {
+    x = x * 1664525u + 1013904223u;
+    f = static_cast<float>(x >> 8) * 1e-9f;
+  }
+  // Reset the peak (VmHWM) to the current resident size: Linux clear_refs, value 5.
+  if (!(std::ofstream("/proc/self/clear_refs") << "5").flush())
+    GTEST_SKIP() << "/proc/self/clear_refs cannot be written here";
+  const long before = proc_status_kib("VmRSS");
+  ASSERT_GT(before, 0);
+  io::write_volume(out, v);
+  const long above = proc_status_kib("VmHWM") - before;
+  const long file_kib = static_cast<long>(fs::file_size(out) / 1024);
+  std::printf("[ metric   ] write_volume: peak %ld KiB above the volume (%ld KiB), file %ld KiB\n",
+              above, static_cast<long>(v.data.size() * 4 / 1024), file_kib);
+  // Slack: 64 MiB of encoder group, the 16 MiB growth step, and up to 32 MiB that realloc
+  // copies while the image is below glibc's (dynamic) mmap threshold.
+  EXPECT_LT(above, file_kib + (64 + 16 + 32) * 1024)
+      << "more than one file image and the encoder's buffers (a second copy of the file?)";
+}
+
+// A volume larger than this machine's memory is refused before anything is read or allocated,
+// naming the file and the sizes (the span covers one float: reading it would crash).
+TEST_F(Hdf5Files, VolumeWriteChecksMemoryFirst) {
+  const std::string out = path("huge.h5");
+  const int rc = in_child([&] {
+    const volume_geometry g = volume_geometry::centered(1 << 16, 1 << 16, 1 << 12, {1, 1, 1});
+    float one = 0;
+    const volume_view v{g, std::span<const float>(&one, static_cast<std::size_t>(g.voxel_count()))};
+    try {
+      io::write_volume(out, v);
+    } catch (const usage_error& e) {
+      const std::string w = e.what();
+      std::printf("%s\n", e.what());
+      return w.find(out) != std::string::npos && w.find("more than the") != std::string::npos &&
+                     w.find("needs ") != std::string::npos
+                 ? 0
+                 : 1;
+    }
+    return 1;
+  });
+  EXPECT_EQ(rc, 0) << "no usage error naming the file and the sizes before the write";
+  EXPECT_FALSE(fs::exists(out));
+}
 
 TEST_F(Hdf5Files, VolumeWithoutAttributesIsCentredWithUnitSpacing) {
   {

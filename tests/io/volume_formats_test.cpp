@@ -387,6 +387,70 @@ TEST(DicomWriteValues, RefusesToReplaceOtherFilesAndNonFiniteValues) {
   EXPECT_FALSE(fs::exists(dir.parent_path() / "p.h5"));
 }
 
+/// Replaces every occurrence of `from` in the file at `path` by `to` (same length); the count.
+int patch_bytes(const fs::path& path, const std::string& from, const std::string& to) {
+  auto b = file_bytes(path.string());
+  int n = 0;
+  for (std::size_t i = 0; i + from.size() <= b.size(); ++i)
+    if (std::memcmp(b.data() + i, from.data(), from.size()) == 0) {
+      std::memcpy(b.data() + i, to.data(), to.size());
+      ++n;
+    }
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(b.data(), static_cast<std::streamsize>(b.size()));
+  return n;
+}
+
+// Every volume reader refuses NaN / Inf as the HDF5 reader does, naming the file and the first
+// bad voxel ([z][y][x]). The files are written finite (the writers refuse NaN) with a marker
+// value at voxel [1][2][3], whose stored bytes are then replaced by a NaN.
+TEST(VolumeReaders, EveryFormatRefusesNonFiniteValues) {
+  const fs::path dir = temp_dir("nan_readers");
+  volume v = ramp_volume(5, 4, 3);
+  const float marker = 12345.671875f;  // exact in float32, absent from the ramp
+  const std::size_t at = (1 * 4 + 2) * 5 + 3;
+  v.data[at] = marker;
+  std::string marker_bytes(4, '\0'), nan_bytes(4, '\0');
+  const float nan = std::nanf("");
+  std::memcpy(marker_bytes.data(), &marker, 4);
+  std::memcpy(nan_bytes.data(), &nan, 4);
+  io::volume_write_options raw;
+  raw.compress = false;  // the marker's bytes stay findable
+  // (HDF5 files are always compressed: tests/io/hdf5_test.cpp covers the HDF5 reader. NIfTI is
+  // not here: niftilib replaces non-finite floats by 0 while reading, before ctforge sees them.)
+  for (const std::string name : {"v.mha", "v.mhd", "v.nrrd"}) {
+    const fs::path path = dir / name;
+    io::write_volume_any(path.string(), v, raw);
+    EXPECT_EQ(io::read_volume_any(path.string()).data, v.data) << name;
+    fs::path data_file = path;
+    if (name == "v.mhd") {  // the data file the header names
+      std::ifstream header(path);
+      for (std::string line; std::getline(header, line);)
+        if (line.rfind("ElementDataFile = ", 0) == 0) data_file = dir / line.substr(18);
+    }
+    ASSERT_TRUE(fs::exists(data_file)) << data_file;
+    ASSERT_EQ(patch_bytes(data_file, marker_bytes, nan_bytes), 1) << name;
+    expect_error_naming([&] { io::read_volume_any(path.string()); }, path.string(),
+                        "non-finite value (nan) at index [1][2][3]");
+  }
+  // DICOM stores integers: an infinite value comes from the rescale slope. |HU| up to 1e9 is
+  // written with slope 32768, patched to 1e300 (every stored value but 0 overflows float32).
+  volume hu = ramp_volume(5, 4, 1);
+  for (std::size_t i = 0; i < hu.data.size(); ++i)
+    hu.data[i] = static_cast<float>(i == 0 ? 1e9 : 1e8 + 1e6 * static_cast<double>(i));
+  const fs::path series = dir / "series";
+  io::volume_write_options w;
+  w.values_are_hu = true;
+  io::write_volume_any(series.string(), hu, w);
+  ASSERT_NE(io::describe_dicom(series.string()).find("rescale slope 32768"), std::string::npos);
+  int patched = 0;
+  for (const auto& e : fs::directory_iterator(series))
+    patched += patch_bytes(e.path(), "32768 ", "1e300 ");
+  ASSERT_EQ(patched, 1);
+  expect_error_naming([&] { io::read_volume_any(series.string()); }, series.string(),
+                      "non-finite value (inf) at index [0][0][0]");
+}
+
 // ---- errors
 // ---------------------------------------------------------------------------------------
 

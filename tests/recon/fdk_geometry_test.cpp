@@ -11,6 +11,7 @@
 #include <iostream>
 #include <numbers>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,6 @@ using ctforge::testing::span_of;
 namespace {
 
 constexpr double k_pi = std::numbers::pi;
-
 
 double max_abs_diff(const volume& a, const volume& b) {
   double d = 0;
@@ -387,6 +387,74 @@ TEST(CircularVec, TurnedDetectorCornersAreNotMeasuredZeros) {
   EXPECT_NEAR(mid_tu, mid_up, 0.02 * 0.005);
   EXPECT_NEAR(edge_up, 0.02, 0.02 * 0.03);
   EXPECT_NEAR(edge_tu, edge_up, 0.02 * 0.005);
+}
+
+/// The byte count the message `what` gives after `label` ("need", "resampled copy (", ...).
+std::int64_t bytes_after(const std::string& what, const std::string& label) {
+  std::smatch m;
+  const std::regex re(std::regex_replace(label, std::regex(R"([()])"), R"(\$&)") +
+                      R"( ?(\d+) bytes)");
+  if (!std::regex_search(what, m, re)) {
+    ADD_FAILURE() << "no '" << label << " N bytes' in: " << what;
+    return -1;
+  }
+  return std::stoll(m[1].str());
+}
+
+// recon_options::memory_limit_bytes: FDK refuses, before allocating, a limit below its
+// estimated peak (the message names every copy's size), and with the limit at that peak runs
+// and gives the same volume. The resampled copy is released once padded: the peak is below
+// all copies held together.
+TEST(HostMemoryLimit, RefusedBelowThePeakAndSameResultAtIt) {
+  const geometry plain = cone_scan(k_det, k_det);
+  const geometry half = cone_scan(k_det + 8, k_det, 30.0);  // padded on the narrow side
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> d(-0.5, 0.5);
+  std::vector<view_vectors> views = half.views;
+  for (auto& w : views) w.detector_center = w.detector_center + vec3{d(rng), d(rng), d(rng)};
+  const geometry jittered = make_vec_geometry(beam_kind::cone, half.cols, half.rows, views);
+  ASSERT_TRUE(detail::make_circular_equivalent(jittered, "fdk").needs_resampling);
+  const volume_geometry vg = volume_geometry::centered(24, 24, 16, {2, 2, 2});
+  struct scan_case {
+    const char* name;
+    const geometry& g;
+    bool resampled, padded;
+  };
+  for (const scan_case& c :
+       {scan_case{"plain", plain, false, false}, scan_case{"displaced", half, false, true},
+        scan_case{"jittered, displaced", jittered, true, true}}) {
+    SCOPED_TRACE(c.name);
+    const projection_stack p = project_integrated(small_phantom(), c.g, 1);
+    recon_options o = cpu_options(algorithm::fdk);
+    const volume ref = reconstruct(p, c.g, vg, o);
+    std::string what;
+    o.memory_limit_bytes = 1;
+    try {
+      (void)reconstruct(p, c.g, vg, o);
+      ADD_FAILURE() << "a 1-byte limit was not refused";
+      continue;
+    } catch (const usage_error& e) {
+      what = e.what();
+    }
+    const std::int64_t in = p.size() * 4, vol = vg.voxel_count() * 4;
+    EXPECT_EQ(bytes_after(what, "the projections ("), in) << what;
+    EXPECT_EQ(bytes_after(what, "the volume ("), vol) << what;
+    EXPECT_NE(what.find("the memory limit (1 bytes"), std::string::npos) << what;
+    EXPECT_EQ(what.find("resampled copy") != std::string::npos, c.resampled) << what;
+    EXPECT_EQ(what.find("padded copy") != std::string::npos, c.padded) << what;
+    const std::int64_t peak = bytes_after(what, "need");
+    EXPECT_GE(peak, in + vol);
+    if (c.resampled && c.padded) {
+      const std::int64_t all =
+          in + vol + bytes_after(what, "resampled copy (") + bytes_after(what, "padded copy (");
+      EXPECT_LT(peak, all) << "the resampled copy is held with the volume";
+    }
+    o.memory_limit_bytes = peak - 1;
+    EXPECT_THROW((void)reconstruct(p, c.g, vg, o), usage_error);
+    o.memory_limit_bytes = peak;
+    const volume at = reconstruct(p, c.g, vg, o);
+    EXPECT_EQ(at.data, ref.data);
+  }
 }
 
 // Calibrated per-view jitter (sources and detectors off by up to 0.5 mm, detectors turned by
