@@ -218,7 +218,7 @@ TEST_F(IterativeCli, InapplicableAndInvalidOptionsAreUsageErrors) {
     EXPECT_FALSE(fs::exists(dir_ / "bad.h5"));
   }
   const result mha = run(std::string(k_recon) + "--algorithm sirt --initial nan.mha -o bad.h5");
-  EXPECT_NE(mha.output.find("at voxel (x 5, y 0, z 0)"), std::string::npos) << mha.output;
+  EXPECT_NE(mha.output.find("at index [0][0][5] (z, y, x)"), std::string::npos) << mha.output;
   const result help = run("recon --help");
   for (const char* s :
        {"os-sart", "fista-tv", "osem", "--subsets", "--tv-weight", "--tv-iterations",
