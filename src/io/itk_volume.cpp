@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cctype>
 #include <cmath>
@@ -104,47 +105,119 @@ void check_metaimage_complete(const std::string& path, const itk::ImageIOBase& i
                             std::max<std::int64_t>(available, 0), expected));
 }
 
-/// The NIfTI library returns short reads of .nii and .nii.gz files without an error: check that
-/// the (decompressed) file holds vox_offset + voxel bytes (NIfTI-1: float vox_offset at byte
-/// 108; NIfTI-2: int64 at byte 168; either byte order). zlib reads plain files transparently.
-void check_nifti_complete(const std::string& path, const itk::ImageIOBase& io) {
-  std::unique_ptr<gzFile_s, int (*)(gzFile)> f(gzopen(path.c_str(), "rb"), gzclose_r);
-  CTFORGE_CHECK(f != nullptr, path + ": cannot open");
-  unsigned char h[176] = {};
-  const int got = gzread(f.get(), h, sizeof h);
-  CTFORGE_CHECK(got == static_cast<int>(sizeof h), path + ": truncated NIfTI header");
+/// Where a NIfTI file's voxels start and in which byte order (NIfTI-1: float vox_offset at byte
+/// 108; NIfTI-2: int64 at byte 168; either byte order), from its first 176 bytes; offset < 0
+/// when sizeof_hdr is neither 348 nor 540.
+struct nifti_layout {
+  bool swap = false;
+  double offset = -1;
+};
+
+nifti_layout nifti_layout_of(const unsigned char (&h)[176]) {
   auto get = [&](std::size_t at, std::size_t n, bool swap) {
     std::array<unsigned char, 8> b{};
     for (std::size_t i = 0; i < n; ++i) b[i] = h[at + (swap ? n - 1 - i : i)];
     return b;
   };
+  nifti_layout l;
   std::int32_t sizeof_hdr = 0;
-  bool swap = false;
   std::memcpy(&sizeof_hdr, get(0, 4, false).data(), 4);
   if (sizeof_hdr != 348 && sizeof_hdr != 540) {
-    swap = true;
+    l.swap = true;
     std::memcpy(&sizeof_hdr, get(0, 4, true).data(), 4);
   }
-  double offset = 0;
   if (sizeof_hdr == 348) {
     float o = 0;
-    std::memcpy(&o, get(108, 4, swap).data(), 4);
-    offset = o;
+    std::memcpy(&o, get(108, 4, l.swap).data(), 4);
+    l.offset = o;
   } else if (sizeof_hdr == 540) {
     std::int64_t o = 0;
-    std::memcpy(&o, get(168, 8, swap).data(), 8);
-    offset = static_cast<double>(o);
-  } else {
-    return;  // accepted by the NIfTI reader; nothing more we can check
+    std::memcpy(&o, get(168, 8, l.swap).data(), 8);
+    l.offset = static_cast<double>(o);
   }
+  return l;
+}
+
+using gz_file = std::unique_ptr<gzFile_s, int (*)(gzFile)>;
+
+/// Opens `path` through zlib (plain files read transparently) and reads its first 176 bytes.
+gz_file open_nifti(const std::string& path, unsigned char (&h)[176]) {
+  gz_file f(gzopen(path.c_str(), "rb"), gzclose_r);
+  CTFORGE_CHECK(f != nullptr, path + ": cannot open");
+  const int got = gzread(f.get(), h, sizeof h);
+  CTFORGE_CHECK(got == static_cast<int>(sizeof h), path + ": truncated NIfTI header");
+  return f;
+}
+
+/// The NIfTI library returns short reads of .nii and .nii.gz files without an error: check that
+/// the (decompressed) file holds vox_offset + voxel bytes.
+void check_nifti_complete(const std::string& path, const itk::ImageIOBase& io) {
+  unsigned char h[176] = {};
+  const gz_file f = open_nifti(path, h);
+  const nifti_layout l = nifti_layout_of(h);
+  if (l.offset < 0) return;  // accepted by the NIfTI reader; nothing more we can check
   double total = sizeof h;
   std::vector<char> buf(1 << 16);
   for (int n; (n = gzread(f.get(), buf.data(), static_cast<unsigned>(buf.size()))) > 0;) total += n;
-  const double expected = offset + static_cast<double>(io.GetImageSizeInBytes());
+  const double expected = l.offset + static_cast<double>(io.GetImageSizeInBytes());
   CTFORGE_CHECK(
       total >= expected,
       fmt::format("{}: truncated: {:.0f} bytes (decompressed), the header announces {:.0f}", path,
                   total, expected));
+}
+
+/// The NIfTI library replaces NaN / Inf voxels of float files by 0 while reading, so they are
+/// looked for in the stored bytes: throws as refuse_non_finite_input does for the first one
+/// (float32 and float64 voxels; other types hold no such value).
+void refuse_nifti_non_finite(const std::string& path, const itk::ImageIOBase& io) {
+  const auto type = io.GetComponentType();
+  const int bytes = type == itk::IOComponentEnum::FLOAT    ? 4
+                    : type == itk::IOComponentEnum::DOUBLE ? 8
+                                                           : 0;
+  if (bytes == 0) return;
+  unsigned char h[176] = {};
+  const gz_file f = open_nifti(path, h);
+  const nifti_layout l = nifti_layout_of(h);
+  if (l.offset < 176) return;  // unknown header, or voxels inside it: nothing to scan
+  const auto count = static_cast<std::int64_t>(io.GetImageSizeInBytes()) / bytes;
+  auto skip = static_cast<std::int64_t>(l.offset) - 176;
+  std::vector<unsigned char> buf(std::size_t{1} << 16);
+  std::array<unsigned char, 8> part{};
+  int have = 0;
+  std::int64_t next = 0;
+  for (int n; next < count &&
+              (n = gzread(f.get(), buf.data(), static_cast<unsigned>(buf.size()))) > 0;) {
+    for (int i = 0; i < n && next < count; ++i) {
+      if (skip > 0) {
+        --skip;
+        continue;
+      }
+      part[static_cast<std::size_t>(have++)] = buf[static_cast<std::size_t>(i)];
+      if (have < bytes) continue;
+      have = 0;
+      std::array<unsigned char, 8> ordered{};
+      for (int k = 0; k < bytes; ++k)
+        ordered[static_cast<std::size_t>(k)] =
+            part[static_cast<std::size_t>(l.swap ? bytes - 1 - k : k)];
+      double value = 0;
+      if (bytes == 4) {
+        float x = 0;
+        std::memcpy(&x, ordered.data(), 4);
+        value = x;
+      } else {
+        std::memcpy(&value, ordered.data(), 8);
+      }
+      if (!std::isfinite(value)) {
+        const std::int64_t nx = static_cast<std::int64_t>(io.GetDimensions(0));
+        const std::int64_t ny =
+            io.GetNumberOfDimensions() > 1 ? static_cast<std::int64_t>(io.GetDimensions(1)) : 1;
+        CTFORGE_FAIL(fmt::format(
+            "{}: the image holds a non-finite value ({}) at index [{}][{}][{}] (z, y, x)", path,
+            value, next / (nx * ny), (next / nx) % ny, next % nx));
+      }
+      ++next;
+    }
+  }
 }
 
 /// Reads header information; checks a scalar image of at most 3 dimensions.
@@ -356,6 +429,7 @@ volume read_itk_values(const std::string& path) {
 }  // namespace
 
 volume read_itk_volume(const std::string& path) {
+  if (volume_format_of(path) == volume_format::nifti) refuse_nifti_non_finite(path, *read_info(path));
   volume v = read_itk_values(path);
   // Refused as the HDF5 reader refuses them: a NaN would spread through every later step.
   ctforge::detail::refuse_non_finite_input(v.data.data(), v.geom.nz, v.geom.ny, v.geom.nx, path,

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -416,9 +417,10 @@ TEST(VolumeReaders, EveryFormatRefusesNonFiniteValues) {
   std::memcpy(nan_bytes.data(), &nan, 4);
   io::volume_write_options raw;
   raw.compress = false;  // the marker's bytes stay findable
-  // (HDF5 files are always compressed: tests/io/hdf5_test.cpp covers the HDF5 reader. NIfTI is
-  // not here: niftilib replaces non-finite floats by 0 while reading, before ctforge sees them.)
-  for (const std::string name : {"v.mha", "v.mhd", "v.nrrd"}) {
+  // (HDF5 files are always compressed: tests/io/hdf5_test.cpp covers the HDF5 reader. niftilib
+  // replaces non-finite floats by 0 while reading: the NIfTI cases check that the reader looks
+  // at the stored bytes itself.)
+  for (const std::string name : {"v.mha", "v.mhd", "v.nrrd", "v.nii"}) {
     const fs::path path = dir / name;
     io::write_volume_any(path.string(), v, raw);
     EXPECT_EQ(io::read_volume_any(path.string()).data, v.data) << name;
@@ -433,6 +435,13 @@ TEST(VolumeReaders, EveryFormatRefusesNonFiniteValues) {
     expect_error_naming([&] { io::read_volume_any(path.string()); }, path.string(),
                         "non-finite value (nan) at index [1][2][3]");
   }
+  // The same NIfTI file gzipped: the scan reads through the compression.
+  const fs::path gz = dir / "v.nii.gz";
+  ASSERT_EQ(std::system(("gzip -c '" + (dir / "v.nii").string() + "' > '" + gz.string() + "'")
+                            .c_str()),
+            0);
+  expect_error_naming([&] { io::read_volume_any(gz.string()); }, gz.string(),
+                      "non-finite value (nan) at index [1][2][3]");
   // DICOM stores integers: an infinite value comes from the rescale slope. |HU| up to 1e9 is
   // written with slope 32768, patched to 1e300 (every stored value but 0 overflows float32).
   volume hu = ramp_volume(5, 4, 1);
