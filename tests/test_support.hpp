@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -95,5 +96,27 @@ inline cli_result run_cli(const std::filesystem::path& dir, const std::string& a
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
 }
+
+/// A tmpfs of `kib` KiB mounted on `dir` for the life of the object (a real full disk);
+/// ok is false, with the reason in why, where mounting needs a privilege the test lacks.
+struct small_tmpfs {
+  std::filesystem::path dir;
+  bool ok = false;
+  std::string why;
+  small_tmpfs(std::filesystem::path d, int kib) : dir(std::move(d)) {
+    std::filesystem::create_directories(dir);
+    const std::string cmd = "mount -t tmpfs -o size=" + std::to_string(kib) + "k tmpfs '" +
+                            dir.string() + "' 2>&1";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    char buf[256] = {};
+    const std::size_t n = p ? std::fread(buf, 1, sizeof buf - 1, p) : 0;
+    const int st = p ? ::pclose(p) : -1;
+    ok = st == 0;
+    why = std::string(buf, n);
+  }
+  ~small_tmpfs() {
+    if (ok) (void)std::system(("umount '" + dir.string() + "'").c_str());
+  }
+};
 
 }  // namespace ctforge::testing

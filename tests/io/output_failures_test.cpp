@@ -139,33 +139,11 @@ TEST_F(OutputFailures, FullDiskKeepsTheEarlierOutputInEveryFormat) {
   }
 }
 
-/// A tmpfs of `kib` KiB mounted on `dir` for the lifetime of the object (root only); `ok`
-/// false with the reason where it cannot be mounted.
-struct small_tmpfs {
-  fs::path dir;
-  bool ok = false;
-  std::string why;
-  small_tmpfs(fs::path d, int kib) : dir(std::move(d)) {
-    fs::create_directories(dir);
-    const std::string cmd = "mount -t tmpfs -o size=" + std::to_string(kib) + "k tmpfs '" +
-                            dir.string() + "' 2>&1";
-    FILE* p = ::popen(cmd.c_str(), "r");
-    char buf[256] = {};
-    const std::size_t n = p ? std::fread(buf, 1, sizeof buf - 1, p) : 0;
-    const int st = p ? ::pclose(p) : -1;
-    ok = st == 0;
-    why = std::string(buf, n);
-  }
-  ~small_tmpfs() {
-    if (ok) (void)std::system(("umount '" + dir.string() + "'").c_str());
-  }
-};
-
-// A real full disk (a 1.5 MiB tmpfs; the 96^3 noisy volume needs 2 to 3.5 MiB in every format): each format's earlier small output on it stays byte for
-// byte, the larger new one fails with exit 1 naming it (ENOSPC from write, fsync, or the
+// A real full disk (a 1.5 MiB tmpfs; the 96^3 noisy volume needs 2 to 3.5 MiB in every
+// format): each format's earlier small output on it stays byte for byte, the larger new one fails with exit 1 naming it (ENOSPC from write, fsync, or the
 // reservation of a volume written slab by slab) and leaves no temporary.
 TEST_F(OutputFailures, RealFullDiskOnATmpfs) {
-  small_tmpfs disk(*dir_ / "tmpfs", 1536);
+  testing::small_tmpfs disk(*dir_ / "tmpfs", 1536);
   if (!disk.ok) GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << disk.why;
   {
     volume small(volume_geometry::centered(8, 8, 8, {1, 1, 1}));
@@ -201,7 +179,7 @@ TEST_F(OutputFailures, RealFullDiskOnATmpfs) {
   // A TIFF stack on a 512 KiB tmpfs: the 40-view stack fits, the 90-view one (850 KB) does not;
   // the earlier stack stays byte for byte, and without one nothing is left.
   {
-    small_tmpfs stack_disk(*dir_ / "tmpfs_stack", 512);
+    testing::small_tmpfs stack_disk(*dir_ / "tmpfs_stack", 512);
     ASSERT_TRUE(stack_disk.ok) << stack_disk.why;
     auto r = run("convert p.h5 tmpfs_stack/tifs --views 0:40 --quiet");
     ASSERT_EQ(r.status, 0) << r.output;
