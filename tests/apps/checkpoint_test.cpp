@@ -1,6 +1,7 @@
 // ctforge recon --checkpoint-dir: a run killed at any point (SIGKILL after some units, SIGTERM
 // mid-unit) resumes to the bit-identical volume of an uninterrupted run; foreign or corrupted
 // units are detected; the slab-wise volume matches the one-shot reconstruction.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -42,24 +43,22 @@ class Checkpoint : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new fs::path(testing::scratch_dir("checkpoint", "all"));
-    std::ofstream(*dir_ / "g.json")
-        << R"({"type":"cone","source_to_isocenter_mm":300,"source_to_detector_mm":600,
-               "detector":{"cols":96,"rows":80,"pixel_mm":[1,1]},
-               "angles_deg":{"start":0,"step":2,"count":180}})";
-    const auto r = testing::run_cli(*dir_,
-                                    "simulate --phantom shepp-logan --phantom-size 40 "
-                                    "--geometry g.json -o p.h5 --quiet");
-    ASSERT_EQ(r.status, 0) << r.output;
+    // The Shepp-Logan phantom scanned on a cone orbit (SID 300 mm, SDD 600 mm) into `out`.
+    const auto scan = [](const std::string& out, int cols, int rows, double pixel_mm, int views) {
+      std::ofstream(*dir_ / (out + ".json")) << fmt::format(
+          R"({{"type":"cone","source_to_isocenter_mm":300,"source_to_detector_mm":600,
+               "detector":{{"cols":{},"rows":{},"pixel_mm":[{},{}]}},
+               "angles_deg":{{"start":0,"step":{},"count":{}}}}})",
+          cols, rows, pixel_mm, pixel_mm, 360 / views, views);
+      const auto r = testing::run_cli(*dir_, "simulate --phantom shepp-logan --phantom-size 40 "
+                                             "--geometry " + out + ".json -o " + out + " --quiet");
+      EXPECT_EQ(r.status, 0) << r.output;
+    };
+    scan("p.h5", 96, 80, 1, 180);
     // The iterative methods' states: a smaller scan (60 views of 32 x 28 pixels, the same field
     // of view), whose iterations cost a quarter of p.h5's, enough for a 24^3 volume.
-    std::ofstream(*dir_ / "it.json")
-        << R"({"type":"cone","source_to_isocenter_mm":300,"source_to_detector_mm":600,
-               "detector":{"cols":32,"rows":28,"pixel_mm":[3,3]},
-               "angles_deg":{"start":0,"step":6,"count":60}})";
-    const auto s = testing::run_cli(*dir_,
-                                    "simulate --phantom shepp-logan --phantom-size 40 "
-                                    "--geometry it.json -o it.h5 --quiet");
-    ASSERT_EQ(s.status, 0) << s.output;
+    scan("it.h5", 32, 28, 3, 60);
+    ASSERT_FALSE(HasFailure());
     // The uninterrupted checkpointed run every resumed run must reproduce bit for bit.
     const auto a =
         testing::run_cli(*dir_, std::string(k_recon) + " -o ref.h5 --checkpoint-dir ck0");
