@@ -149,79 +149,91 @@ gz_file open_nifti(const std::string& path, unsigned char (&h)[176]) {
   return f;
 }
 
+/// The first non-finite value among the float32 / float64 voxels of a NIfTI file streaming by
+/// (niftilib replaces them by 0 while reading, so ctforge would never see them): feed() takes
+/// the decompressed bytes from file position 176 on.
+class nifti_non_finite_scan {
+ public:
+  nifti_non_finite_scan(const itk::ImageIOBase& io, const nifti_layout& l)
+      : swap_(l.swap), skip_(static_cast<std::int64_t>(l.offset) - 176) {
+    const auto type = io.GetComponentType();
+    bytes_ = type == itk::IOComponentEnum::FLOAT ? 4 : type == itk::IOComponentEnum::DOUBLE ? 8 : 0;
+    if (bytes_ == 0 || l.offset < 176) return;  // no such value, or voxels inside the header
+    count_ = static_cast<std::int64_t>(io.GetImageSizeInBytes()) / bytes_;
+  }
+  void feed(const unsigned char* p, std::size_t n) {
+    for (std::size_t i = 0; i < n && index_ < 0 && next_ < count_; ++i) {
+      if (skip_ > 0) {
+        --skip_;
+        continue;
+      }
+      part_[static_cast<std::size_t>(have_++)] = p[i];
+      if (have_ < bytes_) continue;
+      have_ = 0;
+      std::array<unsigned char, 8> ordered{};
+      for (int k = 0; k < bytes_; ++k)
+        ordered[static_cast<std::size_t>(k)] =
+            part_[static_cast<std::size_t>(swap_ ? bytes_ - 1 - k : k)];
+      if (bytes_ == 4) {
+        float x = 0;
+        std::memcpy(&x, ordered.data(), 4);
+        value_ = x;
+      } else {
+        std::memcpy(&value_, ordered.data(), 8);
+      }
+      if (!std::isfinite(value_)) index_ = next_;
+      ++next_;
+    }
+  }
+  /// Throws as refuse_non_finite_input does for the first non-finite value found, if any.
+  void refuse(const std::string& path, const itk::ImageIOBase& io) const {
+    if (index_ < 0) return;
+    const auto nx = static_cast<std::int64_t>(io.GetDimensions(0));
+    const std::int64_t ny =
+        io.GetNumberOfDimensions() > 1 ? static_cast<std::int64_t>(io.GetDimensions(1)) : 1;
+    CTFORGE_FAIL(
+        fmt::format("{}: the image holds a non-finite value ({}) at index [{}][{}][{}] (z, y, x)",
+                    path, value_, index_ / (nx * ny), (index_ / nx) % ny, index_ % nx));
+  }
+
+ private:
+  bool swap_;
+  std::int64_t skip_;
+  int bytes_ = 0;
+  std::int64_t count_ = 0, next_ = 0, index_ = -1;
+  std::array<unsigned char, 8> part_{};
+  int have_ = 0;
+  double value_ = 0;
+};
+
 /// The NIfTI library returns short reads of .nii and .nii.gz files without an error: check that
-/// the (decompressed) file holds vox_offset + voxel bytes.
-void check_nifti_complete(const std::string& path, const itk::ImageIOBase& io) {
+/// the (decompressed) file holds vox_offset + voxel bytes. With `refuse_non_finite`, the same
+/// pass refuses a NaN / Inf voxel (see nifti_non_finite_scan).
+void check_nifti_complete(const std::string& path, const itk::ImageIOBase& io,
+                          bool refuse_non_finite) {
   unsigned char h[176] = {};
   const gz_file f = open_nifti(path, h);
   const nifti_layout l = nifti_layout_of(h);
   if (l.offset < 0) return;  // accepted by the NIfTI reader; nothing more we can check
+  nifti_non_finite_scan scan(io, l);
   double total = sizeof h;
-  std::vector<char> buf(1 << 16);
-  for (int n; (n = gzread(f.get(), buf.data(), static_cast<unsigned>(buf.size()))) > 0;) total += n;
+  std::vector<unsigned char> buf(1 << 16);
+  for (int n; (n = gzread(f.get(), buf.data(), static_cast<unsigned>(buf.size()))) > 0;) {
+    total += n;
+    if (refuse_non_finite) scan.feed(buf.data(), static_cast<std::size_t>(n));
+  }
   const double expected = l.offset + static_cast<double>(io.GetImageSizeInBytes());
   CTFORGE_CHECK(
       total >= expected,
       fmt::format("{}: truncated: {:.0f} bytes (decompressed), the header announces {:.0f}", path,
                   total, expected));
+  scan.refuse(path, io);
 }
 
-/// The NIfTI library replaces NaN / Inf voxels of float files by 0 while reading, so they are
-/// looked for in the stored bytes: throws as refuse_non_finite_input does for the first one
-/// (float32 and float64 voxels; other types hold no such value).
-void refuse_nifti_non_finite(const std::string& path, const itk::ImageIOBase& io) {
-  const auto type = io.GetComponentType();
-  const int bytes = type == itk::IOComponentEnum::FLOAT    ? 4
-                    : type == itk::IOComponentEnum::DOUBLE ? 8
-                                                           : 0;
-  if (bytes == 0) return;
-  unsigned char h[176] = {};
-  const gz_file f = open_nifti(path, h);
-  const nifti_layout l = nifti_layout_of(h);
-  if (l.offset < 176) return;  // unknown header, or voxels inside it: nothing to scan
-  const auto count = static_cast<std::int64_t>(io.GetImageSizeInBytes()) / bytes;
-  auto skip = static_cast<std::int64_t>(l.offset) - 176;
-  std::vector<unsigned char> buf(std::size_t{1} << 16);
-  std::array<unsigned char, 8> part{};
-  int have = 0;
-  std::int64_t next = 0;
-  for (int n; next < count &&
-              (n = gzread(f.get(), buf.data(), static_cast<unsigned>(buf.size()))) > 0;) {
-    for (int i = 0; i < n && next < count; ++i) {
-      if (skip > 0) {
-        --skip;
-        continue;
-      }
-      part[static_cast<std::size_t>(have++)] = buf[static_cast<std::size_t>(i)];
-      if (have < bytes) continue;
-      have = 0;
-      std::array<unsigned char, 8> ordered{};
-      for (int k = 0; k < bytes; ++k)
-        ordered[static_cast<std::size_t>(k)] =
-            part[static_cast<std::size_t>(l.swap ? bytes - 1 - k : k)];
-      double value = 0;
-      if (bytes == 4) {
-        float x = 0;
-        std::memcpy(&x, ordered.data(), 4);
-        value = x;
-      } else {
-        std::memcpy(&value, ordered.data(), 8);
-      }
-      if (!std::isfinite(value)) {
-        const std::int64_t nx = static_cast<std::int64_t>(io.GetDimensions(0));
-        const std::int64_t ny =
-            io.GetNumberOfDimensions() > 1 ? static_cast<std::int64_t>(io.GetDimensions(1)) : 1;
-        CTFORGE_FAIL(fmt::format(
-            "{}: the image holds a non-finite value ({}) at index [{}][{}][{}] (z, y, x)", path,
-            value, next / (nx * ny), (next / nx) % ny, next % nx));
-      }
-      ++next;
-    }
-  }
-}
-
-/// Reads header information; checks a scalar image of at most 3 dimensions.
-itk::ImageIOBase::Pointer read_info(const std::string& path) {
+/// Reads header information; checks a scalar image of at most 3 dimensions. With
+/// `refuse_non_finite`, a NIfTI file's stored NaN / Inf voxels are refused here (its library
+/// hides them); the other formats' values are checked once read.
+itk::ImageIOBase::Pointer read_info(const std::string& path, bool refuse_non_finite = false) {
   std::error_code ec;
   CTFORGE_CHECK(fs::is_regular_file(path, ec), path + ": no such file");
   auto io = make_io(path);
@@ -239,7 +251,8 @@ itk::ImageIOBase::Pointer read_info(const std::string& path) {
     CTFORGE_CHECK(io->GetComponentType() != itk::IOComponentEnum::UNKNOWNCOMPONENTTYPE,
                   fmt::format("{}: unknown voxel type in the header", path));
     if (volume_format_of(path) == volume_format::metaimage) check_metaimage_complete(path, *io);
-    if (volume_format_of(path) == volume_format::nifti) check_nifti_complete(path, *io);
+    if (volume_format_of(path) == volume_format::nifti)
+      check_nifti_complete(path, *io, refuse_non_finite);
   } catch (const itk::ExceptionObject& e) {
     // ITK's descriptions start with its source location; the file is what the user needs.
     CTFORGE_FAIL(fmt::format("{}: cannot read the image header: {}", path, e.GetDescription()));
@@ -261,7 +274,8 @@ std::string data_file_named_by(const fs::path& header) {
       if (at == std::string::npos) continue;
       std::string name = line.substr(at + 1);
       name.erase(0, name.find_first_not_of(" \t"));
-      while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
+      while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back())))
+        name.pop_back();
       if (name.empty() || name == "LOCAL" || name.starts_with("LIST") ||
           name.find('/') != std::string::npos || name.find(' ') != std::string::npos)
         return {};
@@ -300,8 +314,8 @@ void commit_detached(temporary_output& out, const std::string& path) {
       if (!fs::exists(dest / fresh, ec) && !fs::exists(dir / fresh, ec)) break;
     }
     fs::rename(dir / data, dir / fresh, ec);
-    CTFORGE_CHECK(!ec, fmt::format("{}: cannot rename {} in {}: {}", path, data, dir.string(),
-                                   ec.message()));
+    CTFORGE_CHECK(
+        !ec, fmt::format("{}: cannot rename {} in {}: {}", path, data, dir.string(), ec.message()));
     std::ifstream in(dir / header_name);
     std::stringstream text;
     text << in.rdbuf();
@@ -411,9 +425,9 @@ std::string to_string(volume_format f) {
 
 namespace {
 
-/// The image as stored, NaN / Inf included (for describe_itk_volume).
-volume read_itk_values(const std::string& path) {
-  auto io = read_info(path);
+/// The image as stored (NaN / Inf included, except as read_info refused them), from the
+/// header information `io` read_info returned.
+volume read_itk_values(const std::string& path, const itk::ImageIOBase::Pointer& io) {
   auto reader = itk::ImageFileReader<image3>::New();
   reader->SetImageIO(io);
   reader->SetFileName(path);
@@ -429,8 +443,7 @@ volume read_itk_values(const std::string& path) {
 }  // namespace
 
 volume read_itk_volume(const std::string& path) {
-  if (volume_format_of(path) == volume_format::nifti) refuse_nifti_non_finite(path, *read_info(path));
-  volume v = read_itk_values(path);
+  volume v = read_itk_values(path, read_info(path, /*refuse_non_finite=*/true));
   // Refused as the HDF5 reader refuses them: a NaN would spread through every later step.
   ctforge::detail::refuse_non_finite_input(v.data.data(), v.geom.nz, v.geom.ny, v.geom.nx, path,
                                            "the image", "z, y, x");
@@ -490,7 +503,7 @@ void write_itk_volume(const std::string& path, const volume_view& v, bool compre
 
 std::string describe_itk_volume(const std::string& path) {
   auto io = read_info(path);
-  const volume v = read_itk_values(path);
+  const volume v = read_itk_values(path, io);
   const auto [lo, hi] = std::minmax_element(v.data.begin(), v.data.end());
   std::string s = fmt::format(
       "{}: {} volume ({} stored, {})\n", path, to_string(volume_format_of(path)),
@@ -515,7 +528,8 @@ volume read_volume_any(const std::string& path, const volume_read_options& opt) 
   }
 }
 
-void write_volume_any(const std::string& path, const volume_view& v, const volume_write_options& opt) {
+void write_volume_any(const std::string& path, const volume_view& v,
+                      const volume_write_options& opt) {
   if (static_cast<std::int64_t>(v.data.size()) == v.geom.voxel_count())
     ctforge::detail::refuse_non_finite(v.data.data(), v.geom.nz, v.geom.ny, v.geom.nx, path,
                                        "z, y, x");
