@@ -99,9 +99,9 @@ int main(int argc, char** argv) {
         (void)detail::cuda_reconstruct(proj, g, vg, recon_options{}, {});  // warm-up
         for (bool hw : {false, true}) {
           detail::cuda_options copt;
-          copt.hardware_interpolation = hw;
+          copt.gpu_hardware_interpolation = hw;
           copt.views_per_batch = views_per_batch;
-          copt.memory_limit_bytes = static_cast<std::int64_t>(memory_limit_mib * 1024 * 1024);
+          copt.gpu_memory_limit_bytes = static_cast<std::int64_t>(memory_limit_mib * 1024 * 1024);
           double best = 1e300;
           std::optional<volume> gpu;
           detail::cuda_pipeline_stats st;

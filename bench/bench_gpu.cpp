@@ -173,7 +173,7 @@ json run_gpu(const problem_def& d, const options& o, bool hardware) {
   std::optional<pinned_host_range> pin;
   if (o.input == "pinned") pin.emplace(proj.data.data(), proj.data.size() * sizeof(float));
   detail::cuda_options copt;
-  copt.hardware_interpolation = hardware;
+  copt.gpu_hardware_interpolation = hardware;
   json out;
   out["input"] = pin && pin->active() ? "page-locked" : "pageable";
   if (pin && !pin->active()) out["input_not_pinned_because"] = pin->why_not();
@@ -183,10 +183,10 @@ json run_gpu(const problem_def& d, const options& o, bool hardware) {
         proj.views, proj.rows, proj.cols, vg, true, detail::padded_length(proj.cols));
     const std::int64_t b = std::min<std::int64_t>(32, proj.views);
     const std::int64_t planes = std::max<std::int64_t>(32, (vg.nz + 2) / 3);
-    copt.memory_limit_bytes =
+    copt.gpu_memory_limit_bytes =
         kernels::cuda::batch_bytes(in, b, detail::cuda_fft_work_bytes(in.padded_len, b * in.rows)) +
         proj.size() * 4 + planes * vg.nx * vg.ny * 4;
-    out["memory_limit_bytes"] = copt.memory_limit_bytes;
+    out["memory_limit_bytes"] = copt.gpu_memory_limit_bytes;
   }
   recon_options opt;
   double best = 1e300;

@@ -7,26 +7,16 @@
 #include <span>
 
 #include "ctforge/backend.hpp"
+#include "ctforge/execution.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/volume.hpp"
 
 namespace ctforge {
 
-/// Where and how a projector runs.
-struct projector_options {
-  backend where = backend::automatic;  ///< automatic: CUDA when a usable device exists
-  int threads = 0;                     ///< CPU threads (also the GPU path's host copies); 0 = all
-  int device = 0;                      ///< CUDA device ordinal
-  /// Upper bound on GPU memory (bytes); 0 = free memory less a safety margin. Back-projection
-  /// and forward projection split the volume into z-slabs when it does not fit (forward
-  /// projection first tries fewer views at a time).
-  std::int64_t gpu_memory_limit_bytes = 0;
-  /// CUDA backend: texture-unit bilinear / trilinear interpolation (faster; ~1e-4 of the peak
-  /// from the CPU result) instead of the exact fp32 arithmetic of the CPU path. A projector_pair
-  /// uses it with the voxel-driven adjoint only: a matched pair samples exactly, so that its
-  /// adjoint stays the forward projection's transpose.
-  bool gpu_hardware_interpolation = false;
-};
+/// Where and how a projector runs: the execution context (ctforge/execution.hpp). The
+/// projectors run to completion: they neither call `progress` nor check `cancel`, and
+/// `memory_limit_bytes` (host) does not apply to them.
+struct projector_options : execution_context {};
 
 /// Ray-driven forward projection (Joseph's method: one sample per voxel plane along the
 /// dominant axis, bilinear in the other two; zero outside the volume). Result in mm * density.

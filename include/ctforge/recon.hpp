@@ -142,7 +142,10 @@ struct iterative_checkpoint {
   iterative_state resume;
 };
 
-struct recon_options {
+/// What reconstruct() computes, and where and how (the execution_context it derives from:
+/// backend, device, threads, host and GPU memory limits, GPU interpolation, progress and
+/// cancellation; see ctforge/execution.hpp).
+struct recon_options : execution_context {
   algorithm algo = algorithm::fdk;
   filter_window filter = filter_window::ram_lak;
   double cutoff = 1.0;  ///< window cut-off as a fraction of Nyquist, (0, 1]
@@ -187,32 +190,8 @@ struct recon_options {
   /// figures. Computing them costs one more forward projection per iteration for OS-SART and
   /// OSEM (SIRT, CGLS and FISTA-TV have A x at hand). May be empty.
   std::function<void(const iteration_info&)> on_iteration;
-  backend where = backend::automatic;
-  int threads = 0;  ///< CPU threads, 0 = all
-  int device = 0;   ///< CUDA device ordinal
-  /// FDK / FBP: host memory (bytes) the call may hold at its peak, counting the caller's
-  /// projections, their resampled (vector geometries) and padded (displaced detectors) copies
-  /// and the volume; 0 = this machine's physical memory. usage_error naming the sizes, before
-  /// anything is allocated, when the estimate exceeds it (ctforge recon --memory-limit).
-  std::int64_t memory_limit_bytes = 0;
-  /// Upper bound on GPU memory the CUDA backend may use (bytes); 0 = automatic (free memory
-  /// less a safety margin). Forwarded into detail::cuda_options::memory_limit_bytes.
-  std::int64_t gpu_memory_limit_bytes = 0;
-  /// CUDA backend: interpolate the detector with the texture unit (one fetch per sample;
-  /// faster, but its 8-bit fractional weights put results ~1e-4 of the peak from the CPU's)
-  /// instead of the default exact fp32 bilinear arithmetic of the CPU path (~1e-6). Iterative
-  /// methods use it with the voxel-driven back-projector only: a matched pair samples exactly,
-  /// so that its back-projector stays the forward projection's transpose.
-  bool gpu_hardware_interpolation = false;
   /// Reference CPU path (simple loops, double accumulation); slow, for tests.
   bool reference = false;
-  /// Called with the fraction done in [0, 1]; may be empty. Called from the calling thread,
-  /// after every batch of views (CPU: at most 8 per pass), z-slab or SIRT iteration.
-  std::function<void(double)> progress;
-  /// Checked at the same points as progress (right after it is called): once requested, the
-  /// call stops there, frees what it holds and throws ctforge::cancelled. A progress callback
-  /// may request it itself (the Python module does so on KeyboardInterrupt).
-  cancellation_token cancel;
   /// Iterative methods: save and resume their state (see iterative_checkpoint).
   iterative_checkpoint checkpoint;
 };

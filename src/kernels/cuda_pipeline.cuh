@@ -183,7 +183,7 @@ struct gather_batch {
 void enqueue_gather(cudaStream_t s, const gather_batch& b);
 
 /// Device memory a call may plan with: free memory (cudaMemGetInfo on the current device) less
-/// min(512 MiB, 10 %), capped by `limit_bytes` when > 0 (cuda_options::memory_limit_bytes,
+/// min(512 MiB, 10 %), capped by `limit_bytes` when > 0 (cuda_options::gpu_memory_limit_bytes,
 /// CLI --gpu-memory-limit); never negative.
 inline std::int64_t device_memory_budget(std::int64_t limit_bytes) {
   std::size_t free_b = 0, total_b = 0;

@@ -151,7 +151,7 @@ volume run_pipeline(const job& jb, const detail::cuda_options& copt) {
 
   // ---- memory plan ------------------------------------------------------------------------
   CTFORGE_EXPECTS(copt.views_per_batch >= 0, "views per batch must be >= 0");
-  const std::int64_t budget = device_memory_budget(copt.memory_limit_bytes);
+  const std::int64_t budget = device_memory_budget(copt.gpu_memory_limit_bytes);
   plan_input pin = make_plan_input(V, R, C, vg, jb.filter, jb.padded_len);
   pin.requested_batch = copt.views_per_batch;
   pin.max_batch = max_layers;
@@ -652,7 +652,7 @@ volume cuda_reconstruct(const projection_view& proj, const geometry& g, const vo
   jb.weighting =
       jb.setup->distance_weighting ? kernels::bp_weighting::fdk : kernels::bp_weighting::none;
   jb.mode =
-      copt.hardware_interpolation ? kernels::cuda::interp::hardware : kernels::cuda::interp::exact;
+      copt.gpu_hardware_interpolation ? kernels::cuda::interp::hardware : kernels::cuda::interp::exact;
   jb.threads = opt.threads;
   jb.progress = &opt.progress;
   jb.cancel = &opt.cancel;
@@ -679,7 +679,7 @@ volume back_project_job(const projection_view& proj, const geometry& g, const vo
   jb.filter = false;
   jb.weighting = w;
   jb.mode =
-      copt.hardware_interpolation ? kernels::cuda::interp::hardware : kernels::cuda::interp::exact;
+      copt.gpu_hardware_interpolation ? kernels::cuda::interp::hardware : kernels::cuda::interp::exact;
   return kernels::cuda::run_pipeline(jb, copt);
 }
 }  // namespace

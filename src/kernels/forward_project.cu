@@ -274,14 +274,14 @@ projection_stack cuda_forward_project(const volume_view& vol, const geometry& g,
   const std::int64_t view_floats = R * C;
   // Chunks of views into two output buffers; slabs when the volume does not fit beside them.
   const forward_plan pl =
-      make_forward_plan(vg, V, R, C, device_memory_budget(copt.memory_limit_bytes), max3[2]);
+      make_forward_plan(vg, V, R, C, device_memory_budget(copt.gpu_memory_limit_bytes), max3[2]);
   const std::int64_t chunk = pl.views_per_chunk;
   const std::int64_t tex_nz = pl.slab_nz;
   const std::int64_t plane = vg.nx * vg.ny;
 
   const stream s_k(0), s_c(0);  // rays, downloads
   cuda_array arr(cuda_array::kind::volume_3d, vg.nx, vg.ny, tex_nz, false, "the volume");
-  const bool hw = copt.hardware_interpolation;
+  const bool hw = copt.gpu_hardware_interpolation;
   const texture_object tex(arr, hw);
   device_buffer<float> out0(static_cast<std::size_t>(chunk * view_floats), "forward projections");
   device_buffer<float> out1(static_cast<std::size_t>(chunk * view_floats), "forward projections");

@@ -38,17 +38,11 @@ void require_cuda_device(int device);
 bool cuda_pin_host(void* data, std::size_t bytes, std::string* why = nullptr);
 void cuda_unpin_host(void* data) noexcept;
 
-/// GPU options that have no meaning on the CPU.
-struct cuda_options {
-  int device = 0;
-  /// Upper bound on device memory the reconstruction may use (bytes); 0 = free memory less a
-  /// safety margin. A small value forces the volume to be split into z-slabs.
-  std::int64_t memory_limit_bytes = 0;
+/// The CUDA backend's options: the execution context (device, threads for host copies,
+/// gpu_memory_limit_bytes: a small value forces the volume into z-slabs,
+/// gpu_hardware_interpolation) and what has no meaning on the CPU.
+struct cuda_options : execution_context {
   int views_per_batch = 0;  ///< 0 = automatic
-  /// true: interpolate with the texture unit (one fetch per sample, faster; 8-bit fractional
-  /// weights, so results deviate from the CPU path by ~1e-4 of the peak). false: exact fp32
-  /// bilinear / trilinear interpolation, the CPU path's arithmetic (agreement ~1e-6).
-  bool hardware_interpolation = false;
 };
 
 /// FDK / FBP on the GPU. Same inputs, outputs and validation as ctforge::reconstruct on the

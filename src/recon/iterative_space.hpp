@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "ctforge/backend.hpp"
+#include "ctforge/execution.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/volume.hpp"
 
@@ -78,12 +79,9 @@ class space_buffer {
 };
 
 /// What an iterative_space is built for.
-struct space_config {
-  backend where = backend::cpu;  ///< cpu or cuda (already resolved)
-  int threads = 0;               ///< CPU threads (0 = all)
-  int device = 0;                ///< CUDA device ordinal
-  std::int64_t gpu_memory_limit_bytes = 0;  ///< 0 = free memory less a margin
-  bool gpu_hardware_interpolation = false;
+/// What an iterative_space is built for: where (already resolved to cpu or cuda), device,
+/// threads, GPU memory limit and interpolation from the execution context.
+struct space_config : execution_context {
   /// Ordered subsets of views (OS-SART, OSEM): subset s holds views s, s + n, s + 2n, ... of
   /// the geometry (n = subset_count, interleaved so each subset spans the whole orbit). 1 = no
   /// subsets. Clamped to the view count.

@@ -855,9 +855,7 @@ namespace {
 bool use_cuda(const projector_options& opt, detail::cuda_options* copt) {
   detail::require_thread_count(opt.threads);
   if (resolve_backend(opt.where, nullptr, opt.device) != backend::cuda) return false;
-  copt->device = opt.device;
-  copt->memory_limit_bytes = opt.gpu_memory_limit_bytes;
-  copt->hardware_interpolation = opt.gpu_hardware_interpolation;
+  static_cast<execution_context&>(*copt) = opt;
   return true;
 }
 

@@ -72,10 +72,8 @@ projector_pair::projector_pair(const geometry& g, const volume_geometry& vg,
 #if defined(CTFORGE_WITH_CUDA)
   if (impl_->where == backend::cuda) {
     detail::space_config cfg;
+    static_cast<execution_context&>(cfg) = opt;
     cfg.where = backend::cuda;
-    cfg.threads = opt.threads;
-    cfg.device = opt.device;
-    cfg.gpu_memory_limit_bytes = opt.gpu_memory_limit_bytes;
     // A matched pair samples exactly (the texture unit's 8-bit weights are not its scatter's).
     cfg.gpu_hardware_interpolation =
         opt.gpu_hardware_interpolation && adjoint == backprojector::voxel;

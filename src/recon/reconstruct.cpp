@@ -334,9 +334,7 @@ volume reconstruct_impl(const projection_view& proj, const geometry& g, const vo
   if (where == backend::cuda) {
 #if defined(CTFORGE_WITH_CUDA)
     detail::cuda_options copt;
-    copt.device = opt.device;
-    copt.memory_limit_bytes = opt.gpu_memory_limit_bytes;
-    copt.hardware_interpolation = opt.gpu_hardware_interpolation;
+    static_cast<execution_context&>(copt) = opt;
     return detail::cuda_reconstruct(data, *geo, vg, opt_used, copt, &setup, device_out);
 #endif
   }

@@ -88,7 +88,7 @@ TEST_P(CylindricalGpu, FdkMatchesCpuPath) {
         c.views, c.rows, c.cols, vg, true, detail::padded_length(c.cols));
     const std::int64_t work =
         detail::cuda_fft_work_bytes(in.padded_len, kernels::cuda::initial_batch(in) * in.rows);
-    copt.memory_limit_bytes = kernels::cuda::batch_bytes(in, kernels::cuda::initial_batch(in), work) +
+    copt.gpu_memory_limit_bytes = kernels::cuda::batch_bytes(in, kernels::cuda::initial_batch(in), work) +
                               c.slab_planes * c.nx * c.ny * 4;
   }
   opt.where = backend::cuda;

@@ -140,13 +140,13 @@ TEST_P(FdkGpu, MatchesCpuPath) {
 
   detail::cuda_options copt;
   copt.views_per_batch = c.views_per_batch;
-  copt.hardware_interpolation = c.hardware;
+  copt.gpu_hardware_interpolation = c.hardware;
   if (c.memory < 0) {
     const kernels::cuda::plan_input in = plan_input_of(c);
-    copt.memory_limit_bytes = split_budget(
+    copt.gpu_memory_limit_bytes = split_budget(
         c, detail::cuda_fft_work_bytes(in.padded_len, kernels::cuda::initial_batch(in) * in.rows));
   } else {
-    copt.memory_limit_bytes = c.memory;
+    copt.gpu_memory_limit_bytes = c.memory;
   }
   opt.where = backend::cuda;
   const volume gpu = detail::cuda_reconstruct(proj, g, vg, opt, copt);
@@ -289,7 +289,7 @@ TEST_F(FdkGpuDispatch, NonFiniteValuesAreUsageErrors) {
   const kernels::cuda::plan_input in = plan_input_of(c);
   detail::cuda_options split;
   split.views_per_batch = c.views_per_batch;
-  split.memory_limit_bytes = split_budget(
+  split.gpu_memory_limit_bytes = split_budget(
       c, detail::cuda_fft_work_bytes(in.padded_len, kernels::cuda::initial_batch(in) * in.rows));
   for (const detail::cuda_options& copt : {detail::cuda_options{}, split}) {
     try {

@@ -574,13 +574,13 @@ TEST_F(CudaPipeline, RepeatedCallsDoNotGrowDeviceMemory) {
   // The slab path: a budget of the batch buffers plus 20 of the 48 planes.
   detail::cuda_options small = copt;
   small.views_per_batch = 8;
-  small.memory_limit_bytes = slab_budget(p, 8, 20);
+  small.gpu_memory_limit_bytes = slab_budget(p, 8, 20);
   detail::cuda_options tiny = copt;
-  tiny.memory_limit_bytes = 1 << 20;
+  tiny.gpu_memory_limit_bytes = 1 << 20;
   // Forward projection, whole volume and in z-slabs of 10 planes.
   const volume vol = constant_volume(p);
   detail::cuda_options fp_slabs = copt;
-  fp_slabs.memory_limit_bytes = forward_slab_budget(p);
+  fp_slabs.gpu_memory_limit_bytes = forward_slab_budget(p);
   const auto all_paths = [&] {
     (void)detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, copt);
     (void)detail::cuda_back_project(p.proj, p.g, p.vg, copt);
@@ -636,7 +636,7 @@ TEST_F(CudaPipeline, LastCallDescriptionNamesThePlan) {
   EXPECT_NE(d.find("the whole volume on the device"), std::string::npos) << d;
   EXPECT_NE(d.find("filtering"), std::string::npos) << d;
   copt.views_per_batch = 8;
-  copt.memory_limit_bytes = slab_budget(p, 8, 20);
+  copt.gpu_memory_limit_bytes = slab_budget(p, 8, 20);
   (void)detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, copt);
   const detail::cuda_pipeline_stats st = detail::cuda_last_pipeline_stats();
   d = describe_last_gpu_call(gpu_call::reconstruction);
@@ -644,7 +644,7 @@ TEST_F(CudaPipeline, LastCallDescriptionNamesThePlan) {
   EXPECT_NE(d.find(st.device_store ? "device memory" : "pinned host memory"), std::string::npos)
       << d;
   detail::cuda_options fp = {};
-  fp.memory_limit_bytes = forward_slab_budget(p);
+  fp.gpu_memory_limit_bytes = forward_slab_budget(p);
   (void)detail::cuda_forward_project(constant_volume(p), p.g, fp);
   d = describe_last_gpu_call(gpu_call::forward_projection);
   EXPECT_NE(d.find("5 z-slabs of 10 planes"), std::string::npos) << d;
@@ -658,7 +658,7 @@ TEST_F(CudaPipeline, PageLockedInputIsUploadedDirectly) {
   recon_options opt;
   detail::cuda_options slabs;
   slabs.views_per_batch = 8;
-  slabs.memory_limit_bytes = slab_budget(p, 8, 20);
+  slabs.gpu_memory_limit_bytes = slab_budget(p, 8, 20);
   const volume staged = detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, {});
   EXPECT_FALSE(detail::cuda_last_pipeline_stats().input_page_locked);
   const volume staged_slabs = detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, slabs);
@@ -715,7 +715,7 @@ TEST_F(CudaPipeline, FftPlansAreReusedAcrossCalls) {
 TEST_F(CudaPipeline, TooSmallMemoryBudgetNamesTheOption) {
   const problem p = make(32, 16);
   detail::cuda_options copt;
-  copt.memory_limit_bytes = 1 << 20;
+  copt.gpu_memory_limit_bytes = 1 << 20;
   try {
     (void)detail::cuda_reconstruct(p.proj, p.g, p.vg, recon_options{}, copt);
     FAIL() << "expected ctforge::error";
@@ -764,7 +764,7 @@ TEST_F(CudaPipeline, ResultIndependentOfBatchingAndSlabs) {
     detail::cuda_options copt;
     copt.views_per_batch = v.batch;
     if (v.planes > 0)
-      copt.memory_limit_bytes =
+      copt.gpu_memory_limit_bytes =
           slab_budget(p, v.batch, v.planes) + (v.device_store ? p.proj.size() * 4 : 0);
     const volume out = detail::cuda_reconstruct(p.proj, p.g, p.vg, recon_options{}, copt);
     const detail::cuda_pipeline_stats st = detail::cuda_last_pipeline_stats();

@@ -147,8 +147,8 @@ TEST_P(ProjectorGpu, ForwardProjectionMatchesCpu) {
   const volume vol = voxelize(shepp_logan_phantom(34), vg, 2);
   const projection_stack cpu = forward_project(vol, g);
   detail::cuda_options copt;
-  copt.hardware_interpolation = c.hardware;
-  copt.memory_limit_bytes = forward_budget(c, vg);
+  copt.gpu_hardware_interpolation = c.hardware;
+  copt.gpu_memory_limit_bytes = forward_budget(c, vg);
   const projection_stack gpu = detail::cuda_forward_project(vol, g, copt);
   const detail::cuda_forward_stats st = detail::cuda_last_forward_stats();
   ASSERT_EQ(gpu.data.size(), cpu.data.size());
@@ -159,9 +159,9 @@ TEST_P(ProjectorGpu, ForwardProjectionMatchesCpu) {
       << c.name << ": mean |gpu - cpu| = " << mae << " = " << mae / peak << " of the peak; "
       << st.slabs << " slabs of " << st.slab_nz << " planes, chunks of " << st.views_per_chunk
       << " views";
-  if (copt.memory_limit_bytes > 0) {
+  if (copt.gpu_memory_limit_bytes > 0) {
     const kernels::cuda::forward_plan p =
-        kernels::cuda::make_forward_plan(vg, c.views, c.rows, c.cols, copt.memory_limit_bytes);
+        kernels::cuda::make_forward_plan(vg, c.views, c.rows, c.cols, copt.gpu_memory_limit_bytes);
     EXPECT_EQ(st.slabs, p.slabs);
     EXPECT_EQ(st.views_per_chunk, p.views_per_chunk);
   } else {
@@ -176,7 +176,7 @@ TEST_P(ProjectorGpu, BackProjectionMatchesCpu) {
   const projection_stack proj = project_analytic(shepp_logan_phantom(34), g);
   const volume cpu = back_project(proj, g, vg);
   detail::cuda_options copt;
-  copt.hardware_interpolation = c.hardware;
+  copt.gpu_hardware_interpolation = c.hardware;
   copt.views_per_batch = c.views_per_batch;
   if (c.slab_planes > 0) {
     // No FFT buffers (filter = false): the budget is exact.
@@ -184,7 +184,7 @@ TEST_P(ProjectorGpu, BackProjectionMatchesCpu) {
         kernels::cuda::make_plan_input(proj.views, proj.rows, proj.cols, vg, false);
     const std::int64_t batch =
         std::min<std::int64_t>(c.views_per_batch > 0 ? c.views_per_batch : 32, proj.views);
-    copt.memory_limit_bytes =
+    copt.gpu_memory_limit_bytes =
         kernels::cuda::batch_bytes(in, batch, 0) + c.slab_planes * vg.nx * vg.ny * 4;
   }
   const volume gpu = detail::cuda_back_project(proj, g, vg, copt);

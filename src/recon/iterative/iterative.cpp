@@ -109,10 +109,8 @@ iterative_run::iterative_run(const projection_view& proj, const geometry& g,
   start_ = std::chrono::steady_clock::now();
   last_save_ = start_;
   space_config cfg;
+  static_cast<execution_context&>(cfg) = opt;
   cfg.where = where;
-  cfg.threads = opt.threads;
-  cfg.device = opt.device;
-  cfg.gpu_memory_limit_bytes = opt.gpu_memory_limit_bytes;
   // The texture unit's 8-bit weights would make the forward projection differ from the matched
   // scatter's exact ones: a matched pair always samples exactly.
   cfg.gpu_hardware_interpolation =
