@@ -55,6 +55,23 @@ inline void expect_runtime_error_naming(const std::function<void()>& f, const st
       name, needle);
 }
 
+/// As expect_error_naming, for a refused input: f() must throw ctforge::usage_error (exit 2),
+/// not a runtime error.
+inline void expect_usage_error_naming(const std::function<void()>& f, const std::string& name,
+                                      const std::string& needle = "") {
+  expect_error_naming(
+      [&] {
+        try {
+          f();
+        } catch (const usage_error&) {
+          throw;
+        } catch (const error& e) {
+          ADD_FAILURE() << "not a usage error: " << e.what();
+        }
+      },
+      name, needle);
+}
+
 struct cli_result {
   int status = -1;     ///< exit status (-1: did not exit normally)
   std::string output;  ///< stdout and stderr together
@@ -105,8 +122,8 @@ struct small_tmpfs {
   std::string why;
   small_tmpfs(std::filesystem::path d, int kib) : dir(std::move(d)) {
     std::filesystem::create_directories(dir);
-    const std::string cmd = "mount -t tmpfs -o size=" + std::to_string(kib) + "k tmpfs '" +
-                            dir.string() + "' 2>&1";
+    const std::string cmd =
+        "mount -t tmpfs -o size=" + std::to_string(kib) + "k tmpfs '" + dir.string() + "' 2>&1";
     FILE* p = ::popen(cmd.c_str(), "r");
     char buf[256] = {};
     const std::size_t n = p ? std::fread(buf, 1, sizeof buf - 1, p) : 0;

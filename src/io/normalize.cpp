@@ -484,95 +484,13 @@ void apply_open_beam(raw_scan& scan, const projection_read_options& opt, const s
   scan.integer_data = false;
 }
 
-/// read_projections_any, or with `frames` false only its geometry: then one pixel of one
-/// view is read (the readers' range checks and the stored sizes, angles and geometry still
-/// apply) and no flat / dark field, normalisation or reorientation happens.
-loaded_projections load_projections(const std::string& path, const projection_read_options& opt,
-                                    bool frames) {
-  CTFORGE_EXPECTS(opt.pixel_size_mm > 0 && std::isfinite(opt.pixel_size_mm),
-                  fmt::format("pixel size must be positive (got {})", opt.pixel_size_mm));
-  CTFORGE_EXPECTS(opt.angles_path.empty() || opt.geometry_path.empty(),
-                  "--angles and --geometry: give one of them (an angle list builds the geometry)");
-  const std::string format = projection_format(path, opt.datasets);
-  loaded_projections out;
-  out.format = format;
-  std::vector<std::string> notes;
-
-  std::optional<angle_list> list;
-  if (!opt.angles_path.empty()) {
-    list = read_angle_list(opt.angles_path, opt.angles_in_radians);
-    if (!list->warning.empty()) notes.push_back(list->warning);
-  }
-  raw_scan scan;
-  std::optional<geometry> stored_geometry;
-  intensity_mode mode = opt.mode;
-  detector_selection read_sel = opt.select;
-  const bool open_beam = frames && !opt.open_beam_cols.empty();
-  CTFORGE_EXPECTS(opt.open_beam_cols.empty() || mode != intensity_mode::line_integrals,
-                  "--open-beam-cols: normalises raw counts; the data were declared line integrals");
-  if (open_beam) read_sel.cols = {0, -1};  // the open-beam columns may lie outside the crop
-  if (!frames) {
-    const auto one = [](const index_range& r) { return index_range{r.first, 1}; };
-    read_sel = {one(opt.select.views), one(opt.select.rows), one(opt.select.cols)};
-  }
-  bool sinogram = false;
-  scan = read_frames_any(path, format, opt, read_sel, list ? &*list : nullptr, frames, sinogram,
-                         stored_geometry);
-  // Binning by more pixels than are selected leaves none: the option is at fault.
-  const std::int64_t sel_rows = resolve_range(opt.select.rows, scan.full_rows, "rows", path).second;
-  const std::int64_t sel_cols = resolve_range(opt.select.cols, scan.full_cols, "cols", path).second;
-  for (const auto& [what, n, bin] :
-       {std::tuple{"rows", sel_rows, opt.bin_rows}, std::tuple{"cols", sel_cols, opt.bin_cols}})
-    CTFORGE_EXPECTS(bin <= n, fmt::format("--bin {}: more than the {} {} selected of {} ({} rows "
-                                          "x {} cols stored); bin by at most {}",
-                                          bin, n, what, path, scan.full_rows, scan.full_cols,
-                                          std::min(sel_rows, sel_cols)));
-  if (format == "ctforge") {
-    CTFORGE_EXPECTS(
-        mode != intensity_mode::raw,
-        fmt::format("{}: ctforge projection files hold line integrals, not raw counts", path));
-    if (opt.flat_path.empty() && opt.dark_path.empty()) mode = intensity_mode::line_integrals;
-  }
-  for (const auto& [a, b] : opt.open_beam_cols)
-    CTFORGE_EXPECTS(0 <= a && a < b && b <= scan.full_cols,
-                    fmt::format("--open-beam-cols: columns {}:{} are not within the {} columns "
-                                "of {} (A:B means columns A to B-1)",
-                                a, b, scan.full_cols, path));
-
-  // Flat / dark fields given as separate images replace the stored ones.
-  const auto [v0, nv] = resolve_range(opt.select.views, scan.full_views, "views", path);
-  (void)nv;
-  detector_selection field_sel{{0, -1}, opt.select.rows, read_sel.cols};
-  auto read_field = [&](const std::string& source, const char* what) {
-    raw_scan f = read_tiff_stack(source, field_sel);
-    CTFORGE_CHECK(
-        f.full_rows == scan.full_rows && f.full_cols == scan.full_cols,
-        fmt::format("{}: {} images are {}x{} pixels, the projections in {} {}x{}", source, what,
-                    f.full_rows, f.full_cols, path, scan.full_rows, scan.full_cols));
-    return std::move(f.frames);
-  };
-  if (frames) {
-    if (!opt.flat_path.empty()) scan.flats = read_field(opt.flat_path, "flat field");
-    if (!opt.dark_path.empty()) scan.darks = read_field(opt.dark_path, "dark field");
-    if (open_beam) {
-      apply_open_beam(scan, opt, path);
-      mode = intensity_mode::raw;
-    }
-    normalize_report report;
-    if (mode == intensity_mode::line_integrals && opt.bin_rows == 1 && opt.bin_cols == 1) {
-      // Line integrals as stored (our own files): checked, then taken without a copy.
-      // (read_native_selection has checked our own files already, naming the file's indices.)
-      if (format != "ctforge") require_finite_line_integrals(scan.frames, path);
-      out.projections = std::move(scan.frames);
-    } else {
-      out.projections =
-          normalize(scan, mode, opt.bin_rows, opt.bin_cols, opt.min_transmission, path, &report);
-    }
-    out.clamped = report.clamped;
-    if (!report.warnings.empty()) notes.push_back(report.warnings);
-  }
-
-  // Geometry of the whole stored data set (as reoriented), then of the selection.
+/// The geometry of the whole stored data set (as reoriented: `full_rows` x `full_cols`): from
+/// --geometry, an angle list, the file's own geometry, or its angles and pixel size.
+geometry full_geometry(const std::string& path, const std::string& format,
+                       const projection_read_options& opt, const raw_scan& scan,
+                       const std::optional<angle_list>& list,
+                       const std::optional<geometry>& stored_geometry, bool sinogram,
+                       std::vector<std::string>& notes) {
   const std::int64_t full_rows = opt.transpose ? scan.full_cols : scan.full_rows;
   const std::int64_t full_cols = opt.transpose ? scan.full_rows : scan.full_cols;
   geometry full;
@@ -623,8 +541,20 @@ loaded_projections load_projections(const std::string& path, const projection_re
     full = opt.transpose ? make_parallel_geometry(full_cols, full_rows, dv, du, scan.angles_rad)
                          : make_parallel_geometry(full_cols, full_rows, du, dv, scan.angles_rad);
   }
-  (void)v0;
-  // The kept pixels of the selection (binning drops a remainder), in the reoriented indexing.
+  return full;
+}
+
+/// The detector selection in the reoriented indexing (the kept pixels: binning drops a
+/// remainder), and the bin factors along its rows and columns.
+struct oriented_selection {
+  detector_selection select;
+  std::int64_t bin_rows = 1, bin_cols = 1;
+};
+
+oriented_selection orient_selection(const std::string& path, const projection_read_options& opt,
+                                    const raw_scan& scan) {
+  const std::int64_t full_rows = opt.transpose ? scan.full_cols : scan.full_rows;
+  const std::int64_t full_cols = opt.transpose ? scan.full_rows : scan.full_cols;
   const auto kept = [&](const index_range& r, std::int64_t size, std::int64_t bin,
                         const char* what) {
     const auto [first, count] = resolve_range(r, size, what, path);
@@ -640,10 +570,119 @@ loaded_projections load_projections(const std::string& path, const projection_re
   }
   if (opt.flip_u) c0 = full_cols - c0 - nc;
   if (opt.flip_v) r0 = full_rows - r0 - nr;
-  const detector_selection oriented{opt.select.views, {r0, nr}, {c0, nc}};
+  return {detector_selection{opt.select.views, {r0, nr}, {c0, nc}}, bin_r, bin_c};
+}
+
+/// --bin within the selection, once the stored sizes are known.
+void check_bins(const std::string& path, const projection_read_options& opt,
+                const raw_scan& scan) {
+  // Binning by more pixels than are selected leaves none: the option is at fault.
+  const std::int64_t sel_rows = resolve_range(opt.select.rows, scan.full_rows, "rows", path).second;
+  const std::int64_t sel_cols = resolve_range(opt.select.cols, scan.full_cols, "cols", path).second;
+  for (const auto& [what, n, bin] :
+       {std::tuple{"rows", sel_rows, opt.bin_rows}, std::tuple{"cols", sel_cols, opt.bin_cols}})
+    CTFORGE_EXPECTS(bin <= n, fmt::format("--bin {}: more than the {} {} selected of {} ({} rows "
+                                          "x {} cols stored); bin by at most {}",
+                                          bin, n, what, path, scan.full_rows, scan.full_cols,
+                                          std::min(sel_rows, sel_cols)));
+}
+
+/// --open-beam-cols within the stored columns.
+void check_open_beam_cols(const std::string& path, const projection_read_options& opt,
+                          const raw_scan& scan) {
+  for (const auto& [a, b] : opt.open_beam_cols)
+    CTFORGE_EXPECTS(0 <= a && a < b && b <= scan.full_cols,
+                    fmt::format("--open-beam-cols: columns {}:{} are not within the {} columns "
+                                "of {} (A:B means columns A to B-1)",
+                                a, b, scan.full_cols, path));
+}
+
+/// The line integrals of `scan` into out.projections: separate flat / dark images replace the
+/// stored ones, open-beam columns normalise, raw counts are normalised and binned.
+void frames_to_line_integrals(const std::string& path, const std::string& format,
+                              const projection_read_options& opt, intensity_mode mode,
+                              const detector_selection& read_sel, raw_scan& scan,
+                              loaded_projections& out, std::vector<std::string>& notes) {
+  detector_selection field_sel{{0, -1}, opt.select.rows, read_sel.cols};
+  auto read_field = [&](const std::string& source, const char* what) {
+    raw_scan f = read_tiff_stack(source, field_sel);
+    CTFORGE_CHECK(
+        f.full_rows == scan.full_rows && f.full_cols == scan.full_cols,
+        fmt::format("{}: {} images are {}x{} pixels, the projections in {} {}x{}", source, what,
+                    f.full_rows, f.full_cols, path, scan.full_rows, scan.full_cols));
+    return std::move(f.frames);
+  };
+  if (!opt.flat_path.empty()) scan.flats = read_field(opt.flat_path, "flat field");
+  if (!opt.dark_path.empty()) scan.darks = read_field(opt.dark_path, "dark field");
+  if (!opt.open_beam_cols.empty()) {
+    apply_open_beam(scan, opt, path);
+    mode = intensity_mode::raw;
+  }
+  normalize_report report;
+  if (mode == intensity_mode::line_integrals && opt.bin_rows == 1 && opt.bin_cols == 1) {
+    // Line integrals as stored (our own files): checked, then taken without a copy.
+    // (read_native_selection has checked our own files already, naming the file's indices.)
+    if (format != "ctforge") require_finite_line_integrals(scan.frames, path);
+    out.projections = std::move(scan.frames);
+  } else {
+    out.projections =
+        normalize(scan, mode, opt.bin_rows, opt.bin_cols, opt.min_transmission, path, &report);
+  }
+  out.clamped = report.clamped;
+  if (!report.warnings.empty()) notes.push_back(report.warnings);
+}
+
+/// read_projections_any, or with `frames` false only its geometry: then one pixel of one
+/// view is read (the readers' range checks and the stored sizes, angles and geometry still
+/// apply) and no flat / dark field, normalisation or reorientation happens.
+loaded_projections load_projections(const std::string& path, const projection_read_options& opt,
+                                    bool frames) {
+  CTFORGE_EXPECTS(opt.pixel_size_mm > 0 && std::isfinite(opt.pixel_size_mm),
+                  fmt::format("pixel size must be positive (got {})", opt.pixel_size_mm));
+  CTFORGE_EXPECTS(opt.angles_path.empty() || opt.geometry_path.empty(),
+                  "--angles and --geometry: give one of them (an angle list builds the geometry)");
+  const std::string format = projection_format(path, opt.datasets);
+  loaded_projections out;
+  out.format = format;
+  std::vector<std::string> notes;
+
+  std::optional<angle_list> list;
+  if (!opt.angles_path.empty()) {
+    list = read_angle_list(opt.angles_path, opt.angles_in_radians);
+    if (!list->warning.empty()) notes.push_back(list->warning);
+  }
+  std::optional<geometry> stored_geometry;
+  intensity_mode mode = opt.mode;
+  detector_selection read_sel = opt.select;
+  const bool open_beam = frames && !opt.open_beam_cols.empty();
+  CTFORGE_EXPECTS(opt.open_beam_cols.empty() || mode != intensity_mode::line_integrals,
+                  "--open-beam-cols: normalises raw counts; the data were declared line integrals");
+  if (open_beam) read_sel.cols = {0, -1};  // the open-beam columns may lie outside the crop
+  if (!frames) {
+    const auto one = [](const index_range& r) { return index_range{r.first, 1}; };
+    read_sel = {one(opt.select.views), one(opt.select.rows), one(opt.select.cols)};
+  }
+  bool sinogram = false;
+  raw_scan scan = read_frames_any(path, format, opt, read_sel, list ? &*list : nullptr, frames,
+                                  sinogram, stored_geometry);
+  check_bins(path, opt, scan);
+  if (format == "ctforge") {
+    CTFORGE_EXPECTS(
+        mode != intensity_mode::raw,
+        fmt::format("{}: ctforge projection files hold line integrals, not raw counts", path));
+    if (opt.flat_path.empty() && opt.dark_path.empty()) mode = intensity_mode::line_integrals;
+  }
+  check_open_beam_cols(path, opt, scan);
+  // The view range is checked here, before any field image is read.
+  (void)resolve_range(opt.select.views, scan.full_views, "views", path);
+  if (frames) frames_to_line_integrals(path, format, opt, mode, read_sel, scan, out, notes);
+
+  const geometry full =
+      full_geometry(path, format, opt, scan, list, stored_geometry, sinogram, notes);
+  const oriented_selection oriented = orient_selection(path, opt, scan);
   if (frames && (opt.transpose || opt.flip_u || opt.flip_v))
     out.projections = reorient_projections(out.projections, opt.transpose, opt.flip_u, opt.flip_v);
-  out.geom = select_geometry(full, oriented, bin_r, bin_c);
+  out.geom = select_geometry(full, oriented.select, oriented.bin_rows, oriented.bin_cols);
   out.geometry_json = geometry_to_json(*out.geom);
   out.warnings = join(notes);
   return out;

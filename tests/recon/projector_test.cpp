@@ -393,22 +393,13 @@ TEST(Projectors, NonFiniteInputsAreUsageErrorsNamingTheValue) {
   projector_options cpu;
   cpu.where = backend::cpu;
   using ctforge::testing::expect_error_naming;
+  using ctforge::testing::expect_usage_error_naming;
   for (const auto& f : std::vector<std::function<void()>>{
            [&] { (void)forward_project(vol, g, 1); },
            [&] { (void)forward_project(vol, g, projector_options{}); },
            [&] { (void)forward_project(vol, g, cpu); },
            [&] { (void)detail::forward_project_slabs(vol, g, 2); }})
-    expect_error_naming(
-        [&] {
-          try {
-            f();
-          } catch (const usage_error&) {
-            throw;
-          } catch (const error& e) {
-            ADD_FAILURE() << "not a usage error: " << e.what();
-          }
-        },
-        "voxel (x 3, y 2, z 1)", "nan");
+    expect_usage_error_naming([&] { f(); }, "voxel (x 3, y 2, z 1)", "nan");
   for (const auto& f : std::vector<std::function<void()>>{
            [&] { (void)back_project(p, g, vg, 1); }, [&] { (void)back_project(p, g, vg, 1, true); },
            [&] { (void)back_project(p, g, vg, projector_options{}); },
