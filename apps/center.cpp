@@ -15,14 +15,12 @@ namespace ctforge::cli {
 namespace {
 
 struct center_cli_options {
-  std::string input, output, range, geometry, flat, dark;
+  std::string input, output, range;
   std::int64_t row = -1;  // -1: not given (the middle row)
   std::int64_t size = 0;
-  bool transpose = false, flip_u = false, flip_v = false, quiet = false;
-  double pixel_size = 1;
-  int bin = 1, threads = 0;
-  io::hdf5_scan_paths datasets;  // --data-path, --flat-path, --dark-path, --angles-path
-  input_options inputs;          // --angles, --angle-unit, --sinogram, --open-beam-cols
+  bool quiet = false;
+  projection_input_options read;
+  execution_options exec;  // --threads
 };
 
 /// The candidate columns of --range A:B:STEP (A, A + STEP, ... up to B inclusive, within a
@@ -65,23 +63,6 @@ std::vector<double> parse_range(const std::string& text, std::int64_t cols) {
   return out;
 }
 
-io::projection_read_options read_options(const center_cli_options& o) {
-  require_positive("--pixel-size", o.pixel_size);
-  CTFORGE_EXPECTS(o.bin >= 1, fmt::format("--bin: must be >= 1 (got {})", o.bin));
-  io::projection_read_options read;
-  read.flat_path = o.flat;
-  read.dark_path = o.dark;
-  read.transpose = o.transpose;
-  read.flip_u = o.flip_u;
-  read.flip_v = o.flip_v;
-  read.geometry_path = o.geometry;
-  read.pixel_size_mm = o.pixel_size;
-  read.bin_rows = read.bin_cols = o.bin;
-  read.datasets = o.datasets;
-  apply_input_options(o.inputs, read);
-  return read;
-}
-
 /// Detector rows [r0, r1) of the file, read with the options.
 io::loaded_projections read_band(const center_cli_options& o,
                                  const io::projection_read_options& read, std::int64_t rows,
@@ -108,16 +89,16 @@ void report(const center_estimate& e, const geometry& g) {
 }
 
 void run(const center_cli_options& o) {
-  require_thread_count(o.threads);
+  const int threads = parse_execution_options(o.exec).threads;
   CTFORGE_EXPECTS(o.range.empty() || !o.output.empty(),
                   "--range: needs -o / --output, the montage to write");
   CTFORGE_EXPECTS(o.size >= 0 && o.size <= 4096,
                   fmt::format("--size: must be in 0 .. 4096 (got {})", o.size));
-  require_distinct_paths(
-      {{"--output", o.output}},
-      {{"input", o.input}, {"--geometry", o.geometry}, {"--flat", o.flat}, {"--dark", o.dark}});
+  std::vector<named_path> inputs = projection_input_paths(o.read);
+  inputs.insert(inputs.begin(), {"input", o.input});
+  require_distinct_paths({{"--output", o.output}}, inputs);
   if (!o.output.empty()) require_writable_dir("--output", o.output);
-  const io::projection_read_options read = read_options(o);
+  const io::projection_read_options read = projection_read_options_of(o.read);
   const geometry whole = io::read_projection_geometry(o.input, read);
   CTFORGE_EXPECTS(
       o.row >= -1 && o.row < whole.rows,
@@ -133,7 +114,7 @@ void run(const center_cli_options& o) {
     const std::int64_t r1 = o.row >= 0 ? row + 1 : std::min(whole.rows, row + half);
     const io::loaded_projections in = read_band(o, read, whole.rows, r0, r1);
     center_search_options so;
-    so.threads = o.threads;
+    so.threads = threads;
     const center_estimate e = find_center_of_rotation(in.projections, *in.geom, so);
     report(e, whole);
     if (o.output.empty()) return;
@@ -149,7 +130,7 @@ void run(const center_cli_options& o) {
   const std::int64_t r1 = std::min(whole.rows, row + reach + 1);
   const io::loaded_projections band = read_band(o, read, whole.rows, r0, r1);
   const volume slices = reconstruct_center_candidates(band.projections, *band.geom, row - r0,
-                                                      columns, o.size, o.threads);
+                                                      columns, o.size, threads);
   io::write_center_montage(o.output, slices, columns);
   const auto [across, down] = io::montage_grid(static_cast<std::int64_t>(columns.size()));
   note(o.quiet, fmt::format("wrote {}: {} slices of row {} ({} x {} pixels each, {} x {} tiles), "
@@ -183,28 +164,8 @@ runner add_center(CLI::App& app) {
                   "Tile size in pixels (the slice grid covers the field of view; default "
                   "min(cols, 512))")
       ->type_name("N");
-  sub->add_option("--geometry", o->geometry,
-                  "Geometry JSON file (whole stored scan) to use instead of the file's")
-      ->type_name("FILE");
-  sub->add_flag("--transpose", o->transpose, "Projections: swap detector rows and columns");
-  sub->add_flag("--flip-u", o->flip_u, "Projections: reverse the detector columns");
-  sub->add_flag("--flip-v", o->flip_v, "Projections: reverse the detector rows");
-  sub->add_option("--flat", o->flat, "Flat-field TIFF image(s) (file, directory or glob)")
-      ->type_name("PATH");
-  sub->add_option("--dark", o->dark, "Dark-field TIFF image(s) (file, directory or glob)")
-      ->type_name("PATH");
-  add_dataset_options(sub, o->datasets);
-  add_input_options(sub, o->inputs);
-  sub->add_option("--pixel-size", o->pixel_size,
-                  "Detector pixel pitch (mm) where the file does not record it (DataExchange)")
-      ->type_name("MM")
-      ->capture_default_str();
-  sub->add_option("--bin", o->bin, "Average N x N detector pixels first")
-      ->type_name("N")
-      ->capture_default_str();
-  sub->add_option("--threads", o->threads, "CPU threads (0 = all cores)")
-      ->type_name("N")
-      ->capture_default_str();
+  add_projection_input_options(sub, o->read);
+  add_execution_options(sub, o->exec);
   sub->add_flag("--quiet", o->quiet, "Print only the estimate and errors");
   return [o] { run(*o); };
 }

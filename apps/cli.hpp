@@ -16,6 +16,7 @@
 
 #include "ctforge/backend.hpp"
 #include "ctforge/cancel.hpp"
+#include "ctforge/execution.hpp"
 #include "ctforge/formats.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/volume.hpp"
@@ -71,28 +72,46 @@ void require_output_directory(const std::string& option, const std::string& path
 /// optional output given empty would otherwise be silently skipped).
 CLI::Validator non_empty_path();
 
-// ---- foreign inputs (recon, convert) ---------------------------------------------------------
+// ---- option groups ----------------------------------------------------------------------
+// Each group of options is declared once, by one function, and listed under its own heading in
+// `--help` (a CLI11 option group); every subcommand that takes the group calls the function.
 
-/// --angles, --angle-unit, --sinogram, --open-beam-cols (--data-path: add_dataset_options).
-struct input_options {
+/// The group headings, as `--help` prints them.
+inline constexpr const char* k_projection_input_group = "Projection input";
+inline constexpr const char* k_grid_group = "Grid";
+inline constexpr const char* k_execution_group = "Execution";
+inline constexpr const char* k_checkpoint_group = "Checkpoint";
+inline constexpr const char* k_output_group = "Output";
+
+// ---- projection input (recon, center, convert) ----------------------------------------------
+
+/// How a projection file is read: --geometry, --flat, --dark, the HDF5 datasets (--data-path,
+/// --flat-path, --dark-path, --angles-path), --transpose / --flip-u / --flip-v, --angles,
+/// --angle-unit, --sinogram, --open-beam-cols, --pixel-size and --bin.
+struct projection_input_options {
+  std::string geometry, flat, dark;
+  io::hdf5_scan_paths datasets;
+  bool transpose = false, flip_u = false, flip_v = false;
   std::string angles;
   std::string angle_unit = "deg";
   bool sinogram = false;
   std::string open_beam_cols;
+  double pixel_size = 1;
+  int bin = 1;
 };
-void add_input_options(CLI::App* sub, input_options& o);
+/// Adds the group; the subcommand may add options of its own to the group it returns.
+CLI::Option_group* add_projection_input_options(CLI::App* sub, projection_input_options& o);
+/// --pixel-size and --bin, checked (usage_error naming the option).
+void check_projection_input(const projection_input_options& o);
+/// The options as io::projection_read_options, checked (check_projection_input, and a
+/// malformed --open-beam-cols).
+io::projection_read_options projection_read_options_of(const projection_input_options& o);
+/// The input files the options name (--geometry, --flat, --dark, --angles), for
+/// require_distinct_paths.
+std::vector<named_path> projection_input_paths(const projection_input_options& o);
 /// "A:B[,C:D...]": half-open column ranges [A, B); usage_error "<option>: ..." unless A < B.
 std::vector<std::pair<std::int64_t, std::int64_t>> parse_column_ranges(const std::string& option,
                                                                        const std::string& text);
-/// Copies the options into `read` (io::projection_read_options); usage_error on a malformed
-/// --open-beam-cols.
-template <class ReadOptions>
-void apply_input_options(const input_options& o, ReadOptions& read) {
-  read.angles_path = o.angles;
-  read.angles_in_radians = o.angle_unit == "rad";
-  read.sinogram = o.sinogram;
-  read.open_beam_cols = parse_column_ranges("--open-beam-cols", o.open_beam_cols);
-}
 
 // ---- volume grid --------------------------------------------------------------------------
 
@@ -107,11 +126,7 @@ struct grid_options {
   CLI::Option* spacing_opt = nullptr;
   CLI::Option* origin_opt = nullptr;
 };
-void add_grid_options(CLI::App* sub, grid_options& o);
-
-/// --data-path, --flat-path, --dark-path, --angles-path: the datasets of a scan in any HDF5
-/// layout (io::hdf5_scan_paths).
-void add_dataset_options(CLI::App* sub, io::hdf5_scan_paths& p);
+CLI::Option_group* add_grid_options(CLI::App* sub, grid_options& o);
 
 /// Voxel grid from the options and the geometry (see the help text of add_grid_options):
 ///  * no size option: nx = ny = detector cols, nz = detector rows;
@@ -124,26 +139,44 @@ void add_dataset_options(CLI::App* sub, io::hdf5_scan_paths& p);
 ///  * --origin X,Y,Z: centre of voxel (0, 0, 0) in mm; default: grid centred on the isocentre.
 volume_geometry make_grid(const grid_options& o, const geometry& g, bool whole_in_memory = true);
 
-// ---- backend ------------------------------------------------------------------------------
+// ---- execution ----------------------------------------------------------------------------
 
-/// --backend / --device / --gpu-memory-limit, shared by the subcommands that can run on a GPU.
-struct backend_cli_options {
+/// --threads, and for the subcommands that can run on a GPU --backend / --device /
+/// --gpu-memory-limit / --gpu-interpolation: the fields of an execution_context.
+struct execution_options {
+  int threads = 0;
   std::string backend = "auto";
   int device = 0;
   std::string gpu_memory_limit;  // empty: automatic
   std::string interpolation = "exact";
-  CLI::Option* backend_opt = nullptr;
 };
-/// Adds the three options; `memory_help` says what a small --gpu-memory-limit does there.
-void add_backend_options(CLI::App* sub, backend_cli_options& o, const std::string& memory_help);
-/// The options, validated (usage_error naming the option otherwise).
-struct backend_choice {
-  ctforge::backend where = ctforge::backend::automatic;
-  int device = 0;
-  std::int64_t gpu_memory_limit_bytes = 0;  ///< 0: automatic
-  bool hardware_interpolation = false;      ///< --gpu-interpolation hardware
+/// Adds --threads and, with a non-empty `memory_help` (what a small --gpu-memory-limit does
+/// there), the GPU options.
+CLI::Option_group* add_execution_options(CLI::App* sub, execution_options& o,
+                                         const std::string& memory_help = {});
+/// The options, validated (usage_error naming the option otherwise), as an execution context
+/// (its backend as asked: resolve_backend picks the device).
+execution_context parse_execution_options(const execution_options& o);
+
+// ---- checkpoint ---------------------------------------------------------------------------
+
+/// --checkpoint-dir and --memory-limit (the options that need them come from the table of
+/// recon options, include/ctforge/options.hpp).
+struct checkpoint_cli_options {
+  std::string dir;
+  std::string memory_limit;  // host memory for FDK / FBP data; empty: no limit
 };
-backend_choice parse_backend_options(const backend_cli_options& o);
+CLI::Option_group* add_checkpoint_options(CLI::App* sub, checkpoint_cli_options& o);
+
+// ---- output -------------------------------------------------------------------------------
+
+/// A reconstructed volume: -o / --output, --preview, --mu-water.
+struct volume_output_options {
+  std::string output;
+  std::string preview;
+  double mu_water = io::default_mu_water_per_mm;
+};
+CLI::Option_group* add_volume_output_options(CLI::App* sub, volume_output_options& o);
 
 // ---- reporting ----------------------------------------------------------------------------
 

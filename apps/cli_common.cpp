@@ -191,37 +191,6 @@ std::int64_t parse_byte_size(const std::string& option, const std::string& text)
   return static_cast<std::int64_t>(value * scale);
 }
 
-void add_backend_options(CLI::App* sub, backend_cli_options& o, const std::string& memory_help) {
-  o.backend_opt = sub->add_option("--backend", o.backend,
-                                  "auto (CUDA when a usable device exists, else CPU), cpu or cuda")
-                      ->type_name("NAME")
-                      ->capture_default_str();
-  sub->add_option("--device", o.device, "CUDA device ordinal")
-      ->type_name("N")
-      ->capture_default_str();
-  sub->add_option(
-         "--gpu-memory-limit", o.gpu_memory_limit,
-         "Upper bound on GPU memory used (bytes, or with a K/M/G suffix, e.g. 2G); " + memory_help)
-      ->type_name("SIZE");
-  sub->add_option("--gpu-interpolation", o.interpolation,
-                  "CUDA backend: exact (fp32 bilinear, the CPU's arithmetic) or hardware (texture "
-                  "unit: faster, ~1e-4 of the peak from the CPU result)")
-      ->check(CLI::IsMember({"exact", "hardware"}))
-      ->type_name("MODE")
-      ->capture_default_str();
-}
-
-backend_choice parse_backend_options(const backend_cli_options& o) {
-  backend_choice c;
-  require_non_negative("--device", o.device);
-  c.device = o.device;
-  if (!o.gpu_memory_limit.empty())
-    c.gpu_memory_limit_bytes = parse_byte_size("--gpu-memory-limit", o.gpu_memory_limit);
-  c.where = parse_backend(o.backend);
-  c.hardware_interpolation = o.interpolation == "hardware";
-  return c;
-}
-
 void require_writable_dir(const std::string& option, const std::string& path) {
   namespace fs = std::filesystem;
   CTFORGE_EXPECTS(!path.empty(), option + ": empty file name");
@@ -259,39 +228,191 @@ CLI::Validator non_empty_path() {
       "");
 }
 
-void add_dataset_options(CLI::App* sub, io::hdf5_scan_paths& p) {
-  sub->add_option("--data-path", p.data,
-                  "HDF5 input: dataset of the frames [n][rows][cols], in any layout (default: "
-                  "found by NXtomo definition or DataExchange's /exchange/data); .mat input: "
-                  "the variable (default: the only 2D/3D numeric one)")
+// ---- option groups ----------------------------------------------------------------------
+
+CLI::Option_group* add_projection_input_options(CLI::App* sub, projection_input_options& o) {
+  CLI::Option_group* g =
+      sub->add_option_group(k_projection_input_group, "How the projection file is read");
+  g->add_option("--geometry", o.geometry,
+                "Geometry JSON file (whole stored scan) to use instead of the file's; required "
+                "for TIFF stacks")
+      ->type_name("FILE");
+  g->add_flag("--transpose", o.transpose,
+              "Projections: swap detector rows and columns (before --flip-u / --flip-v)");
+  g->add_flag("--flip-u", o.flip_u, "Projections: reverse the detector columns");
+  g->add_flag("--flip-v", o.flip_v,
+              "Projections: reverse the detector rows (files that store the top row first)");
+  g->add_option("--flat", o.flat, "Flat-field TIFF image(s) (file, directory or glob)")
+      ->type_name("PATH");
+  g->add_option("--dark", o.dark, "Dark-field TIFF image(s) (file, directory or glob)")
+      ->type_name("PATH");
+  g->add_option("--data-path", o.datasets.data,
+                "HDF5 input: dataset of the frames [n][rows][cols], in any layout (default: "
+                "found by NXtomo definition or DataExchange's /exchange/data); .mat input: "
+                "the variable (default: the only 2D/3D numeric one)")
       ->type_name("DATASET");
-  sub->add_option("--flat-path", p.flats, "HDF5 input: dataset of the flat fields [n][rows][cols]")
+  g->add_option("--flat-path", o.datasets.flats,
+                "HDF5 input: dataset of the flat fields [n][rows][cols]")
       ->type_name("DATASET");
-  sub->add_option("--dark-path", p.darks, "HDF5 input: dataset of the dark fields [n][rows][cols]")
+  g->add_option("--dark-path", o.datasets.darks,
+                "HDF5 input: dataset of the dark fields [n][rows][cols]")
       ->type_name("DATASET");
-  sub->add_option("--angles-path", p.angles,
-                  "HDF5 input: dataset of the rotation angles (degrees unless its units "
-                  "attribute says rad), one per projection or one per frame")
+  g->add_option("--angles-path", o.datasets.angles,
+                "HDF5 input: dataset of the rotation angles (degrees unless its units "
+                "attribute says rad), one per projection or one per frame")
       ->type_name("DATASET");
+  g->add_option("--angles", o.angles,
+                "Angle-list text file (one angle per line, '#' comments; optional 2nd column: "
+                "image key 0 projection, 1 flat, 2 dark, 3 invalid, one line per stored frame): "
+                "builds a parallel-beam geometry instead of --geometry; or START:STOP:COUNT, "
+                "COUNT angles from START to STOP, both included (e.g. 0:179:180)")
+      ->type_name("FILE|A:B:N");
+  g->add_option("--angle-unit", o.angle_unit,
+                "Unit of the --angles list; radians must be stated (rad)")
+      ->check(CLI::IsMember({"deg", "rad"}))
+      ->capture_default_str();
+  g->add_flag("--sinogram", o.sinogram,
+              "The input is one sinogram (views x cols): a single 2D TIFF image, .npy or .mat "
+              "array, read as one detector row (automatic for 2D .npy/.mat, and for a TIFF "
+              "image with as many rows as --angles has lines)");
+  g->add_option("--open-beam-cols", o.open_beam_cols,
+                "Normalise without flat fields: columns A to B-1 (and C to D-1, ...) of the "
+                "stored images see no object; per view and row I0 = their mean, p = -log(I/I0)")
+      ->type_name("A:B[,C:D]");
+  g->add_option("--pixel-size", o.pixel_size,
+                "Detector pixel pitch (mm) where the file does not record it (DataExchange, "
+                "--angles)")
+      ->type_name("MM")
+      ->capture_default_str();
+  g->add_option("--bin", o.bin, "Average N x N detector pixels as they are read")
+      ->type_name("N")
+      ->capture_default_str();
+  return g;
 }
 
-void add_grid_options(CLI::App* sub, grid_options& o) {
-  o.size_opt = sub->add_option("--size", o.size,
-                               "Cubic grid of N voxels per axis (N x N x 1 for a single-row "
-                               "detector). Default: detector cols x cols x rows")
+void check_projection_input(const projection_input_options& o) {
+  require_positive("--pixel-size", o.pixel_size);
+  CTFORGE_EXPECTS(o.bin >= 1, fmt::format("--bin: must be >= 1 (got {})", o.bin));
+}
+
+io::projection_read_options projection_read_options_of(const projection_input_options& o) {
+  check_projection_input(o);
+  io::projection_read_options read;
+  read.geometry_path = o.geometry;
+  read.flat_path = o.flat;
+  read.dark_path = o.dark;
+  read.datasets = o.datasets;
+  read.transpose = o.transpose;
+  read.flip_u = o.flip_u;
+  read.flip_v = o.flip_v;
+  read.pixel_size_mm = o.pixel_size;
+  read.bin_rows = read.bin_cols = o.bin;
+  read.angles_path = o.angles;
+  read.angles_in_radians = o.angle_unit == "rad";
+  read.sinogram = o.sinogram;
+  read.open_beam_cols = parse_column_ranges("--open-beam-cols", o.open_beam_cols);
+  return read;
+}
+
+std::vector<named_path> projection_input_paths(const projection_input_options& o) {
+  return {
+      {"--geometry", o.geometry}, {"--flat", o.flat}, {"--dark", o.dark}, {"--angles", o.angles}};
+}
+
+CLI::Option_group* add_grid_options(CLI::App* sub, grid_options& o) {
+  CLI::Option_group* g = sub->add_option_group(k_grid_group, "The voxel grid of the volume");
+  o.size_opt = g->add_option("--size", o.size,
+                             "Cubic grid of N voxels per axis (N x N x 1 for a single-row "
+                             "detector). Default: detector cols x cols x rows")
                    ->type_name("N");
-  o.size_xyz_opt = sub->add_option("--size-xyz", o.size_xyz, "Grid size in voxels: X,Y,Z")
+  o.size_xyz_opt = g->add_option("--size-xyz", o.size_xyz, "Grid size in voxels: X,Y,Z")
                        ->type_name("X,Y,Z")
                        ->excludes(o.size_opt);
-  o.spacing_opt = sub->add_option("--spacing", o.spacing,
-                                  "Voxel size in mm: one value (isotropic) or X,Y,Z. Default: the "
-                                  "detector's field of view at the isocentre divided by the size "
-                                  "(pixel pitch x SID/SDD without a size option)")
+  o.spacing_opt = g->add_option("--spacing", o.spacing,
+                                "Voxel size in mm: one value (isotropic) or X,Y,Z. Default: the "
+                                "detector's field of view at the isocentre divided by the size "
+                                "(pixel pitch x SID/SDD without a size option)")
                       ->type_name("MM[,MM,MM]");
-  o.origin_opt = sub->add_option("--origin", o.origin,
-                                 "Centre of voxel (0,0,0) in mm. Default: grid centred on the "
-                                 "isocentre")
+  o.origin_opt = g->add_option("--origin", o.origin,
+                               "Centre of voxel (0,0,0) in mm. Default: grid centred on the "
+                               "isocentre")
                      ->type_name("X,Y,Z");
+  return g;
+}
+
+CLI::Option_group* add_execution_options(CLI::App* sub, execution_options& o,
+                                         const std::string& memory_help) {
+  CLI::Option_group* g = sub->add_option_group(k_execution_group, "Where and how the work runs");
+  g->add_option("--threads", o.threads, "CPU threads (0 = all cores)")
+      ->type_name("N")
+      ->capture_default_str();
+  if (memory_help.empty()) return g;
+  g->add_option("--backend", o.backend,
+                "auto (CUDA when a usable device exists, else CPU), cpu or cuda")
+      ->type_name("NAME")
+      ->capture_default_str();
+  g->add_option("--device", o.device, "CUDA device ordinal")->type_name("N")->capture_default_str();
+  g->add_option(
+       "--gpu-memory-limit", o.gpu_memory_limit,
+       "Upper bound on GPU memory used (bytes, or with a K/M/G suffix, e.g. 2G); " + memory_help)
+      ->type_name("SIZE");
+  g->add_option("--gpu-interpolation", o.interpolation,
+                "CUDA backend: exact (fp32 bilinear, the CPU's arithmetic) or hardware (texture "
+                "unit: faster, ~1e-4 of the peak from the CPU result)")
+      ->check(CLI::IsMember({"exact", "hardware"}))
+      ->type_name("MODE")
+      ->capture_default_str();
+  return g;
+}
+
+execution_context parse_execution_options(const execution_options& o) {
+  require_thread_count(o.threads);
+  execution_context c;
+  c.threads = o.threads;
+  require_non_negative("--device", o.device);
+  c.device = o.device;
+  if (!o.gpu_memory_limit.empty())
+    c.gpu_memory_limit_bytes = parse_byte_size("--gpu-memory-limit", o.gpu_memory_limit);
+  c.where = parse_backend(o.backend);
+  c.gpu_hardware_interpolation = o.interpolation == "hardware";
+  return c;
+}
+
+CLI::Option_group* add_checkpoint_options(CLI::App* sub, checkpoint_cli_options& o) {
+  CLI::Option_group* g =
+      sub->add_option_group(k_checkpoint_group, "Resumable and larger-than-memory runs");
+  g->add_option("--checkpoint-dir", o.dir,
+                "Resumable run: FDK / FBP slab by slab, each slab recorded in DIR as it "
+                "completes; the iterative methods with their state saved there. The same "
+                "command resumes an interrupted run (SIGINT / SIGTERM stop it at the next "
+                "batch or iteration, exit 130 / 143); the directory's files are removed once "
+                "the output is written")
+      ->type_name("DIR")
+      ->check(non_empty_path());
+  g->add_option("--memory-limit", o.memory_limit,
+                "FDK / FBP: host memory for projections and volume (e.g. 8G). A larger job "
+                "runs slab by slab, each slab reading only its detector rows from the input "
+                "and written straight into the .h5 output")
+      ->type_name("SIZE");
+  return g;
+}
+
+CLI::Option_group* add_volume_output_options(CLI::App* sub, volume_output_options& o) {
+  CLI::Option_group* g = sub->add_option_group(k_output_group, "What is written");
+  g->add_option("-o,--output", o.output,
+                "Output volume: .h5, .mha/.mhd, .nrrd, .nii/.nii.gz, or a DICOM series directory")
+      ->required()
+      ->type_name("FILE")
+      ->check(non_empty_path());
+  g->add_option("--preview", o.preview,
+                "Also write a PNG of the three central slices (axial, coronal, sagittal)")
+      ->type_name("FILE.png")
+      ->check(non_empty_path());
+  g->add_option("--mu-water", o.mu_water,
+                "DICOM output: HU = 1000 (mu - mu_water) / mu_water, mu_water in 1/mm")
+      ->type_name("MU")
+      ->capture_default_str();
+  return g;
 }
 
 volume_geometry make_grid(const grid_options& o, const geometry& g, bool whole_in_memory) {
@@ -399,27 +520,6 @@ std::vector<std::pair<std::int64_t, std::int64_t>> parse_column_ranges(const std
     i = e + 1;
   }
   return out;
-}
-
-void add_input_options(CLI::App* sub, input_options& o) {
-  sub->add_option("--angles", o.angles,
-                  "Angle-list text file (one angle per line, '#' comments; optional 2nd column: "
-                  "image key 0 projection, 1 flat, 2 dark, 3 invalid, one line per stored frame): "
-                  "builds a parallel-beam geometry instead of --geometry; or START:STOP:COUNT, "
-                  "COUNT angles from START to STOP, both included (e.g. 0:179:180)")
-      ->type_name("FILE|A:B:N");
-  sub->add_option("--angle-unit", o.angle_unit,
-                  "Unit of the --angles list; radians must be stated (rad)")
-      ->check(CLI::IsMember({"deg", "rad"}))
-      ->capture_default_str();
-  sub->add_flag("--sinogram", o.sinogram,
-                "The input is one sinogram (views x cols): a single 2D TIFF image, .npy or .mat "
-                "array, read as one detector row (automatic for 2D .npy/.mat, and for a TIFF "
-                "image with as many rows as --angles has lines)");
-  sub->add_option("--open-beam-cols", o.open_beam_cols,
-                  "Normalise without flat fields: columns A to B-1 (and C to D-1, ...) of the "
-                  "stored images see no object; per view and row I0 = their mean, p = -log(I/I0)")
-      ->type_name("A:B[,C:D]");
 }
 
 void note(bool quiet, const std::string& text) {

@@ -29,13 +29,8 @@ struct convert_options {
   bool hu = false;
   std::string description = "ctforge conversion";
   // projections
-  std::string flat, dark, geometry;
-  io::hdf5_scan_paths datasets;
-  bool transpose = false, flip_u = false, flip_v = false;
-  double pixel_size = 1;
-  input_options inputs;  // --data-path, --angles, --sinogram, --open-beam-cols
+  projection_input_options read;
   std::string views, rows, cols;
-  int bin = 1;
   // geometry files
   std::string detector, pixel, beam = "cone";
   bool quiet = false;
@@ -102,20 +97,10 @@ void convert_geometry(const convert_options& o) {
 }
 
 void convert_projections(const convert_options& o) {
-  io::projection_read_options r;
-  r.flat_path = o.flat;
-  r.transpose = o.transpose;
-  r.flip_u = o.flip_u;
-  r.flip_v = o.flip_v;
-  r.dark_path = o.dark;
-  r.datasets = o.datasets;
-  r.geometry_path = o.geometry;
-  r.pixel_size_mm = o.pixel_size;
+  io::projection_read_options r = projection_read_options_of(o.read);
   r.select.views = parse_range("--views", o.views);
   r.select.rows = parse_range("--rows", o.rows);
   r.select.cols = parse_range("--cols", o.cols);
-  r.bin_rows = r.bin_cols = o.bin;
-  apply_input_options(o.inputs, r);
   const io::loaded_projections in = io::read_projections_any(o.input, r);
   if (!in.warnings.empty()) note(o.quiet, "note: " + in.warnings);
   const auto& p = in.projections;
@@ -152,16 +137,11 @@ void convert_volume(const convert_options& o) {
 }
 
 void run(const convert_options& o) {
-  require_distinct_paths(
-      {{"output", o.output}},
-      {{"input", o.input},
-       {"--geometry", o.geometry},
-       {"--flat", o.flat},
-       {"--dark", o.dark},
-       {"--angles", o.inputs.angles}});
+  std::vector<named_path> inputs = projection_input_paths(o.read);
+  inputs.insert(inputs.begin(), {"input", o.input});
+  require_distinct_paths({{"output", o.output}}, inputs);
   require_positive("--mu-water", o.mu_water);
-  require_positive("--pixel-size", o.pixel_size);
-  CTFORGE_EXPECTS(o.bin >= 1, fmt::format("--bin: must be >= 1 (got {})", o.bin));
+  check_projection_input(o.read);
   const std::string kind = io::content_kind(o.input);
   // Files must be named as files; TIFF stacks and DICOM series are directories.
   const bool dir_out =
@@ -208,30 +188,11 @@ runner add_convert(CLI::App& app) {
   sub->add_option("--description", o->description, "DICOM Series Description")
       ->type_name("TEXT")
       ->capture_default_str();
-  sub->add_flag("--transpose", o->transpose,
-                "Projections: swap detector rows and columns (before --flip-u / --flip-v)");
-  sub->add_flag("--flip-u", o->flip_u, "Projections: reverse the detector columns");
-  sub->add_flag("--flip-v", o->flip_v,
-                "Projections: reverse the detector rows (files that store the top row first)");
-  sub->add_option("--flat", o->flat, "Flat-field TIFF image(s): file, directory or glob")
-      ->type_name("PATH");
-  add_dataset_options(sub, o->datasets);
-  sub->add_option("--dark", o->dark, "Dark-field TIFF image(s): file, directory or glob")
-      ->type_name("PATH");
-  sub->add_option("--geometry", o->geometry,
-                  "Geometry JSON of the whole stored scan (required for TIFF stacks)")
-      ->type_name("FILE");
-  add_input_options(sub, o->inputs);
-  sub->add_option("--pixel-size", o->pixel_size,
-                  "Detector pixel pitch (mm) when the file does not record it (or --angles)")
-      ->type_name("MM")
-      ->capture_default_str();
-  sub->add_option("--views", o->views, "Views to read: FIRST[:COUNT]")->type_name("RANGE");
-  sub->add_option("--rows", o->rows, "Detector rows to read: FIRST[:COUNT]")->type_name("RANGE");
-  sub->add_option("--cols", o->cols, "Detector columns to read: FIRST[:COUNT]")->type_name("RANGE");
-  sub->add_option("--bin", o->bin, "Average N x N detector pixels")
-      ->type_name("N")
-      ->capture_default_str();
+  CLI::Option_group* read = add_projection_input_options(sub, o->read);
+  read->add_option("--views", o->views, "Views to read: FIRST[:COUNT]")->type_name("RANGE");
+  read->add_option("--rows", o->rows, "Detector rows to read: FIRST[:COUNT]")->type_name("RANGE");
+  read->add_option("--cols", o->cols, "Detector columns to read: FIRST[:COUNT]")
+      ->type_name("RANGE");
   sub->add_option("--detector", o->detector, "Geometry import: detector COLS,ROWS")
       ->type_name("C,R");
   sub->add_option("--pixel", o->pixel, "Geometry import: pixel pitch DU[,DV] in mm")

@@ -33,8 +33,7 @@ struct simulate_options {
   std::string truth;
   grid_options grid;
   int supersample = 4;
-  int threads = 0;
-  backend_cli_options gpu;  // volume phantoms: where the Joseph projector runs
+  execution_options exec;  // --threads; volume phantoms: where the Joseph projector runs
   bool quiet = false;
   CLI::Option* phantom_size_opt = nullptr;
   CLI::Option* noise_i0_opt = nullptr;
@@ -158,7 +157,7 @@ void run(const simulate_options& o) {
   const stopwatch total;
   // Validate everything cheap before the long steps.
   require_positive("--phantom-size", o.phantom_size);
-  require_thread_count(o.threads);
+  const execution_context ctx = parse_execution_options(o.exec);
   require_distinct_paths({{"--output", o.output}, {"--truth", o.truth}},
                          {{"--phantom", o.phantom == "shepp-logan" ? std::string() : o.phantom},
                           {"--geometry", o.geometry}});
@@ -177,17 +176,13 @@ void run(const simulate_options& o) {
   const bool voxel = is_voxel_phantom(o.phantom);
   CTFORGE_EXPECTS(voxel || o.phantom_scale_opt->count() == 0,
                   "--phantom-scale: applies to volume phantoms only");
-  const backend_choice bc = parse_backend_options(o.gpu);
-  CTFORGE_EXPECTS(voxel || bc.where != backend::cuda,
+  CTFORGE_EXPECTS(voxel || ctx.where != backend::cuda,
                   "--backend cuda: analytic phantoms are projected exactly on the CPU; the GPU "
                   "projects volume phantoms");
   projector_options po;
-  po.threads = o.threads;
-  po.device = bc.device;
-  po.gpu_memory_limit_bytes = bc.gpu_memory_limit_bytes;
-  po.gpu_hardware_interpolation = bc.hardware_interpolation;
+  static_cast<execution_context&>(po) = ctx;
   std::string notice;
-  if (voxel) po.where = resolve_backend(bc.where, &notice, bc.device);
+  po.where = voxel ? resolve_backend(ctx.where, &notice, ctx.device) : backend::automatic;
   if (!notice.empty()) note(o.quiet, "note: " + notice);
   const std::optional<volume> voxels =
       voxel ? std::optional<volume>(load_voxel_phantom(o)) : std::nullopt;
@@ -218,7 +213,7 @@ void run(const simulate_options& o) {
   const stopwatch t_proj;
   analytic_report rep;
   projection_stack proj =
-      voxel ? forward_project(*voxels, g, po) : project_analytic(ph, g, o.threads, &rep);
+      voxel ? forward_project(*voxels, g, po) : project_analytic(ph, g, ctx.threads, &rep);
   const double s_proj = t_proj.seconds();
   if (!voxel) check_analytic_projections(o, ph, g, proj, rep);
   if (voxel && po.where == backend::cuda) {
@@ -256,7 +251,7 @@ void run(const simulate_options& o) {
       fmt::print(stderr, "ctforge: voxelizing onto {} x {} x {} voxels ({}^3 samples each)\n",
                  vg.nx, vg.ny, vg.nz, o.supersample);
     const stopwatch t_vox;
-    const volume truth = voxel ? *voxels : voxelize(ph, vg, o.supersample, o.threads);
+    const volume truth = voxel ? *voxels : voxelize(ph, vg, o.supersample, ctx.threads);
     const double s_vox = t_vox.seconds();
     const stopwatch t_write_truth;
     io::write_volume_any(o.truth, truth);
@@ -328,11 +323,8 @@ runner add_simulate(CLI::App& app) {
       ->type_name("K")
       ->capture_default_str()
       ->needs(truth);
-  sub->add_option("--threads", o->threads, "CPU threads (0 = all cores)")
-      ->type_name("N")
-      ->capture_default_str();
-  add_backend_options(
-      sub, o->gpu,
+  add_execution_options(
+      sub, o->exec,
       "volume phantoms: a small value makes the GPU projector take fewer views at a time, then "
       "split the volume into z-slabs");
   sub->add_flag("--quiet", o->quiet, "Print nothing but errors");

@@ -10,30 +10,15 @@
 #include <cctype>
 #include <cmath>
 
-#include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
 #include "io/h5.hpp"
+#include "io/h5_scan.hpp"
 
 namespace ctforge::io {
 namespace {
 
 namespace h5 = ctforge::detail::h5;
-
-/// Reads frames [v0, v0+nv) x rows x cols of a rank-3 dataset whose detector matches the data.
-projection_stack read_frames(const h5::dataset& d, std::int64_t v0, std::int64_t nv,
-                             std::int64_t r0, std::int64_t nr, std::int64_t c0, std::int64_t nc) {
-  detail::require_memory_to_read(
-      static_cast<std::uint64_t>(nv) * static_cast<std::uint64_t>(nr) *
-          static_cast<std::uint64_t>(nc),
-      sizeof(float),
-      fmt::format("{}: reading {} frames of {} x {} pixels", d.context(), nv, nc, nr),
-      "read a part with --views / --rows / --cols");
-  projection_stack s(nv, nr, nc);
-  d.read_slab<float>({hsize_t(v0), hsize_t(r0), hsize_t(c0)},
-                     {hsize_t(nv), hsize_t(nr), hsize_t(nc)}, std::span<float>(s.data));
-  return s;
-}
 
 bool says_radians(const h5::dataset& d) {
   if (!d.has_attribute("units")) return false;
@@ -60,48 +45,14 @@ raw_scan read_dxchange(const std::string& path, const detector_selection& sel,
   const std::string data_name = named(paths.data, "--data-path", "/exchange/data");
   CTFORGE_EXPECTS(!data_name.empty(),
                   fmt::format("{}: no /exchange/data; --data-path names the frames", path));
-  auto data = f.open_dataset(data_name);
-  const auto shape = data.shape();
-  CTFORGE_CHECK(shape.size() == 3,
-                fmt::format("{}: dataset {} has shape {}, expected [views][rows][cols]", path,
-                            data_name, h5::shape_string(shape)));
-  CTFORGE_CHECK(data.is_numeric(), fmt::format("{}: dataset {} holds {}, expected numbers", path,
-                                               data_name, data.type_name()));
-  CTFORGE_CHECK(h5::element_count(shape) > 0,
-                fmt::format("{}: dataset {} has shape {}: no {} stored", path, data_name,
-                            h5::shape_string(shape), shape[0] == 0 ? "views" : "pixels"));
+  const auto data = open_frames_dataset(f, path, data_name, "views");
   raw_scan s;
-  s.full_views = static_cast<std::int64_t>(shape[0]);
-  s.full_rows = static_cast<std::int64_t>(shape[1]);
-  s.full_cols = static_cast<std::int64_t>(shape[2]);
-  s.integer_data = data.type_class() == H5T_INTEGER;
-  const auto [v0, nv] = resolve_range(sel.views, s.full_views, "views", path);
-  const auto [r0, nr] = resolve_range(sel.rows, s.full_rows, "rows", path);
-  const auto [c0, nc] = resolve_range(sel.cols, s.full_cols, "cols", path);
-  s.frames = read_frames(data, v0, nv, r0, nr, c0, nc);
-
-  const std::pair<std::string, bool> fields[] = {
-      {named(paths.flats, "--flat-path", "/exchange/data_white"), true},
-      {named(paths.darks, "--dark-path", "/exchange/data_dark"), false}};
-  for (const auto& [name, white] : fields) {
-    if (name.empty()) continue;
-    auto d = f.open_dataset(name);
-    auto sh = d.shape();
-    const bool one = sh.size() == 2;  // a single image
-    if (one) sh.insert(sh.begin(), 1);
-    CTFORGE_CHECK(
-        sh.size() == 3 && sh[1] == shape[1] && sh[2] == shape[2],
-        fmt::format("{}: dataset {} has shape {}, expected [n][{}][{}] like {}", path, name,
-                    h5::shape_string(d.shape()), shape[1], shape[2], data_name));
-    // read_frames checks the memory before allocating the frames a file declares.
-    projection_stack frames =
-        one ? projection_stack(1, nr, nc)
-            : read_frames(d, 0, static_cast<std::int64_t>(sh[0]), r0, nr, c0, nc);
-    if (one)
-      d.read_slab<float>({hsize_t(r0), hsize_t(c0)}, {hsize_t(nr), hsize_t(nc)},
-                         std::span<float>(frames.data));
-    (white ? s.flats : s.darks) = std::move(frames);
-  }
+  const frame_window w = start_scan(s, data, static_cast<std::int64_t>(data.shape()[0]), sel, path);
+  s.frames = read_frames(data, w.v0, w.nv, w);
+  const std::string flats = named(paths.flats, "--flat-path", "/exchange/data_white");
+  const std::string darks = named(paths.darks, "--dark-path", "/exchange/data_dark");
+  if (!flats.empty()) s.flats = read_field_frames(f, path, flats, s, w, data_name);
+  if (!darks.empty()) s.darks = read_field_frames(f, path, darks, s, w, data_name);
 
   const std::string theta_name = named(paths.angles, "--angles-path", "/exchange/theta");
   if (!theta_name.empty()) {

@@ -24,6 +24,7 @@
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
 #include "io/h5.hpp"
+#include "io/h5_scan.hpp"
 
 namespace ctforge::io {
 namespace {
@@ -37,30 +38,6 @@ std::string lower(std::string s) {
 
 std::string units_of(const h5::dataset& d) {
   return d.has_attribute("units") ? lower(d.read_string_attribute("units")) : std::string();
-}
-
-/// Reads frames `idx` (sorted, of the frame axis) restricted to rows/cols into a stack.
-projection_stack read_frames(const h5::dataset& d, const std::vector<std::int64_t>& idx,
-                             std::int64_t r0, std::int64_t nr, std::int64_t c0, std::int64_t nc) {
-  detail::require_memory_to_read(
-      static_cast<std::uint64_t>(idx.size()) * static_cast<std::uint64_t>(nr) *
-          static_cast<std::uint64_t>(nc),
-      sizeof(float),
-      fmt::format("{}: reading {} frames of {} x {} pixels", d.context(), idx.size(), nc, nr),
-      "read a part with --views / --rows / --cols");
-  projection_stack s(static_cast<std::int64_t>(idx.size()), nr, nc);
-  std::size_t i = 0;
-  while (i < idx.size()) {
-    std::size_t j = i + 1;
-    while (j < idx.size() && idx[j] == idx[j - 1] + 1) ++j;  // run of consecutive frames
-    const auto n = static_cast<std::int64_t>(j - i);
-    d.read_slab<float>({hsize_t(idx[i]), hsize_t(r0), hsize_t(c0)},
-                       {hsize_t(n), hsize_t(nr), hsize_t(nc)},
-                       std::span<float>(s.view(static_cast<std::int64_t>(i)),
-                                        static_cast<std::size_t>(n * nr * nc)));
-    i = j;
-  }
-  return s;
 }
 
 double pixel_mm(const h5::file& f, const std::string& name, const std::string& path) {
@@ -228,26 +205,12 @@ nx_layout find_layout(const h5::file& f, const std::string& path, const hdf5_sca
   return l;
 }
 
-
-/// The flat or dark frames of a dataset named by the user, on the selected rows and columns.
+/// Flat or dark fields from the dataset the user names (`option`: --flat-path, --dark-path).
 projection_stack read_named_fields(const h5::file& f, const std::string& name, const char* option,
-                                   const raw_scan& s, std::int64_t r0, std::int64_t nr,
-                                   std::int64_t c0, std::int64_t nc) {
+                                   const raw_scan& s, const frame_window& w) {
   const std::string n = h5::file::absolute(name);
   CTFORGE_EXPECTS(f.has_dataset(n), fmt::format("{}: {} has no dataset {}", option, f.path(), n));
-  auto d = f.open_dataset(n);
-  auto sh = d.shape();
-  if (sh.size() == 2) sh.insert(sh.begin(), 1);  // one image
-  CTFORGE_CHECK(sh.size() == 3 && sh[1] == hsize_t(s.full_rows) && sh[2] == hsize_t(s.full_cols),
-                fmt::format("{}: dataset {} has shape {}, expected [n][{}][{}] like the frames",
-                            f.path(), n, h5::shape_string(d.shape()), s.full_rows, s.full_cols));
-  std::vector<std::int64_t> all(sh[0]);
-  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::int64_t>(i);
-  if (d.shape().size() == 3) return read_frames(d, all, r0, nr, c0, nc);
-  projection_stack one(1, nr, nc);
-  d.read_slab<float>({hsize_t(r0), hsize_t(c0)}, {hsize_t(nr), hsize_t(nc)},
-                     std::span<float>(one.data));
-  return one;
+  return read_field_frames(f, f.path(), n, s, w, "the frames");
 }
 
 /// Image keys of every frame (all 0 without a key dataset), checked.
@@ -303,17 +266,8 @@ raw_scan read_nxtomo(const std::string& path, const detector_selection& sel,
                      const hdf5_scan_paths& paths) {
   auto f = h5::file::open(path);
   const nx_layout l = find_layout(f, path, paths);
-  auto data = f.open_dataset(l.data);
-  const auto shape = data.shape();
-  CTFORGE_CHECK(shape.size() == 3,
-                fmt::format("{}: dataset {} has shape {}, expected [frames][rows][cols]", path,
-                            l.data, h5::shape_string(shape)));
-  CTFORGE_CHECK(data.is_numeric(), fmt::format("{}: dataset {} holds {}, expected numbers", path,
-                                               l.data, data.type_name()));
-  CTFORGE_CHECK(h5::element_count(shape) > 0,
-                fmt::format("{}: dataset {} has shape {}: no {} stored", path, l.data,
-                            h5::shape_string(shape), shape[0] == 0 ? "frames" : "pixels"));
-  const auto frames = static_cast<std::int64_t>(shape[0]);
+  const auto data = open_frames_dataset(f, path, l.data, "frames");
+  const auto frames = static_cast<std::int64_t>(data.shape()[0]);
   const auto keys = frame_keys(f, l, frames);
   std::vector<std::int64_t> proj, flat, dark;
   for (std::int64_t i = 0; i < frames; ++i) {
@@ -329,23 +283,17 @@ raw_scan read_nxtomo(const std::string& path, const detector_selection& sel,
                 fmt::format("{}: {} has no projection frames (image_key 0)", path, l.data));
 
   raw_scan s;
-  s.full_views = static_cast<std::int64_t>(proj.size());
-  s.full_rows = static_cast<std::int64_t>(shape[1]);
-  s.full_cols = static_cast<std::int64_t>(shape[2]);
-  s.integer_data = data.type_class() == H5T_INTEGER;
-  const auto [v0, nv] = resolve_range(sel.views, s.full_views, "views", path);
-  const auto [r0, nr] = resolve_range(sel.rows, s.full_rows, "rows", path);
-  const auto [c0, nc] = resolve_range(sel.cols, s.full_cols, "cols", path);
-  const std::vector<std::int64_t> chosen(proj.begin() + v0, proj.begin() + v0 + nv);
-  s.frames = read_frames(data, chosen, r0, nr, c0, nc);
+  const frame_window w = start_scan(s, data, static_cast<std::int64_t>(proj.size()), sel, path);
+  const std::vector<std::int64_t> chosen(proj.begin() + w.v0, proj.begin() + w.v0 + w.nv);
+  s.frames = read_frames(data, chosen, w);
   if (!paths.flats.empty())
-    s.flats = read_named_fields(f, paths.flats, "--flat-path", s, r0, nr, c0, nc);
+    s.flats = read_named_fields(f, paths.flats, "--flat-path", s, w);
   else if (!flat.empty())
-    s.flats = read_frames(data, flat, r0, nr, c0, nc);
+    s.flats = read_frames(data, flat, w);
   if (!paths.darks.empty())
-    s.darks = read_named_fields(f, paths.darks, "--dark-path", s, r0, nr, c0, nc);
+    s.darks = read_named_fields(f, paths.darks, "--dark-path", s, w);
   else if (!dark.empty())
-    s.darks = read_frames(data, dark, r0, nr, c0, nc);
+    s.darks = read_frames(data, dark, w);
   if (!l.angles.empty()) {
     CTFORGE_EXPECTS(f.has_dataset(l.angles),
                     fmt::format("--angles-path: {} has no dataset {}", path, l.angles));
