@@ -19,8 +19,9 @@
 #include "ctforge/volume.hpp"
 #include "kernels/backproject.cuh"
 #include "kernels/geometry.cuh"
+#include "recon/cpu_simd.hpp"
 
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#if defined(CTFORGE_SIMD_X86)
 // GCC 12 reports the "undefined" upper halves of its own AVX-512 intrinsics (casts, conversions)
 // as maybe uninitialised (GCC bug 105593).
 #if !defined(__clang__)
@@ -31,11 +32,6 @@
 #if !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
-#define CTFORGE_BP_X86 1
-#define CTFORGE_TARGET_AVX2 __attribute__((target("avx2,fma")))
-#define CTFORGE_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
-#define CTFORGE_TARGET_AVX512 __attribute__((target("avx512f,avx512vl,fma")))
-#define CTFORGE_AVX512_INLINE __attribute__((target("avx512f,avx512vl,fma"), always_inline)) inline
 #endif
 
 namespace ctforge {
@@ -64,7 +60,7 @@ namespace ctforge {
 // kernels once per row (or row of 16 planes) and view.
 namespace {
 
-#if defined(CTFORGE_BP_X86)
+#if defined(CTFORGE_SIMD_X86)
 
 constexpr std::int64_t k_block_rows = 32;
 constexpr std::int64_t k_view_batch_bytes = std::int64_t{6} << 20;  // 6 MiB of views per batch
@@ -542,7 +538,7 @@ void backproject_simd_weighted(const detail::padded_projections& proj,
     backproject_blocked_z<W>(proj, mats, vg, out, nt, &backproject_planes_avx2<W>);
 }
 
-#endif  // CTFORGE_BP_X86
+#endif  // CTFORGE_SIMD_X86
 
 }  // namespace
 
@@ -552,7 +548,7 @@ void detail::backproject_simd(const padded_projections& proj, const kernels::pro
   CTFORGE_EXPECTS(level != simd_level::none && level <= cpu_simd_supported(),
                   fmt::format("back-projection: the {} loop needs a CPU that has it (this one: {})",
                               to_string(level), to_string(cpu_simd_supported())));
-#if defined(CTFORGE_BP_X86)
+#if defined(CTFORGE_SIMD_X86)
   if (distance_weighting)
     backproject_simd_weighted<kernels::bp_weighting::fdk>(proj, mats, vg, out, threads, shared_z,
                                                           level);

@@ -28,7 +28,7 @@ std::optional<simd_level> environment_cap() {
 }  // namespace
 
 simd_level cpu_simd_supported() {
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#if defined(CTFORGE_SIMD_X86)
   static const simd_level level = [] {
     const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl"))

@@ -11,6 +11,17 @@
 
 #include <optional>
 
+// The attributes of the intrinsics loops: a function compiled for AVX2 + FMA (or AVX-512F + VL
+// + FMA) whatever the library's -march, and the helpers inlined into it. Defined on x86 with
+// GCC or Clang only (CTFORGE_SIMD_X86); elsewhere cpu_simd_supported() is none.
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define CTFORGE_SIMD_X86 1
+#define CTFORGE_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#define CTFORGE_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
+#define CTFORGE_TARGET_AVX512 __attribute__((target("avx512f,avx512vl,fma")))
+#define CTFORGE_AVX512_INLINE __attribute__((target("avx512f,avx512vl,fma"), always_inline)) inline
+#endif
+
 namespace ctforge::detail {
 
 enum class simd_level {

@@ -3,13 +3,14 @@
 #include <fmt/format.h>
 #include <omp.h>
 
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#include "recon/cpu_simd.hpp"
+
+#if defined(CTFORGE_SIMD_X86)
 #include <immintrin.h>
+// Functions compiled for AVX2 + FMA whatever the library's -march (CTFORGE_TARGET_AVX2,
+// recon/cpu_simd.hpp), called only after the run-time check of the CPU (cpu_has_avx2_fma:
+// detail::cpu_simd_level).
 #define CTFORGE_FORWARD_AVX2 1
-// Functions compiled for AVX2 + FMA whatever the library's -march, called only after the
-// run-time check of the CPU (cpu_has_avx2_fma: detail::cpu_simd_level, recon/cpu_simd.hpp).
-#define CTFORGE_TARGET_AVX2 __attribute__((target("avx2,fma")))
-#define CTFORGE_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
 #endif
 
 #include <algorithm>
@@ -25,7 +26,6 @@
 #include "kernels/geometry.cuh"
 #include "recon/backproject.hpp"
 #include "recon/backproject_cpu.hpp"
-#include "recon/cpu_simd.hpp"
 #include "recon/cuda_dispatch.hpp"
 #include "recon/fdk_setup.hpp"
 #include "recon/forward_project_cpu.hpp"
