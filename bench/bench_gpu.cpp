@@ -37,6 +37,7 @@
 #include "ctforge/error.hpp"
 #include "ctforge/recon.hpp"
 #include "kernels/geometry.cuh"
+#include "recon/backproject.hpp"
 #include "recon/backproject_cpu.hpp"
 #include "recon/fdk.hpp"
 #if defined(CTFORGE_WITH_CUDA)
@@ -145,7 +146,8 @@ json run_cpu(const problem_def& d, const options& o) {
       const auto t0 = clock_type::now();
       const auto padded = detail::make_padded_projections(proj);
       volume v(vg);
-      detail::backproject_filtered_cpu(padded, mats.data(), vg, true, v.data.data(), threads);
+      detail::backproject(
+          detail::bp_job::flat(padded, mats.data(), vg, v.data.data(), true, threads));
       seconds = seconds_since(t0);
       if (!std::isfinite(v.data[v.data.size() / 2]))
         CTFORGE_FAIL("bench_gpu: non-finite CPU result");

@@ -1,18 +1,13 @@
-// Fast voxel-driven CPU back-projection loop, shared by ctforge::back_project (unweighted) and
-// the FDK / FBP reconstruction (src/recon/fdk.cpp, bp_weighting::fdk / none).
+// The portable voxel-driven CPU back-projection loops, and the zero-bordered projections every
+// fast loop reads. detail::backproject (recon/backproject.hpp) runs them where the CPU has no
+// SIMD level the intrinsics loops are written for (recon/cpu_simd.hpp), or is told not to use
+// one (CTFORGE_SIMD=scalar), and for cylindrical detectors (backproject_cpu_curved).
 //
 // The per-voxel arithmetic is the one the CUDA kernel runs (kernels::bp_contribution with a
 // bilinear, border-zero detector sampler); only the loop order is CPU specific: OpenMP over
 // (z, y) rows of voxels, every view accumulated into a row buffer whose inner loop over x the
-// compiler vectorises (-march=x86-64-v3: AVX2 gathers from the zero-padded projections).
-//
-// Usage (FDK):
-//   auto padded = detail::make_padded_projections(filtered);          // projection_stack
-//   auto mats   = kernels::float_matrices(g);                           // one per view
-//   volume out(vg);                                                     // zero-initialised
-//   detail::backproject_cpu<kernels::bp_weighting::fdk>(padded, mats.data(), vg,
-//                                                       out.data.data(), 0, vg.nz, threads);
-// The loop ADDS to `out`, so views may be processed in batches (pass a padded stack and the
+// compiler vectorises for the library's -march (CTFORGE_CPU_ARCH).
+// The loops ADD to `out`, so views may be processed in batches (pass a padded stack and the
 // matrices of the batch only).
 #pragma once
 

@@ -1,6 +1,6 @@
 // FDK (circular cone / fan beam) and FBP (circular parallel beam) on the CPU (the dispatcher
-// ctforge::reconstruct is in src/recon/reconstruct.cpp, the fast back-projection loop in
-// src/recon/backproject_filtered.cpp).
+// ctforge::reconstruct is in src/recon/reconstruct.cpp, the back-projection behind
+// detail::backproject in src/recon/backproject.hpp).
 //
 // Algorithm (Feldkamp, Davis & Kress 1984; Kak & Slaney ch. 3): with the pre-weights of
 // recon/fdk_setup.hpp (angular weight x redundancy x (SID/SDD)^2 x cosine x Parker),
@@ -27,6 +27,7 @@
 #include "ctforge/recon.hpp"
 #include "kernels/backproject.cuh"
 #include "kernels/geometry.cuh"
+#include "recon/backproject.hpp"
 #include "recon/backproject_cpu.hpp"
 #include "recon/cuda_dispatch.hpp"
 #include "recon/fdk_geometry.hpp"
@@ -45,69 +46,10 @@ void report(const recon_options& opt, double f) {
 // Share of the run time taken by pre-weighting and filtering (for the progress callback).
 constexpr double k_filter_share = 0.05;
 
-// Plain reference back-projection: double matrices, double accumulation, the bounds-checked
-// border-zero sampler. Adds the result to `out`. Progress per z-slab.
-void backproject_reference(const projection_view& proj, const geometry& g,
-                           const volume_geometry& vg, bool distance_weighting, volume& out,
-                           int threads, const recon_options& opt) {
-  // Cylindrical detectors: no matrices; project_to_detector in double instead (w = l).
-  const std::vector<projection_matrix> mats =
-      g.curved() ? std::vector<projection_matrix>{} : compute_projection_matrices(g);
-  const std::int64_t nx = vg.nx, ny = vg.ny, nz = vg.nz;
-  const int cols = static_cast<int>(proj.cols), rows = static_cast<int>(proj.rows);
-  const std::int64_t slabs = std::min<std::int64_t>(nz, 16);
-  for (std::int64_t s = 0; s < slabs; ++s) {
-    const std::int64_t k0 = nz * s / slabs, k1 = nz * (s + 1) / slabs;
-#pragma omp parallel num_threads(threads)
-    {
-      std::vector<double> acc(static_cast<std::size_t>(nx));
-#pragma omp for schedule(dynamic, 1)
-      for (std::int64_t row = k0 * ny; row < k1 * ny; ++row) {
-        const std::int64_t k = row / ny, j = row % ny;
-        std::fill(acc.begin(), acc.end(), 0.0);
-        const double y = vg.origin_mm[1] + static_cast<double>(j) * vg.spacing_mm[1];
-        const double z = vg.origin_mm[2] + static_cast<double>(k) * vg.spacing_mm[2];
-        for (std::int64_t v = 0; v < proj.views; ++v) {
-          const float* img = proj.view(v);
-          if (g.curved()) {
-            for (std::int64_t i = 0; i < nx; ++i) {
-              const double x = vg.origin_mm[0] + static_cast<double>(i) * vg.spacing_mm[0];
-              const detector_coords q = project_to_detector(g, v, {x, y, z});
-              if (!(q.w > 1e-6)) continue;
-              const float sample = kernels::sample_bilinear_border(
-                  img, cols, rows, static_cast<float>(q.col), static_cast<float>(q.row));
-              acc[static_cast<std::size_t>(i)] +=
-                  distance_weighting ? static_cast<double>(sample) / (q.w * q.w) : sample;
-            }
-            continue;
-          }
-          const projection_matrix& m = mats[static_cast<std::size_t>(v)];
-          for (std::int64_t i = 0; i < nx; ++i) {
-            const double x = vg.origin_mm[0] + static_cast<double>(i) * vg.spacing_mm[0];
-            const double p0 = m[0] * x + m[1] * y + m[2] * z + m[3];
-            const double p1 = m[4] * x + m[5] * y + m[6] * z + m[7];
-            const double p2 = m[8] * x + m[9] * y + m[10] * z + m[11];
-            if (!(p2 > 1e-6)) continue;  // at or behind the source plane
-            const float sample = kernels::sample_bilinear_border(
-                img, cols, rows, static_cast<float>(p0 / p2), static_cast<float>(p1 / p2));
-            acc[static_cast<std::size_t>(i)] +=
-                distance_weighting ? static_cast<double>(sample) / (p2 * p2) : sample;
-          }
-        }
-        float* dst = out.data.data() + (k * ny + j) * nx;
-        for (std::int64_t i = 0; i < nx; ++i)
-          dst[i] += static_cast<float>(acc[static_cast<std::size_t>(i)]);
-      }
-    }
-    report(opt, k_filter_share +
-                    (1 - k_filter_share) * static_cast<double>(s + 1) / static_cast<double>(slabs));
-  }
-}
-
 // Fast path: views in batches (progress per batch). Each batch is pre-weighted, ramp filtered
 // and copied into zero-bordered images in one pass over the input, 16 detector rows at a time
 // (the rows stay in cache between the three steps, and no filtered copy of the whole stack is
-// ever made), then back-projected by the shared vectorised loop (recon/backproject_cpu.hpp).
+// ever made), then back-projected by detail::backproject (its automatic strategy).
 void filter_and_backproject(const projection_view& proj, const geometry& g,
                             const volume_geometry& vg, const detail::fdk_setup& setup,
                             const detail::ramp_filter& filter, volume& out, int threads,
@@ -150,12 +92,17 @@ void filter_and_backproject(const projection_view& proj, const geometry& g,
         std::memcpy(dst + r * pitch, buf.data() + r * cols,
                     static_cast<std::size_t>(cols) * sizeof(float));
     }
+    detail::bp_job job;
+    job.padded = &padded;
     if (g.curved())
-      detail::backproject_filtered_cpu(padded, maps.data() + v0, vg, setup.distance_weighting,
-                                       out.data.data(), threads);
+      job.maps = maps.data() + v0;
     else
-      detail::backproject_filtered_cpu(padded, mats.data() + v0, vg, setup.distance_weighting,
-                                       out.data.data(), threads);
+      job.mats = mats.data() + v0;
+    job.grid = vg;
+    job.out = out.data.data();
+    job.distance_weighting = setup.distance_weighting;
+    job.threads = threads;
+    detail::backproject(job);
     report(opt, k_filter_share + (1 - k_filter_share) * static_cast<double>(b + 1) /
                                      static_cast<double>(batches));
   }
@@ -180,7 +127,16 @@ volume detail::fdk_reconstruct_cpu(const projection_view& proj, const geometry& 
   detail::apply_preweights(setup, work, threads);
   filter.apply(work, threads);
   report(opt, k_filter_share);
-  backproject_reference(work, g, vg, setup.distance_weighting, out, threads, opt);
+  const projection_view filtered = work;
+  detail::bp_job job;
+  job.views = &filtered;
+  job.geom = &g;
+  job.grid = vg;
+  job.out = out.data.data();
+  job.distance_weighting = setup.distance_weighting;
+  job.threads = threads;
+  job.progress = [&opt](double f) { report(opt, k_filter_share + (1 - k_filter_share) * f); };
+  detail::backproject(job, detail::bp_strategy::reference);
   return out;
 }
 

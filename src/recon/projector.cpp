@@ -3,13 +3,14 @@
 #include <fmt/format.h>
 #include <omp.h>
 
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#include "recon/cpu_simd.hpp"
+
+#if defined(CTFORGE_SIMD_X86)
 #include <immintrin.h>
+// Functions compiled for AVX2 + FMA whatever the library's -march (CTFORGE_TARGET_AVX2,
+// recon/cpu_simd.hpp), called only after the run-time check of the CPU (cpu_has_avx2_fma:
+// detail::cpu_simd_level).
 #define CTFORGE_FORWARD_AVX2 1
-// Functions compiled for AVX2 + FMA whatever the library's -march, called only after a
-// run-time check of the CPU (cpu_has_avx2_fma).
-#define CTFORGE_TARGET_AVX2 __attribute__((target("avx2,fma")))
-#define CTFORGE_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
 #endif
 
 #include <algorithm>
@@ -23,9 +24,9 @@
 #include "kernels/backproject.cuh"
 #include "kernels/forward_project.cuh"
 #include "kernels/geometry.cuh"
+#include "recon/backproject.hpp"
 #include "recon/backproject_cpu.hpp"
 #include "recon/cuda_dispatch.hpp"
-#include "recon/fdk.hpp"
 #include "recon/fdk_setup.hpp"
 #include "recon/forward_project_cpu.hpp"
 
@@ -624,9 +625,10 @@ void scatter_group_avx2(const ray_setup& rays, std::int64_t v, std::int64_t r, s
   }
 }
 
+// The shared run-time choice of the CPU loops (recon/cpu_simd.hpp): AVX2 and FMA present and
+// not capped by CTFORGE_SIMD or detail::set_cpu_simd_level.
 bool cpu_has_avx2_fma() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return ok;
+  return detail::cpu_simd_level() >= detail::simd_level::avx2;
 }
 
 #endif  // CTFORGE_FORWARD_AVX2
@@ -759,78 +761,41 @@ void check_back_inputs(const projection_view& proj, const geometry& g, const vol
   detail::check_finite_values(proj, threads);
 }
 
-/// back_project after check_back_inputs, into `out` (vg.voxel_count() floats, zero on entry).
+/// back_project after check_back_inputs, into `out` (vg.voxel_count() floats, zero on entry):
+/// detail::backproject, unweighted. The fast strategies take zero-bordered copies of the views;
+/// flat detectors at most 1/8 of the views at a time (as FDK's), so that the caller's
+/// projections are never copied whole.
 void back_project_checked(const projection_view& proj, const geometry& g,
                           const volume_geometry& vg, int threads, bool reference, float* out) {
-  const int nt = detail::resolve_threads(threads);
+  detail::bp_job job;
+  job.grid = vg;
+  job.out = out;
+  job.threads = detail::resolve_threads(threads);
+  if (reference) {
+    job.views = &proj;
+    job.geom = &g;
+    detail::backproject(job, detail::bp_strategy::reference);
+    return;
+  }
   if (g.curved()) {
-    // Cylindrical detector: the curved mapping (kernels::cyl_map), shared loop; `reference`
-    // uses project_to_detector in double.
     const auto maps = kernels::cylinder_maps(g);
-    const int cols = static_cast<int>(g.cols), rows = static_cast<int>(g.rows);
-    if (!reference) {
-      const auto padded =
-          detail::make_padded_projections(proj.data.data(), proj.views, proj.rows, proj.cols);
-      detail::backproject_filtered_cpu(padded, maps.data(), vg, /*distance_weighting=*/false,
-                                       out, nt);
-      return;
-    }
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-    for (std::int64_t row = 0; row < vg.nz * vg.ny; ++row) {
-      const std::int64_t k = row / vg.ny, j = row % vg.ny;
-      for (std::int64_t i = 0; i < vg.nx; ++i) {
-        const vec3 x =
-            vg.voxel_center(static_cast<double>(i), static_cast<double>(j), static_cast<double>(k));
-        double acc = 0;
-        for (std::int64_t v = 0; v < g.view_count(); ++v) {
-          const detector_coords q = project_to_detector(g, v, x);
-          if (!(q.w > 1e-6)) continue;
-          acc += kernels::sample_bilinear_border(
-              proj.view(v), cols, rows, static_cast<float>(q.col), static_cast<float>(q.row));
-        }
-        out[row * vg.nx + i] = static_cast<float>(acc);
-      }
-    }
+    const auto padded =
+        detail::make_padded_projections(proj.data.data(), proj.views, proj.rows, proj.cols);
+    job.padded = &padded;
+    job.maps = maps.data();
+    detail::backproject(job);
     return;
   }
-  if (!reference) {
-    const auto mats = kernels::float_matrices(g);
-    // The loop FDK/FBP run (AVX2 where the library is built for it, else backproject_cpu), on
-    // zero-bordered copies of at most 1/8 of the views at a time (as FDK's): the caller's
-    // projections are never copied whole.
-    const std::int64_t batches = std::min<std::int64_t>(proj.views, 8);
-    const std::int64_t pixels = proj.rows * proj.cols;
-    for (std::int64_t b = 0; b < batches; ++b) {
-      const std::int64_t v0 = proj.views * b / batches, v1 = proj.views * (b + 1) / batches;
-      const auto padded = detail::make_padded_projections(proj.data.data() + v0 * pixels, v1 - v0,
-                                                          proj.rows, proj.cols);
-      detail::backproject_filtered_cpu(padded, mats.data() + v0, vg,
-                                       /*distance_weighting=*/false, out, nt);
-    }
-    return;
-  }
-  // Reference: double matrices and accumulation, bounds-checked bilinear sampler.
-  const auto mats = compute_projection_matrices(g);
-  const int cols = static_cast<int>(g.cols), rows = static_cast<int>(g.rows);
-  const std::int64_t ny = vg.ny, nx = vg.nx;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-  for (std::int64_t row = 0; row < vg.nz * ny; ++row) {
-    const std::int64_t k = row / ny, j = row % ny;
-    for (std::int64_t i = 0; i < nx; ++i) {
-      const vec3 x =
-          vg.voxel_center(static_cast<double>(i), static_cast<double>(j), static_cast<double>(k));
-      double acc = 0;
-      for (std::int64_t v = 0; v < g.view_count(); ++v) {
-        const auto& m = mats[static_cast<std::size_t>(v)];
-        const double p0 = m[0] * x.x + m[1] * x.y + m[2] * x.z + m[3];
-        const double p1 = m[4] * x.x + m[5] * x.y + m[6] * x.z + m[7];
-        const double p2 = m[8] * x.x + m[9] * x.y + m[10] * x.z + m[11];
-        if (!(p2 > 1e-6)) continue;  // at or behind the source (cone beam)
-        acc += kernels::sample_bilinear_border(
-            proj.view(v), cols, rows, static_cast<float>(p0 / p2), static_cast<float>(p1 / p2));
-      }
-      out[row * nx + i] = static_cast<float>(acc);
-    }
+  const auto mats = kernels::float_matrices(g);
+  const std::int64_t batches = std::min<std::int64_t>(proj.views, 8);
+  const std::int64_t pixels = proj.rows * proj.cols;
+  for (std::int64_t b = 0; b < batches; ++b) {
+    const std::int64_t v0 = proj.views * b / batches, v1 = proj.views * (b + 1) / batches;
+    const auto padded = detail::make_padded_projections(proj.data.data() + v0 * pixels, v1 - v0,
+                                                        proj.rows, proj.cols);
+    job.padded = &padded;
+    job.mats = mats.data() + v0;
+    detail::backproject(job);
   }
 }
 

@@ -22,6 +22,7 @@
 #include "ctforge/recon.hpp"
 #include "kernels/fdk_weights.cuh"
 #include "kernels/geometry.cuh"
+#include "recon/backproject.hpp"
 #include "recon/backproject_cpu.hpp"
 #include "recon/fdk.hpp"
 #include "recon/fdk_setup.hpp"
@@ -96,8 +97,8 @@ volume fdk_with_setup(const projection_stack& p, const geometry& g, const volume
   const auto mats = kernels::float_matrices(g);
   volume out(vg);
   const auto padded = detail::make_padded_projections(w.data.data(), w.views, w.rows, w.cols);
-  detail::backproject_filtered_cpu(padded, mats.data(), vg, s.distance_weighting, out.data.data(),
-                                   0);
+  detail::backproject(
+      detail::bp_job::flat(padded, mats.data(), vg, out.data.data(), s.distance_weighting, 0));
   return out;
 }
 

@@ -1,8 +1,11 @@
-// The CPU back-projection loops (src/recon/backproject_filtered.cpp): on circular orbits the
-// loop that shares a voxel column's detector column, 1/w and weight between z-planes equals
-// the per-plane loop to float rounding, for odd sizes, plane counts that are not multiples of
-// the z-block, one plane, one view, cone and parallel beams, with and without the FDK weight;
-// a detector that is tilted (p0 depending on z) takes the per-plane loop and gives its result.
+// The CPU back-projection strategies (detail::backproject, src/recon/backproject.hpp): on
+// circular orbits the shared-z loop, which shares a voxel column's detector column, 1/w and
+// weight between z-planes, equals the per-plane loop to float rounding, for odd sizes, plane
+// counts that are not multiples of the z-block, one plane, one view, cone and parallel beams,
+// with and without the FDK weight; a detector that is tilted (p0 depending on z) takes the
+// per-plane loop and gives its result.
+#include "recon/backproject.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,7 +17,6 @@
 #include "ctforge/geometry.hpp"
 #include "ctforge/volume.hpp"
 #include "kernels/geometry.cuh"
-#include "recon/fdk.hpp"
 #include "recon/recon_quality.hpp"
 
 namespace ctforge {
@@ -43,11 +45,12 @@ std::vector<float> pattern(std::int64_t views, std::int64_t rows, std::int64_t c
 }
 
 volume back_project(const geometry& g, const volume_geometry& vg, const std::vector<float>& p,
-                    bool weighted, detail::bp_loop loop) {
+                    bool weighted, detail::bp_strategy strategy) {
   const auto padded = detail::make_padded_projections(p.data(), g.view_count(), g.rows, g.cols);
   const auto mats = kernels::float_matrices(g);
   volume out(vg);
-  detail::backproject_filtered_cpu(padded, mats.data(), vg, weighted, out.data.data(), 2, loop);
+  detail::backproject(detail::bp_job::flat(padded, mats.data(), vg, out.data.data(), weighted, 2),
+                      strategy);
   return out;
 }
 
@@ -65,14 +68,14 @@ TEST_P(BackprojectLoops, SharedZMatchesPerPlane) {
                             : make_parallel_geometry(c.cols, c.rows, 0.8, 0.9, angles);
   const auto vg = volume_geometry::centered(c.nx, c.ny, c.nz, {0.7, 0.75, 0.8});
   const auto p = pattern(c.views, c.rows, c.cols);
-  const volume shared = back_project(g, vg, p, c.weighted, detail::bp_loop::automatic);
-  const volume plain = back_project(g, vg, p, c.weighted, detail::bp_loop::per_plane);
+  const volume shared = back_project(g, vg, p, c.weighted, detail::bp_strategy::automatic);
+  const volume plain = back_project(g, vg, p, c.weighted, detail::bp_strategy::per_plane);
   EXPECT_LT(max_diff_over_peak(shared, plain), 1e-5) << c.name;
   // Negative control: the same back-projection one plane higher is far off.
   if (c.nz > 1) {
     auto shifted = vg;
     shifted.origin_mm[2] += vg.spacing_mm[2];
-    const volume up = back_project(g, shifted, p, c.weighted, detail::bp_loop::automatic);
+    const volume up = back_project(g, shifted, p, c.weighted, detail::bp_strategy::automatic);
     EXPECT_GT(max_diff_over_peak(up, plain), 1e-2) << c.name;
   }
 }
@@ -110,8 +113,8 @@ TEST(BackprojectLoops, TiltedDetectorTakesThePerPlaneLoop) {
                           [](const kernels::proj_matrix& m) { return m.m[2] != 0.0f; }));
   const auto vg = volume_geometry::centered(20, 18, 12, {1, 1, 1});
   const auto p = pattern(24, 30, 40);
-  const volume a = back_project(g, vg, p, true, detail::bp_loop::automatic);
-  const volume b = back_project(g, vg, p, true, detail::bp_loop::per_plane);
+  const volume a = back_project(g, vg, p, true, detail::bp_strategy::automatic);
+  const volume b = back_project(g, vg, p, true, detail::bp_strategy::per_plane);
   EXPECT_EQ(a.data, b.data);
 }
 

@@ -1,22 +1,38 @@
-// The fast CPU back-projection loop of FDK / FBP and ctforge::back_project
-// (detail::backproject_filtered_cpu, declared in recon/fdk.hpp): AVX2 where the library is built
-// for it, else the portable loop of recon/backproject_cpu.hpp.
-#include <omp.h>
+// The flat-detector loops of the CPU back-projection written with SIMD intrinsics
+// (detail::backproject_simd, declared in recon/backproject_simd.hpp; callers go through
+// detail::backproject, recon/backproject.hpp). Each kernel is compiled for its instruction set
+// through a target attribute, whatever the library's -march, and runs only where
+// detail::cpu_simd_level() allows it (recon/cpu_simd.hpp).
+#include "recon/backproject_simd.hpp"
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#endif
+#include <fmt/format.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <vector>
 
 #include "core/parallel_copy.hpp"
+#include "ctforge/error.hpp"
 #include "ctforge/volume.hpp"
 #include "kernels/backproject.cuh"
 #include "kernels/geometry.cuh"
-#include "recon/backproject_cpu.hpp"
-#include "recon/fdk.hpp"
+#include "recon/cpu_simd.hpp"
+
+#if defined(CTFORGE_SIMD_X86)
+// GCC 12 reports the "undefined" upper halves of its own AVX-512 intrinsics (casts, conversions)
+// as maybe uninitialised (GCC bug 105593).
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
 
 namespace ctforge {
 
@@ -36,13 +52,15 @@ namespace ctforge {
 //    arithmetic), then the loads: the load addresses are known early, so the loads of many
 //    voxels overlap instead of each waiting behind its own division and rounding chain;
 //  * the two horizontal taps of a row are adjacent floats and are read as one 64-bit load;
-//  * untilted circular orbits (p0 and p2 independent of z in every view): the column, 1/p2 and
-//    weight of a voxel column are computed once for a block of 16 z-planes, only the detector
-//    row per plane (backproject_planes_avx2).
-// Without AVX2/FMA (another -march) it falls back to detail::backproject_cpu.
+//  * shared-z (untilted circular orbits: p0 and p2 independent of z in every view): the column,
+//    1/p2 and weight of a voxel column are computed once for a block of 16 z-planes, only the
+//    detector row per plane (backproject_planes_avx2, and backproject_planes_avx512 with 16
+//    lanes where the CPU has AVX-512).
+// The OpenMP loops (backproject_blocked*) are compiled for the library's target and call the
+// kernels once per row (or row of 16 planes) and view.
 namespace {
 
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(CTFORGE_SIMD_X86)
 
 constexpr std::int64_t k_block_rows = 32;
 constexpr std::int64_t k_view_batch_bytes = std::int64_t{6} << 20;  // 6 MiB of views per batch
@@ -65,14 +83,14 @@ struct row_scratch {
 };
 
 // 64-bit loads of the tap pairs at base + a and base + b: [base[a], base[a+1], base[b], base[b+1]].
-inline __m128 load_pairs(const float* base, std::int32_t a, std::int32_t b) {
+CTFORGE_AVX2_INLINE __m128 load_pairs(const float* base, std::int32_t a, std::int32_t b) {
   const __m128 lo = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(base + a)));
   return _mm_loadh_pi(lo, reinterpret_cast<const __m64*>(base + b));
 }
 
 // 1 / max(p2, eps): reciprocal estimate + one Newton step (relative error ~1e-7, a few ulp;
 // measured ~15 % faster than vdivps here). two: 2.0f in every lane.
-inline __m256 inverse_depth(__m256 p2, __m256 eps, __m256 two) {
+CTFORGE_AVX2_INLINE __m256 inverse_depth(__m256 p2, __m256 eps, __m256 two) {
   const __m256 wc = _mm256_max_ps(p2, eps);
   const __m256 r0 = _mm256_rcp_ps(wc);
   return _mm256_mul_ps(r0, _mm256_fnmadd_ps(wc, r0, two));
@@ -123,8 +141,8 @@ inline void contributing_range(const kernels::proj_matrix& P, float x0, float dx
 
 // Phase 2 of a row: for voxels [vb, ve) (multiples of 8 apart), the taps at s.idx, bilinear
 // interpolation with s.ac / s.ar, times s.wt, added to acc.
-inline void accumulate_taps(const kernels::padded_view& pv, const row_scratch& s, int vb, int ve,
-                            float* __restrict acc) {
+CTFORGE_AVX2_INLINE void accumulate_taps(const kernels::padded_view& pv, const row_scratch& s,
+                                         int vb, int ve, float* __restrict acc) {
   const float* top = pv.data;
   const float* bottom = pv.data + pv.pitch;
   for (int i = vb; i < ve; i += 8) {
@@ -166,9 +184,10 @@ void scalar_tail(const kernels::padded_view& pv, const kernels::proj_matrix& P, 
 // acc[i] += contribution of view (pv, P) to voxel (x0 + i dx, y, z), i in [0, nx). Voxels that
 // project outside the detector (contribution exactly 0) are skipped.
 template <kernels::bp_weighting W>
-void backproject_row_avx2(const kernels::padded_view& pv, const kernels::proj_matrix& P, float x0,
-                          float dx, float y, float z, int nx, float* __restrict acc,
-                          row_scratch& s) {
+CTFORGE_TARGET_AVX2 void backproject_row_avx2(const kernels::padded_view& pv,
+                                              const kernels::proj_matrix& P, float x0, float dx,
+                                              float y, float z, int nx, float* __restrict acc,
+                                              row_scratch& s) {
   const float* m = P.m;
   int lo, hi;
   contributing_range(P, x0, dx, y, z, pv.cols, pv.rows, nx, lo, hi);
@@ -222,9 +241,10 @@ void backproject_row_avx2(const kernels::padded_view& pv, const kernels::proj_ma
 // acc[q][i] += the contribution to voxel i of plane q. Same values as backproject_row_avx2 up
 // to the rounding of the row numerator (a few ulp: its z term is added last).
 template <kernels::bp_weighting W>
-void backproject_planes_avx2(const kernels::padded_view& pv, const kernels::proj_matrix& P,
-                             float x0, float dx, float y, const float* zs, int nz, int nx,
-                             float* const* acc, row_scratch& s) {
+CTFORGE_TARGET_AVX2 void backproject_planes_avx2(const kernels::padded_view& pv,
+                                                 const kernels::proj_matrix& P, float x0, float dx,
+                                                 float y, const float* zs, int nz, int nx,
+                                                 float* const* acc, row_scratch& s) {
   const float* m = P.m;
   int lo0, hi0;
   contributing_range(P, x0, dx, y, 0.0f, pv.cols, pv.rows, nx, lo0, hi0, /*with_rows=*/false);
@@ -291,13 +311,146 @@ void backproject_planes_avx2(const kernels::padded_view& pv, const kernels::proj
   }
 }
 
-/// backproject_blocked for views whose p0 and p2 do not depend on z: work unit = a block of up
-/// to k_z_planes planes x `block` rows, each row's planes through backproject_planes_avx2.
+// ---- AVX-512: backproject_planes_avx2 with 16 lanes ------------------------------------------
+// The same steps as the AVX2 code above, lane for lane; 1/p2 by rcp14 + a Newton step (the AVX2
+// code's rcp has 12 bits), so its values differ from the AVX2 path's by a few ulp.
+
+// inverse_depth with 16 lanes.
+CTFORGE_AVX512_INLINE __m512 inverse_depth_avx512(__m512 p2, __m512 eps, __m512 two) {
+  const __m512 wc = _mm512_max_ps(p2, eps);
+  const __m512 r0 = _mm512_rcp14_ps(wc);
+  return _mm512_mul_ps(r0, _mm512_fnmadd_ps(wc, r0, two));
+}
+
+// The tap pairs of voxels o[k], o[k + 1] (block 0), o[k + 4], o[k + 5] (block 1), o[k + 8],
+// o[k + 9], o[k + 12], o[k + 13]: accumulate_taps' t0 (k = 0) and t1 (k = 2), twice as wide.
+CTFORGE_AVX512_INLINE __m512 load_pair_blocks(const float* base, const std::int32_t* o, int k) {
+  const __m256 lo = _mm256_insertf128_ps(_mm256_castps128_ps256(load_pairs(base, o[k], o[k + 1])),
+                                         load_pairs(base, o[k + 4], o[k + 5]), 1);
+  const __m256 hi =
+      _mm256_insertf128_ps(_mm256_castps128_ps256(load_pairs(base, o[k + 8], o[k + 9])),
+                           load_pairs(base, o[k + 12], o[k + 13]), 1);
+  return _mm512_castpd_ps(
+      _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+}
+
+// accumulate_taps with 16 lanes: voxels [vb, ve), multiples of 16 apart.
+CTFORGE_AVX512_INLINE void accumulate_taps_avx512(const kernels::padded_view& pv,
+                                                  const row_scratch& s, int vb, int ve,
+                                                  float* __restrict acc) {
+  const float* top = pv.data;
+  const float* bottom = pv.data + pv.pitch;
+  for (int i = vb; i < ve; i += 16) {
+    const std::int32_t* o = s.idx.data() + i;
+    const __m512 t0 = load_pair_blocks(top, o, 0), t1 = load_pair_blocks(top, o, 2);
+    const __m512 b0 = load_pair_blocks(bottom, o, 0), b1 = load_pair_blocks(bottom, o, 2);
+    const __m512 t00 = _mm512_shuffle_ps(t0, t1, _MM_SHUFFLE(2, 0, 2, 0));  // left taps
+    const __m512 t01 = _mm512_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 1, 3, 1));  // right taps
+    const __m512 t10 = _mm512_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512 t11 = _mm512_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1));
+    const __m512 ac = _mm512_loadu_ps(s.ac.data() + i), ar = _mm512_loadu_ps(s.ar.data() + i);
+    const __m512 one_ac = _mm512_sub_ps(_mm512_set1_ps(1.0f), ac);
+    const __m512 one_ar = _mm512_sub_ps(_mm512_set1_ps(1.0f), ar);
+    const __m512 up = _mm512_fmadd_ps(ac, t01, _mm512_mul_ps(one_ac, t00));
+    const __m512 down = _mm512_fmadd_ps(ac, t11, _mm512_mul_ps(one_ac, t10));
+    const __m512 v = _mm512_fmadd_ps(ar, down, _mm512_mul_ps(one_ar, up));
+    _mm512_storeu_ps(
+        acc + i, _mm512_fmadd_ps(v, _mm512_loadu_ps(s.wt.data() + i), _mm512_loadu_ps(acc + i)));
+  }
+}
+
+// backproject_planes_avx2 with 16 lanes.
+template <kernels::bp_weighting W>
+CTFORGE_TARGET_AVX512 void backproject_planes_avx512(const kernels::padded_view& pv,
+                                                     const kernels::proj_matrix& P, float x0,
+                                                     float dx, float y, const float* zs, int nz,
+                                                     int nx, float* const* acc, row_scratch& s) {
+  const float* m = P.m;
+  int lo0, hi0;
+  contributing_range(P, x0, dx, y, 0.0f, pv.cols, pv.rows, nx, lo0, hi0, /*with_rows=*/false);
+  if (lo0 >= hi0) return;
+  const int vb0 = lo0 & ~15;
+  const int ve0 = vb0 + ((hi0 - vb0) & ~15);
+  // Phase A: what does not depend on z.
+  {
+    const __m512 a0 = _mm512_set1_ps(m[1] * y + m[3]);
+    const __m512 a1 = _mm512_set1_ps(m[5] * y + m[7]);
+    const __m512 a2 = _mm512_set1_ps(m[9] * y + m[11]);
+    const __m512 m0 = _mm512_set1_ps(m[0]), m4 = _mm512_set1_ps(m[4]), m8 = _mm512_set1_ps(m[8]);
+    const __m512 vdx = _mm512_set1_ps(dx), vx0 = _mm512_set1_ps(x0);
+    const __m512 lane = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512 eps = _mm512_set1_ps(1e-6f), one = _mm512_set1_ps(1.0f),
+                 minus1 = _mm512_set1_ps(-1.0f), two = _mm512_set1_ps(2.0f);
+    const __m512 cmax = _mm512_set1_ps(static_cast<float>(pv.cols));
+    const __m512i base = _mm512_set1_epi32(pv.pitch + 1);
+    for (int i = vb0; i < ve0; i += 16) {
+      const __m512 x =
+          _mm512_fmadd_ps(_mm512_add_ps(_mm512_set1_ps(static_cast<float>(i)), lane), vdx, vx0);
+      const __m512 p0 = _mm512_fmadd_ps(m0, x, a0);
+      const __m512 p2 = _mm512_fmadd_ps(m8, x, a2);
+      const __m512 inv = inverse_depth_avx512(p2, eps, two);
+      const __m512 col = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(p0, inv), minus1), cmax);
+      const __m512 fc = _mm512_roundscale_ps(col, _MM_FROUND_FLOOR);
+      _mm512_storeu_si512(s.col_off.data() + i, _mm512_add_epi32(_mm512_cvttps_epi32(fc), base));
+      _mm512_storeu_ps(s.ac.data() + i, _mm512_sub_ps(col, fc));
+      _mm512_storeu_ps(s.inv.data() + i, inv);
+      _mm512_storeu_ps(s.p1.data() + i, _mm512_fmadd_ps(m4, x, a1));
+      const __mmask16 in_front = _mm512_cmp_ps_mask(p2, eps, _CMP_GT_OQ);
+      const __m512 w = W == kernels::bp_weighting::fdk ? _mm512_mul_ps(inv, inv) : one;
+      _mm512_storeu_ps(s.wt.data() + i, _mm512_maskz_mov_ps(in_front, w));
+    }
+  }
+  const __m512 minus1 = _mm512_set1_ps(-1.0f);
+  const __m512 rmax = _mm512_set1_ps(static_cast<float>(pv.rows));
+  const __m512i pitch = _mm512_set1_epi32(pv.pitch);
+  for (int q = 0; q < nz; ++q) {
+    const float z = zs[q];
+    int lo, hi;
+    contributing_range(P, x0, dx, y, z, pv.cols, pv.rows, nx, lo, hi);
+    if (lo >= hi) continue;
+    // A subset of [lo0, hi0) on the same 16-lane grid, so phase A covers its vector part.
+    const int vb = lo & ~15;
+    const int ve = vb + ((hi - vb) & ~15);
+    // Phase B: the row of each voxel in this plane.
+    const __m512 cz = _mm512_set1_ps(m[6] * z);
+    for (int i = vb; i < ve; i += 16) {
+      const __m512 p1 = _mm512_add_ps(_mm512_loadu_ps(s.p1.data() + i), cz);
+      const __m512 row = _mm512_min_ps(
+          _mm512_max_ps(_mm512_mul_ps(p1, _mm512_loadu_ps(s.inv.data() + i)), minus1), rmax);
+      const __m512 fr = _mm512_roundscale_ps(row, _MM_FROUND_FLOOR);
+      const __m512i col_off = _mm512_loadu_si512(s.col_off.data() + i);
+      _mm512_storeu_si512(
+          s.idx.data() + i,
+          _mm512_add_epi32(_mm512_mullo_epi32(_mm512_cvttps_epi32(fr), pitch), col_off));
+      _mm512_storeu_ps(s.ar.data() + i, _mm512_sub_ps(row, fr));
+    }
+    accumulate_taps_avx512(pv, s, vb, ve, acc[q]);
+    scalar_tail<W>(pv, P, x0, dx, y, z, ve, hi, acc[q]);
+  }
+}
+
+// The kernel of the shared-z loop: backproject_planes_avx2<W> or backproject_planes_avx512<W>.
+using planes_kernel = void (*)(const kernels::padded_view&, const kernels::proj_matrix&, float,
+                               float, float, const float*, int, int, float* const*, row_scratch&);
+
+// Views per batch: as many as fit in k_view_batch_bytes (at least one). The views are taken in
+// batches small enough to stay in the last-level cache while every block of the volume visits
+// them: the taps of off-mid-plane slices are scattered over many detector rows, and fetching
+// them from DRAM for every block was the bottleneck.
+std::int64_t views_per_batch(const detail::padded_projections& proj) {
+  const std::int64_t view_bytes = proj.view_stride * static_cast<std::int64_t>(sizeof(float));
+  return std::clamp<std::int64_t>(k_view_batch_bytes / std::max<std::int64_t>(view_bytes, 1), 1,
+                                  std::max<std::int64_t>(proj.views, 1));
+}
+
+/// The shared-z loop, for views whose p0 and p2 do not depend on z: work unit = a block of up
+/// to k_z_planes planes x `block` rows, each row's planes through `planes`.
 template <kernels::bp_weighting W>
 void backproject_blocked_z(const detail::padded_projections& proj, const kernels::proj_matrix* mats,
-                           const volume_geometry& vg, float* out, int nt, std::int64_t batch) {
+                           const volume_geometry& vg, float* out, int nt, planes_kernel planes) {
   constexpr std::int64_t k_z_planes = 16;
   const std::int64_t nx = vg.nx, ny = vg.ny, nz = vg.nz;
+  const std::int64_t batch = views_per_batch(proj);
   const std::int64_t z_blocks = (nz + k_z_planes - 1) / k_z_planes;
   const std::int64_t block = std::clamp<std::int64_t>(ny * z_blocks / (4 * nt), 1, k_block_rows);
   const std::int64_t blocks_per_slab = (ny + block - 1) / block;
@@ -315,8 +468,8 @@ void backproject_blocked_z(const detail::padded_projections& proj, const kernels
         const std::int64_t k0 = (u / blocks_per_slab) * k_z_planes;
         const std::int64_t j0 = (u % blocks_per_slab) * block;
         const std::int64_t rows = std::min(block, ny - j0);
-        const int planes = static_cast<int>(std::min(k_z_planes, nz - k0));
-        for (int q = 0; q < planes; ++q)
+        const int n_planes = static_cast<int>(std::min(k_z_planes, nz - k0));
+        for (int q = 0; q < n_planes; ++q)
           zs[q] =
               static_cast<float>(vg.origin_mm[2] + static_cast<double>(k0 + q) * vg.spacing_mm[2]);
         for (std::int64_t v = v0; v < v1; ++v) {
@@ -325,9 +478,8 @@ void backproject_blocked_z(const detail::padded_projections& proj, const kernels
             const std::int64_t j = j0 + b;
             const float y =
                 static_cast<float>(vg.origin_mm[1] + static_cast<double>(j) * vg.spacing_mm[1]);
-            for (int q = 0; q < planes; ++q) acc[q] = out + ((k0 + q) * ny + j) * nx;
-            backproject_planes_avx2<W>(pv, mats[v], x0, dx, y, zs, planes, static_cast<int>(nx),
-                                       acc, scratch);
+            for (int q = 0; q < n_planes; ++q) acc[q] = out + ((k0 + q) * ny + j) * nx;
+            planes(pv, mats[v], x0, dx, y, zs, n_planes, static_cast<int>(nx), acc, scratch);
           }
         }
       }  // implicit barrier: the next batch adds to the same voxels
@@ -335,34 +487,18 @@ void backproject_blocked_z(const detail::padded_projections& proj, const kernels
   }
 }
 
+/// The per-plane loop: work unit = a block of rows at one z, each row through
+/// backproject_row_avx2.
 template <kernels::bp_weighting W>
 void backproject_blocked(const detail::padded_projections& proj, const kernels::proj_matrix* mats,
-                         const volume_geometry& vg, float* out, int threads, detail::bp_loop loop) {
+                         const volume_geometry& vg, float* out, int nt) {
   const std::int64_t nx = vg.nx, ny = vg.ny, nz = vg.nz;
-  CTFORGE_EXPECTS(nx < (std::int64_t{1} << 30), "back-projection: nx too large");
-  const int nt = detail::resolve_threads(threads);
   // Blocks of up to k_block_rows rows; smaller when that would leave threads idle.
   const std::int64_t block = std::clamp<std::int64_t>(ny * nz / (4 * nt), 1, k_block_rows);
   const std::int64_t blocks_per_slice = (ny + block - 1) / block;
   const std::int64_t units = nz * blocks_per_slice;
-  // Views are taken in batches small enough to stay in the last-level cache while every block
-  // of the volume visits them: the taps of off-mid-plane slices are scattered over many
-  // detector rows, and fetching them from DRAM for every block was the bottleneck.
-  const std::int64_t view_bytes = proj.view_stride * static_cast<std::int64_t>(sizeof(float));
-  const std::int64_t batch =
-      std::clamp<std::int64_t>(k_view_batch_bytes / std::max<std::int64_t>(view_bytes, 1), 1,
-                               std::max<std::int64_t>(proj.views, 1));
+  const std::int64_t batch = views_per_batch(proj);
   const float x0 = static_cast<float>(vg.origin_mm[0]), dx = static_cast<float>(vg.spacing_mm[0]);
-  // Untilted circular orbits: p0 and p2 do not depend on z in any view, so the per-voxel work
-  // that does not involve the detector row is shared between the planes of a z-block.
-  const bool z_free = loop == detail::bp_loop::automatic && nz > 1 &&
-                      std::all_of(mats, mats + proj.views, [](const kernels::proj_matrix& P) {
-                        return P.m[2] == 0.0f && P.m[10] == 0.0f;
-                      });
-  if (z_free) {
-    backproject_blocked_z<W>(proj, mats, vg, out, nt, batch);
-    return;
-  }
 #pragma omp parallel num_threads(nt)
   {
     row_scratch scratch(nx);
@@ -388,35 +524,41 @@ void backproject_blocked(const detail::padded_projections& proj, const kernels::
   }
 }
 
-#endif  // AVX2 && FMA
+template <kernels::bp_weighting W>
+void backproject_simd_weighted(const detail::padded_projections& proj,
+                               const kernels::proj_matrix* mats, const volume_geometry& vg,
+                               float* out, int threads, bool shared_z, detail::simd_level level) {
+  CTFORGE_EXPECTS(vg.nx < (std::int64_t{1} << 30), "back-projection: nx too large");
+  const int nt = detail::resolve_threads(threads);
+  if (!shared_z)
+    backproject_blocked<W>(proj, mats, vg, out, nt);
+  else if (level == detail::simd_level::avx512)
+    backproject_blocked_z<W>(proj, mats, vg, out, nt, &backproject_planes_avx512<W>);
+  else
+    backproject_blocked_z<W>(proj, mats, vg, out, nt, &backproject_planes_avx2<W>);
+}
+
+#endif  // CTFORGE_SIMD_X86
 
 }  // namespace
 
-void detail::backproject_filtered_cpu(const padded_projections& proj,
-                                      const kernels::proj_matrix* mats, const volume_geometry& vg,
-                                      bool distance_weighting, float* out, int threads,
-                                      bp_loop loop) {
-#if defined(__AVX2__) && defined(__FMA__)
+void detail::backproject_simd(const padded_projections& proj, const kernels::proj_matrix* mats,
+                              const volume_geometry& vg, bool distance_weighting, float* out,
+                              int threads, bool shared_z, simd_level level) {
+  CTFORGE_EXPECTS(level != simd_level::none && level <= cpu_simd_supported(),
+                  fmt::format("back-projection: the {} loop needs a CPU that has it (this one: {})",
+                              to_string(level), to_string(cpu_simd_supported())));
+#if defined(CTFORGE_SIMD_X86)
   if (distance_weighting)
-    backproject_blocked<kernels::bp_weighting::fdk>(proj, mats, vg, out, threads, loop);
+    backproject_simd_weighted<kernels::bp_weighting::fdk>(proj, mats, vg, out, threads, shared_z,
+                                                          level);
   else
-    backproject_blocked<kernels::bp_weighting::none>(proj, mats, vg, out, threads, loop);
+    backproject_simd_weighted<kernels::bp_weighting::none>(proj, mats, vg, out, threads, shared_z,
+                                                           level);
 #else
-  (void)loop;  // the portable loop has one form
-  if (distance_weighting)
-    backproject_cpu<kernels::bp_weighting::fdk>(proj, mats, vg, out, 0, vg.nz, threads);
-  else
-    backproject_cpu<kernels::bp_weighting::none>(proj, mats, vg, out, 0, vg.nz, threads);
+  (void)proj, (void)mats, (void)vg, (void)distance_weighting, (void)out, (void)threads,
+      (void)shared_z;
 #endif
-}
-
-void detail::backproject_filtered_cpu(const padded_projections& proj, const kernels::cyl_map* maps,
-                                      const volume_geometry& vg, bool distance_weighting,
-                                      float* out, int threads) {
-  if (distance_weighting)
-    backproject_cpu_curved<kernels::bp_weighting::fdk>(proj, maps, vg, out, threads);
-  else
-    backproject_cpu_curved<kernels::bp_weighting::none>(proj, maps, vg, out, threads);
 }
 
 }  // namespace ctforge
