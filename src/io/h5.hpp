@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/unique_handle.hpp"
 #include "ctforge/error.hpp"
 #include "io/contained.hpp"
 #include "io/h5_chunks.hpp"
@@ -85,42 +86,28 @@ inline herr_t check(herr_t status, std::string_view context, std::string_view ca
   return status;
 }
 
+/// Traits of an HDF5 identifier released by `Close` (errors ignored there: see handle::close).
+template <herr_t (*Close)(hid_t)>
+struct close_traits {
+  using handle_type = hid_t;
+  static constexpr hid_t null() noexcept { return H5I_INVALID_HID; }
+  static bool is_null(hid_t id) noexcept { return id < 0; }
+  static void release(hid_t id) noexcept { Close(id); }
+};
+
 /// Move-only owner of an HDF5 identifier; `Close` releases it.
 template <herr_t (*Close)(hid_t)>
-class handle {
- public:
-  handle() noexcept = default;
-  explicit handle(hid_t id) noexcept : id_(id) {}
-  handle(handle&& o) noexcept : id_(std::exchange(o.id_, H5I_INVALID_HID)) {}
-  handle& operator=(handle&& o) noexcept {
-    if (this != &o) {
-      reset();
-      id_ = std::exchange(o.id_, H5I_INVALID_HID);
-    }
-    return *this;
-  }
-  handle(const handle&) = delete;
-  handle& operator=(const handle&) = delete;
-  ~handle() { reset(); }
+class handle : public unique_handle<close_traits<Close>> {
+  using base = unique_handle<close_traits<Close>>;
 
-  hid_t get() const noexcept { return id_; }
-  explicit operator bool() const noexcept { return id_ >= 0; }
-  /// Gives up ownership without closing.
-  hid_t release() noexcept { return std::exchange(id_, H5I_INVALID_HID); }
-  /// Closes (errors ignored: use close() where a failure must be reported).
-  void reset() noexcept {
-    if (id_ >= 0) Close(id_);
-    id_ = H5I_INVALID_HID;
-  }
+ public:
+  using base::base;
   /// Closes and reports a failure (e.g. data that could not be flushed) as ctforge::error.
   void close(std::string_view context) {
-    if (id_ < 0) return;
-    const herr_t st = Close(std::exchange(id_, H5I_INVALID_HID));
+    if (!this->owns()) return;
+    const herr_t st = Close(this->release());
     check(st, context, "closing");
   }
-
- private:
-  hid_t id_ = H5I_INVALID_HID;
 };
 
 using file_id = handle<H5Fclose>;

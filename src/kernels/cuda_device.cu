@@ -168,19 +168,13 @@ void cuda_unpin_host(void* data) noexcept {
 float* cuda_allocate_copy(const float* host, std::size_t count, int device) {
   require_cuda_device(device);
   const kernels::cuda::device_guard guard(device);
-  float* p = nullptr;
   if (count == 0) return nullptr;
-  CTFORGE_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&p), count * sizeof(float)),
-                   "allocating " + kernels::cuda::format_bytes(
-                                       static_cast<std::int64_t>(count * sizeof(float))) +
-                       " for a device array");
-  const cudaError_t e = cudaMemcpy(p, host, count * sizeof(float), cudaMemcpyHostToDevice);
-  if (e != cudaSuccess) {
-    cudaFree(p);
+  kernels::cuda::device_buffer<float> p(count, "a device array");  // freed if the copy fails
+  const cudaError_t e = cudaMemcpy(p.data(), host, count * sizeof(float), cudaMemcpyHostToDevice);
+  if (e != cudaSuccess)
     kernels::cuda::throw_cuda(e, "cudaMemcpy(cudaMemcpyHostToDevice)", __FILE__, __LINE__,
                               "copying a device array from the host");
-  }
-  return p;
+  return p.release_ownership();  // the device_array frees it (cuda_free)
 }
 
 void cuda_copy_to_host(float* host, const float* device_data, std::size_t count, int device) {

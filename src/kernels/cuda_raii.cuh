@@ -1,9 +1,12 @@
 // Move-only owners of CUDA resources (CUDA translation units only). No default construction:
-// every object owns a live resource from construction until destruction or move. Destructors
-// never throw; a failure there is reported on stderr.
+// every object owns a live resource from construction until destruction or move. The handles
+// (streams, events, graphs, cuFFT plans, arrays, texture and surface objects, page-locked
+// memory) are each a detail::unique_handle (core/unique_handle.hpp) with the traits below, so
+// their move and release are written once; device_buffer adds its size, stream and allocator.
+// Destructors never throw; a failure there is reported on stderr.
 //
-// Allocation is synchronous (cudaMalloc / cudaMallocHost) and happens during set-up only, never
-// inside stream capture or the per-batch loop.
+// Allocation happens during set-up only, never inside stream capture or the per-batch loop; it
+// is synchronous (cudaMalloc / cudaHostAlloc) unless a device_buffer is given a stream.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,33 +17,64 @@
 #include <string>
 #include <utility>
 
+#include "core/unique_handle.hpp"
 #include "kernels/cuda_error.cuh"
 
 namespace ctforge::kernels::cuda {
 
-/// Uninitialised device memory for `count` elements of T.
+/// How a device_buffer obtains and returns its memory (a hook for a pool, or for code that
+/// counts allocations): the default is cudaMalloc / cudaFree, or cudaMallocAsync /
+/// cudaFreeAsync in the buffer's stream when it has one (`ordered`; `stream` is nullptr
+/// otherwise).
+struct device_allocator {
+  cudaError_t (*allocate)(void** p, std::size_t bytes, cudaStream_t stream, bool ordered);
+  cudaError_t (*deallocate)(void* p, cudaStream_t stream, bool ordered);
+};
+
+inline cudaError_t default_device_allocate(void** p, std::size_t bytes, cudaStream_t stream,
+                                           bool ordered) {
+  return ordered ? cudaMallocAsync(p, bytes, stream) : cudaMalloc(p, bytes);
+}
+inline cudaError_t default_device_deallocate(void* p, cudaStream_t stream, bool ordered) {
+  return ordered ? cudaFreeAsync(p, stream) : cudaFree(p);
+}
+inline constexpr device_allocator k_default_device_allocator{&default_device_allocate,
+                                                             &default_device_deallocate};
+
+/// Uninitialised device memory for `count` elements of T, freed on destruction (or move
+/// assignment) through its allocator. Without a stream the memory is allocated and freed
+/// synchronously (cudaMalloc / cudaFree); with one, both are ordered in that stream
+/// (cudaMallocAsync / cudaFreeAsync): the memory may be used by work in that stream (or work
+/// ordered after it) only.
 template <class T>
 class device_buffer {
  public:
   /// `what` names the buffer in the out-of-memory message.
-  explicit device_buffer(std::size_t count, const char* what = "device buffer") : size_(count) {
-    if (count == 0) return;
-    const std::size_t bytes = count * sizeof(T);
-    const cudaError_t e = cudaMalloc(reinterpret_cast<void**>(&ptr_), bytes);
-    if (e != cudaSuccess) {
-      ptr_ = nullptr;
-      throw_cuda(e, "cudaMalloc", __FILE__, __LINE__,
-                 std::string("allocating ") + format_bytes(static_cast<std::int64_t>(bytes)) +
-                     " for " + what);
-    }
+  explicit device_buffer(std::size_t count, const char* what = "device buffer",
+                         const device_allocator& alloc = k_default_device_allocator)
+      : size_(count), alloc_(alloc) {
+    allocate(what);
+  }
+  /// Allocation and release ordered in `stream`.
+  device_buffer(std::size_t count, cudaStream_t stream, const char* what,
+                const device_allocator& alloc = k_default_device_allocator)
+      : size_(count), stream_(stream), ordered_(true), alloc_(alloc) {
+    allocate(what);
   }
   device_buffer(device_buffer&& o) noexcept
-      : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+      : ptr_(std::exchange(o.ptr_, nullptr)),
+        size_(std::exchange(o.size_, 0)),
+        stream_(o.stream_),
+        ordered_(o.ordered_),
+        alloc_(o.alloc_) {}
   device_buffer& operator=(device_buffer&& o) noexcept {
     if (this != &o) {
       release();
       ptr_ = std::exchange(o.ptr_, nullptr);
       size_ = std::exchange(o.size_, 0);
+      stream_ = o.stream_;
+      ordered_ = o.ordered_;
+      alloc_ = o.alloc_;
     }
     return *this;
   }
@@ -51,20 +85,107 @@ class device_buffer {
   T* data() const { return ptr_; }
   std::size_t size() const { return size_; }
   std::size_t bytes() const { return size_ * sizeof(T); }
-  /// Gives up ownership: the caller frees the memory (cudaFree) from now on.
+  /// The stream allocation and release are ordered in (nullptr when synchronous).
+  cudaStream_t stream() const { return stream_; }
+  bool stream_ordered() const { return ordered_; }
+  /// Gives up ownership: the caller frees the memory from now on (cudaFree for the default
+  /// allocator without a stream).
   T* release_ownership() noexcept {
     size_ = 0;
     return std::exchange(ptr_, nullptr);
   }
 
  private:
+  void allocate(const char* what) {
+    if (size_ == 0) return;
+    const std::size_t bytes = size_ * sizeof(T);
+    void* p = nullptr;
+    const cudaError_t e = alloc_.allocate(&p, bytes, stream_, ordered_);
+    if (e != cudaSuccess)
+      throw_cuda(e, ordered_ ? "cudaMallocAsync" : "cudaMalloc", __FILE__, __LINE__,
+                 std::string("allocating ") + format_bytes(static_cast<std::int64_t>(bytes)) +
+                     " for " + what);
+    ptr_ = static_cast<T*>(p);
+  }
   void release() noexcept {
-    if (ptr_) warn_on_error(cudaFree(ptr_), "cudaFree");
+    if (ptr_)
+      warn_on_error(alloc_.deallocate(ptr_, stream_, ordered_),
+                    ordered_ ? "cudaFreeAsync" : "cudaFree");
     ptr_ = nullptr;
   }
   T* ptr_ = nullptr;
   std::size_t size_ = 0;
+  cudaStream_t stream_ = nullptr;
+  bool ordered_ = false;
+  device_allocator alloc_ = k_default_device_allocator;  // copied: no lifetime to track
 };
+
+/// Traits of the CUDA handles owned through detail::unique_handle; each release reports a
+/// failure on stderr (destructors never throw).
+namespace handle_traits {
+struct stream {
+  using handle_type = cudaStream_t;
+  static constexpr cudaStream_t null() noexcept { return nullptr; }
+  static void release(cudaStream_t s) noexcept {
+    warn_on_error(cudaStreamDestroy(s), "cudaStreamDestroy");
+  }
+};
+struct event {
+  using handle_type = cudaEvent_t;
+  static constexpr cudaEvent_t null() noexcept { return nullptr; }
+  static void release(cudaEvent_t e) noexcept {
+    warn_on_error(cudaEventDestroy(e), "cudaEventDestroy");
+  }
+};
+struct graph {
+  using handle_type = cudaGraph_t;
+  static constexpr cudaGraph_t null() noexcept { return nullptr; }
+  static void release(cudaGraph_t g) noexcept {
+    warn_on_error(cudaGraphDestroy(g), "cudaGraphDestroy");
+  }
+};
+struct graph_exec {
+  using handle_type = cudaGraphExec_t;
+  static constexpr cudaGraphExec_t null() noexcept { return nullptr; }
+  static void release(cudaGraphExec_t e) noexcept {
+    warn_on_error(cudaGraphExecDestroy(e), "cudaGraphExecDestroy");
+  }
+};
+struct array {
+  using handle_type = cudaArray_t;
+  static constexpr cudaArray_t null() noexcept { return nullptr; }
+  static void release(cudaArray_t a) noexcept { warn_on_error(cudaFreeArray(a), "cudaFreeArray"); }
+};
+/// Integer handles: every value the API returns is owned (ownership is recorded apart).
+struct cufft {
+  using handle_type = cufftHandle;
+  static constexpr cufftHandle null() noexcept { return 0; }
+  static bool is_null(cufftHandle) noexcept { return false; }
+  static void release(cufftHandle h) noexcept { warn_on_error(cufftDestroy(h), "cufftDestroy"); }
+};
+struct texture {
+  using handle_type = cudaTextureObject_t;
+  static constexpr cudaTextureObject_t null() noexcept { return 0; }
+  static bool is_null(cudaTextureObject_t) noexcept { return false; }
+  static void release(cudaTextureObject_t t) noexcept {
+    warn_on_error(cudaDestroyTextureObject(t), "cudaDestroyTextureObject");
+  }
+};
+struct surface {
+  using handle_type = cudaSurfaceObject_t;
+  static constexpr cudaSurfaceObject_t null() noexcept { return 0; }
+  static bool is_null(cudaSurfaceObject_t) noexcept { return false; }
+  static void release(cudaSurfaceObject_t s) noexcept {
+    warn_on_error(cudaDestroySurfaceObject(s), "cudaDestroySurfaceObject");
+  }
+};
+template <class T>
+struct pinned {
+  using handle_type = T*;
+  static constexpr T* null() noexcept { return nullptr; }
+  static void release(T* p) noexcept { warn_on_error(cudaFreeHost(p), "cudaFreeHost"); }
+};
+}  // namespace handle_traits
 
 /// Page-locked host memory (cudaHostAlloc, portable and mapped into the device address space).
 template <class T>
@@ -74,46 +195,38 @@ class pinned_buffer {
       : size_(count) {
     if (count == 0) return;
     const std::size_t bytes = count * sizeof(T);
-    const cudaError_t e = cudaHostAlloc(reinterpret_cast<void**>(&ptr_), bytes,
+    T* p = nullptr;
+    const cudaError_t e = cudaHostAlloc(reinterpret_cast<void**>(&p), bytes,
                                         cudaHostAllocPortable | cudaHostAllocMapped);
-    if (e != cudaSuccess) {
-      ptr_ = nullptr;
+    if (e != cudaSuccess)
       throw_cuda(e, "cudaHostAlloc", __FILE__, __LINE__,
                  std::string("allocating ") + format_bytes(static_cast<std::int64_t>(bytes)) +
                      " of page-locked host memory for " + what);
-    }
+    h_.reset(p);
   }
   pinned_buffer(pinned_buffer&& o) noexcept
-      : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+      : h_(std::move(o.h_)), size_(std::exchange(o.size_, 0)) {}
   pinned_buffer& operator=(pinned_buffer&& o) noexcept {
     if (this != &o) {
-      release();
-      ptr_ = std::exchange(o.ptr_, nullptr);
+      h_ = std::move(o.h_);
       size_ = std::exchange(o.size_, 0);
     }
     return *this;
   }
-  pinned_buffer(const pinned_buffer&) = delete;
-  pinned_buffer& operator=(const pinned_buffer&) = delete;
-  ~pinned_buffer() { release(); }
 
-  T* data() const { return ptr_; }
+  T* data() const { return h_.get(); }
   std::size_t size() const { return size_; }
   std::size_t bytes() const { return size_ * sizeof(T); }
   /// Address of the same memory for device code.
   T* device_pointer() const {
-    if (!ptr_) return nullptr;
+    if (!h_.get()) return nullptr;
     void* d = nullptr;
-    CTFORGE_CUDA_TRY(cudaHostGetDevicePointer(&d, ptr_, 0), "mapping pinned host memory");
+    CTFORGE_CUDA_TRY(cudaHostGetDevicePointer(&d, h_.get(), 0), "mapping pinned host memory");
     return static_cast<T*>(d);
   }
 
  private:
-  void release() noexcept {
-    if (ptr_) warn_on_error(cudaFreeHost(ptr_), "cudaFreeHost");
-    ptr_ = nullptr;
-  }
-  T* ptr_ = nullptr;
+  ::ctforge::detail::unique_handle<handle_traits::pinned<T>> h_;
   std::size_t size_ = 0;
 };
 
@@ -138,36 +251,23 @@ class stream {
  public:
   stream() = delete;
   explicit stream(int priority) {
-    CTFORGE_CUDA_TRY(cudaStreamCreateWithPriority(&s_, cudaStreamNonBlocking, priority),
+    cudaStream_t s = nullptr;
+    CTFORGE_CUDA_TRY(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, priority),
                      "creating a stream");
+    h_.reset(s);
   }
   static stream make() { return stream(0); }
-  stream(stream&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
-  stream& operator=(stream&& o) noexcept {
-    if (this != &o) {
-      release();
-      s_ = std::exchange(o.s_, nullptr);
-    }
-    return *this;
-  }
-  stream(const stream&) = delete;
-  stream& operator=(const stream&) = delete;
-  ~stream() { release(); }
 
-  cudaStream_t get() const { return s_; }
-  operator cudaStream_t() const { return s_; }
+  cudaStream_t get() const { return h_.get(); }
+  operator cudaStream_t() const { return h_.get(); }
   void synchronize(const std::string& context = {}) const {
-    CTFORGE_CUDA_TRY(cudaStreamSynchronize(s_), context);
+    CTFORGE_CUDA_TRY(cudaStreamSynchronize(h_.get()), context);
   }
   /// Makes later work in this stream wait for `ev` (its most recent record).
-  void wait(cudaEvent_t ev) const { CTFORGE_CUDA_TRY(cudaStreamWaitEvent(s_, ev, 0)); }
+  void wait(cudaEvent_t ev) const { CTFORGE_CUDA_TRY(cudaStreamWaitEvent(h_.get(), ev, 0)); }
 
  private:
-  void release() noexcept {
-    if (s_) warn_on_error(cudaStreamDestroy(s_), "cudaStreamDestroy");
-    s_ = nullptr;
-  }
-  cudaStream_t s_ = nullptr;
+  ::ctforge::detail::unique_handle<handle_traits::stream> h_;
 };
 
 class event {
@@ -175,47 +275,34 @@ class event {
   event() = delete;
   /// timing = false creates a cheaper synchronisation-only event.
   explicit event(bool timing) {
+    cudaEvent_t e = nullptr;
     CTFORGE_CUDA_TRY(
-        cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming),
+        cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming),
         "creating an event");
+    h_.reset(e);
   }
-  event(event&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
-  event& operator=(event&& o) noexcept {
-    if (this != &o) {
-      release();
-      e_ = std::exchange(o.e_, nullptr);
-    }
-    return *this;
-  }
-  event(const event&) = delete;
-  event& operator=(const event&) = delete;
-  ~event() { release(); }
 
-  cudaEvent_t get() const { return e_; }
-  operator cudaEvent_t() const { return e_; }
-  void record(cudaStream_t s) const { CTFORGE_CUDA_TRY(cudaEventRecord(e_, s)); }
-  void synchronize() const { CTFORGE_CUDA_TRY(cudaEventSynchronize(e_)); }
+  cudaEvent_t get() const { return h_.get(); }
+  operator cudaEvent_t() const { return h_.get(); }
+  void record(cudaStream_t s) const { CTFORGE_CUDA_TRY(cudaEventRecord(h_.get(), s)); }
+  void synchronize() const { CTFORGE_CUDA_TRY(cudaEventSynchronize(h_.get())); }
   /// Milliseconds between two recorded timing events (both must have completed).
   static float elapsed_ms(const event& start, const event& stop) {
     float ms = 0;
-    CTFORGE_CUDA_TRY(cudaEventElapsedTime(&ms, start.e_, stop.e_));
+    CTFORGE_CUDA_TRY(cudaEventElapsedTime(&ms, start.get(), stop.get()));
     return ms;
   }
 
  private:
-  void release() noexcept {
-    if (e_) warn_on_error(cudaEventDestroy(e_), "cudaEventDestroy");
-    e_ = nullptr;
-  }
-  cudaEvent_t e_ = nullptr;
+  ::ctforge::detail::unique_handle<handle_traits::event> h_;
 };
 
 /// A captured graph (the template; instantiate it into a graph_exec to launch).
 class graph {
  public:
   graph() = delete;
-  explicit graph(cudaGraph_t g) : g_(g) {
-    CTFORGE_CHECK(g_ != nullptr, "graph: null cudaGraph_t (stream capture produced no graph)");
+  explicit graph(cudaGraph_t g) : h_(g) {
+    CTFORGE_CHECK(g != nullptr, "graph: null cudaGraph_t (stream capture produced no graph)");
   }
   /// Captures everything `record(stream)` issues into `s` (which must be idle and not the
   /// default stream). Relaxed mode: libraries (cuFFT) may make set-up calls while capturing.
@@ -237,26 +324,11 @@ class graph {
     CTFORGE_CUDA_TRY(cudaStreamEndCapture(s, &g), "ending stream capture");
     return graph(g);
   }
-  graph(graph&& o) noexcept : g_(std::exchange(o.g_, nullptr)) {}
-  graph& operator=(graph&& o) noexcept {
-    if (this != &o) {
-      release();
-      g_ = std::exchange(o.g_, nullptr);
-    }
-    return *this;
-  }
-  graph(const graph&) = delete;
-  graph& operator=(const graph&) = delete;
-  ~graph() { release(); }
 
-  cudaGraph_t get() const { return g_; }
+  cudaGraph_t get() const { return h_.get(); }
 
  private:
-  void release() noexcept {
-    if (g_) warn_on_error(cudaGraphDestroy(g_), "cudaGraphDestroy");
-    g_ = nullptr;
-  }
-  cudaGraph_t g_ = nullptr;
+  ::ctforge::detail::unique_handle<handle_traits::graph> h_;
 };
 
 /// Instantiated graph, launched (replayed) any number of times.
@@ -264,31 +336,18 @@ class graph_exec {
  public:
   graph_exec() = delete;
   explicit graph_exec(const graph& g) {
-    CTFORGE_CUDA_TRY(cudaGraphInstantiate(&e_, g.get(), 0), "instantiating a CUDA graph");
+    cudaGraphExec_t e = nullptr;
+    CTFORGE_CUDA_TRY(cudaGraphInstantiate(&e, g.get(), 0), "instantiating a CUDA graph");
+    h_.reset(e);
   }
-  graph_exec(graph_exec&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
-  graph_exec& operator=(graph_exec&& o) noexcept {
-    if (this != &o) {
-      release();
-      e_ = std::exchange(o.e_, nullptr);
-    }
-    return *this;
-  }
-  graph_exec(const graph_exec&) = delete;
-  graph_exec& operator=(const graph_exec&) = delete;
-  ~graph_exec() { release(); }
 
-  cudaGraphExec_t get() const { return e_; }
+  cudaGraphExec_t get() const { return h_.get(); }
   void launch(cudaStream_t s, const char* what = "graph") const {
-    CTFORGE_CUDA_TRY(cudaGraphLaunch(e_, s), std::string("launching the ") + what + " graph");
+    CTFORGE_CUDA_TRY(cudaGraphLaunch(h_.get(), s), std::string("launching the ") + what + " graph");
   }
 
  private:
-  void release() noexcept {
-    if (e_) warn_on_error(cudaGraphExecDestroy(e_), "cudaGraphExecDestroy");
-    e_ = nullptr;
-  }
-  cudaGraphExec_t e_ = nullptr;
+  ::ctforge::detail::unique_handle<handle_traits::graph_exec> h_;
 };
 
 /// cuFFT plan handle. The plan is created without automatic work-area allocation, so the
@@ -298,51 +357,33 @@ class cufft_plan {
   cufft_plan() = delete;
   /// Batched 1D transform of length n over `batch` rows with the given advanced layout.
   cufft_plan(int n, int batch, int in_dist, int out_dist, cufftType type) {
-    CTFORGE_CUFFT_TRY(cufftCreate(&h_), "creating a cuFFT plan");
+    cufftHandle h = 0;
+    CTFORGE_CUFFT_TRY(cufftCreate(&h), "creating a cuFFT plan");
     try {
-      CTFORGE_CUFFT_TRY(cufftSetAutoAllocation(h_, 0));
+      CTFORGE_CUFFT_TRY(cufftSetAutoAllocation(h, 0));
       int dims[1] = {n};
       int in_embed[1] = {in_dist};
       int out_embed[1] = {out_dist};
       std::size_t work = 0;
       CTFORGE_CUFFT_TRY(
-          cufftMakePlanMany(h_, 1, dims, in_embed, 1, in_dist, out_embed, 1, out_dist, type, batch,
+          cufftMakePlanMany(h, 1, dims, in_embed, 1, in_dist, out_embed, 1, out_dist, type, batch,
                             &work),
           "planning " + std::to_string(batch) + " transforms of length " + std::to_string(n));
       work_ = work;
     } catch (...) {
-      cufftDestroy(h_);  // the destructor does not run when the constructor throws
+      cufftDestroy(h);  // not owned yet
       throw;
     }
-    created_ = true;
+    h_.reset(h);
   }
-  cufft_plan(cufft_plan&& o) noexcept
-      : h_(o.h_), created_(std::exchange(o.created_, false)), work_(o.work_) {}
-  cufft_plan& operator=(cufft_plan&& o) noexcept {
-    if (this != &o) {
-      release();
-      h_ = o.h_;
-      created_ = std::exchange(o.created_, false);
-      work_ = o.work_;
-    }
-    return *this;
-  }
-  cufft_plan(const cufft_plan&) = delete;
-  cufft_plan& operator=(const cufft_plan&) = delete;
-  ~cufft_plan() { release(); }
 
-  cufftHandle get() const { return h_; }
+  cufftHandle get() const { return h_.get(); }
   std::size_t work_bytes() const { return work_; }
-  void set_work_area(void* area) const { CTFORGE_CUFFT_TRY(cufftSetWorkArea(h_, area)); }
-  void set_stream(cudaStream_t s) const { CTFORGE_CUFFT_TRY(cufftSetStream(h_, s)); }
+  void set_work_area(void* area) const { CTFORGE_CUFFT_TRY(cufftSetWorkArea(h_.get(), area)); }
+  void set_stream(cudaStream_t s) const { CTFORGE_CUFFT_TRY(cufftSetStream(h_.get(), s)); }
 
  private:
-  void release() noexcept {
-    if (created_) warn_on_error(cufftDestroy(h_), "cufftDestroy");
-    created_ = false;
-  }
-  cufftHandle h_ = 0;
-  bool created_ = false;
+  ::ctforge::detail::unique_handle<handle_traits::cufft> h_;
   std::size_t work_ = 0;
 };
 
@@ -362,32 +403,17 @@ class cuda_array {
                         static_cast<std::size_t>(depth));
     unsigned flags = k == kind::layered_2d ? cudaArrayLayered : cudaArrayDefault;
     if (surface) flags |= cudaArraySurfaceLoadStore;
-    const cudaError_t e = cudaMalloc3DArray(&a_, &desc, ext, flags);
-    if (e != cudaSuccess) {
-      a_ = nullptr;
+    cudaArray_t a = nullptr;
+    const cudaError_t e = cudaMalloc3DArray(&a, &desc, ext, flags);
+    if (e != cudaSuccess)
       throw_cuda(e, "cudaMalloc3DArray", __FILE__, __LINE__,
                  std::string("allocating a ") + std::to_string(width) + " x " +
                      std::to_string(height) + " x " + std::to_string(depth) + " float array (" +
                      format_bytes(width * height * depth * 4) + ") for " + what);
-    }
+    h_.reset(a);
   }
-  cuda_array(cuda_array&& o) noexcept
-      : a_(std::exchange(o.a_, nullptr)), width_(o.width_), height_(o.height_), depth_(o.depth_) {}
-  cuda_array& operator=(cuda_array&& o) noexcept {
-    if (this != &o) {
-      release();
-      a_ = std::exchange(o.a_, nullptr);
-      width_ = o.width_;
-      height_ = o.height_;
-      depth_ = o.depth_;
-    }
-    return *this;
-  }
-  cuda_array(const cuda_array&) = delete;
-  cuda_array& operator=(const cuda_array&) = delete;
-  ~cuda_array() { release(); }
 
-  cudaArray_t get() const { return a_; }
+  cudaArray_t get() const { return h_.get(); }
   std::int64_t width() const { return width_; }
   std::int64_t height() const { return height_; }
   std::int64_t depth() const { return depth_; }
@@ -401,7 +427,7 @@ class cuda_array {
     p.srcPtr =
         make_cudaPitchedPtr(const_cast<float*>(src), pitch_bytes, static_cast<std::size_t>(width),
                             static_cast<std::size_t>(height));
-    p.dstArray = a_;
+    p.dstArray = h_.get();
     p.dstPos = make_cudaPos(0, 0, static_cast<std::size_t>(dst_z));
     p.extent = make_cudaExtent(static_cast<std::size_t>(width), static_cast<std::size_t>(height),
                                static_cast<std::size_t>(depth));
@@ -410,11 +436,7 @@ class cuda_array {
   }
 
  private:
-  void release() noexcept {
-    if (a_) warn_on_error(cudaFreeArray(a_), "cudaFreeArray");
-    a_ = nullptr;
-  }
-  cudaArray_t a_ = nullptr;
+  ::ctforge::detail::unique_handle<handle_traits::array> h_;
   std::int64_t width_ = 0, height_ = 0, depth_ = 0;
 };
 
@@ -434,32 +456,15 @@ class texture_object {
     td.readMode = cudaReadModeElementType;
     td.normalizedCoords = 0;
     // borderColor defaults to zero (value-initialised desc).
-    CTFORGE_CUDA_TRY(cudaCreateTextureObject(&t_, &res, &td, nullptr), "creating a texture object");
-    created_ = true;
+    cudaTextureObject_t t = 0;
+    CTFORGE_CUDA_TRY(cudaCreateTextureObject(&t, &res, &td, nullptr), "creating a texture object");
+    h_.reset(t);
   }
-  texture_object(texture_object&& o) noexcept
-      : t_(o.t_), created_(std::exchange(o.created_, false)) {}
-  texture_object& operator=(texture_object&& o) noexcept {
-    if (this != &o) {
-      release();
-      t_ = o.t_;
-      created_ = std::exchange(o.created_, false);
-    }
-    return *this;
-  }
-  texture_object(const texture_object&) = delete;
-  texture_object& operator=(const texture_object&) = delete;
-  ~texture_object() { release(); }
 
-  cudaTextureObject_t get() const { return t_; }
+  cudaTextureObject_t get() const { return h_.get(); }
 
  private:
-  void release() noexcept {
-    if (created_) warn_on_error(cudaDestroyTextureObject(t_), "cudaDestroyTextureObject");
-    created_ = false;
-  }
-  cudaTextureObject_t t_ = 0;
-  bool created_ = false;
+  ::ctforge::detail::unique_handle<handle_traits::texture> h_;
 };
 
 /// Surface over a cudaArray created with surface = true (kernel writes into the array).
@@ -470,32 +475,15 @@ class surface_object {
     cudaResourceDesc res{};
     res.resType = cudaResourceTypeArray;
     res.res.array.array = a.get();
-    CTFORGE_CUDA_TRY(cudaCreateSurfaceObject(&s_, &res), "creating a surface object");
-    created_ = true;
+    cudaSurfaceObject_t s = 0;
+    CTFORGE_CUDA_TRY(cudaCreateSurfaceObject(&s, &res), "creating a surface object");
+    h_.reset(s);
   }
-  surface_object(surface_object&& o) noexcept
-      : s_(o.s_), created_(std::exchange(o.created_, false)) {}
-  surface_object& operator=(surface_object&& o) noexcept {
-    if (this != &o) {
-      release();
-      s_ = o.s_;
-      created_ = std::exchange(o.created_, false);
-    }
-    return *this;
-  }
-  surface_object(const surface_object&) = delete;
-  surface_object& operator=(const surface_object&) = delete;
-  ~surface_object() { release(); }
 
-  cudaSurfaceObject_t get() const { return s_; }
+  cudaSurfaceObject_t get() const { return h_.get(); }
 
  private:
-  void release() noexcept {
-    if (created_) warn_on_error(cudaDestroySurfaceObject(s_), "cudaDestroySurfaceObject");
-    created_ = false;
-  }
-  cudaSurfaceObject_t s_ = 0;
-  bool created_ = false;
+  ::ctforge::detail::unique_handle<handle_traits::surface> h_;
 };
 
 /// Makes `device` current for the scope and restores the previous device afterwards.

@@ -13,7 +13,8 @@
 //    its constant-memory staging, slab header and batch counter;
 //  * the reduction scratch (one double per block and the result, page-locked for the host);
 //  * the TV dual fields.
-// Buffers handed out by volume() / projections() are cudaMalloc'd and released with cudaFree.
+// Buffers handed out by volume() / projections() are allocated as device_buffer (cudaMalloc) and
+// released with cudaFree by their space_buffer.
 //
 // The projector pair runs the CPU path's per-ray and per-voxel arithmetic
 // (kernels::joseph_ray_window, joseph_scatter_with, bp_contribution) on device pointers. The
@@ -645,12 +646,10 @@ class cuda_space final : public detail::iterative_space {
 
   space_buffer make_buffer(std::int64_t n, const char* what) {
     const device_guard guard(cfg_.device);
-    float* p = nullptr;
     const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
     reserve(static_cast<std::int64_t>(bytes), what);
-    CTFORGE_CUDA_TRY(
-        cudaMalloc(reinterpret_cast<void**>(&p), bytes),
-        "allocating " + format_bytes(static_cast<std::int64_t>(bytes)) + " for " + what);
+    // Freed by the space_buffer (release_device_buffer: cudaFree) from here on.
+    float* p = device_buffer<float>(static_cast<std::size_t>(n), what).release_ownership();
     space_buffer b(p, n, &release_device_buffer);
     CTFORGE_CUDA_TRY(cudaMemsetAsync(p, 0, bytes, s_), std::string("zeroing ") + what);
     ++stats_.buffers_allocated;
