@@ -25,10 +25,11 @@
 #include <string>
 #include <vector>
 
+#include "core/projection_maps.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/volume.hpp"
-#include "kernels/geometry.cuh"
+#include "math/geometry.hpp"
 #include "recon/fdk.hpp"
 
 using namespace ctforge;

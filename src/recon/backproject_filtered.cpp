@@ -13,8 +13,8 @@
 
 #include "core/parallel_copy.hpp"
 #include "ctforge/volume.hpp"
-#include "kernels/backproject.cuh"
-#include "kernels/geometry.cuh"
+#include "math/backproject.hpp"
+#include "math/geometry.hpp"
 #include "recon/backproject_cpu.hpp"
 #include "recon/fdk.hpp"
 

@@ -11,9 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "core/projection_maps.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/volume.hpp"
-#include "kernels/geometry.cuh"
+#include "math/geometry.hpp"
 #include "recon/fdk.hpp"
 #include "recon/recon_quality.hpp"
 
