@@ -30,10 +30,11 @@
 #include <string>
 #include <vector>
 
+#include "core/projection_maps.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/volume.hpp"
-#include "kernels/geometry.cuh"
+#include "math/geometry.hpp"
 #include "recon/backproject.hpp"
 #include "recon/backproject_cpu.hpp"
 #include "recon/cpu_simd.hpp"

@@ -27,8 +27,8 @@
 #include "ctforge/phantom.hpp"
 #include "ctforge/recon.hpp"
 #if defined(CTFORGE_WITH_CUDA)
-#include "kernels/cuda_host_api.cuh"
-#include "recon/cuda_dispatch.hpp"
+#include "cuda/cuda_api.hpp"
+#include "recon/fdk_setup.hpp"
 #endif
 
 using namespace ctforge;

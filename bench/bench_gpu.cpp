@@ -34,16 +34,17 @@
 #include <vector>
 
 #include "bench_common.hpp"
+#include "core/projection_maps.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/recon.hpp"
-#include "kernels/geometry.cuh"
+#include "math/geometry.hpp"
 #include "recon/backproject.hpp"
 #include "recon/backproject_cpu.hpp"
 #include "recon/fdk.hpp"
 #if defined(CTFORGE_WITH_CUDA)
-#include "kernels/cuda_host_api.cuh"
-#include "kernels/cuda_plan.cuh"
-#include "recon/cuda_dispatch.hpp"
+#include "cuda/cuda_api.hpp"
+#include "cuda/cuda_plan.cuh"
+#include "recon/fdk_setup.hpp"
 #include "recon/filter.hpp"
 #endif
 

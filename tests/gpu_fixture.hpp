@@ -10,7 +10,7 @@
 #include <string>
 
 #if defined(CTFORGE_WITH_CUDA)
-#include "recon/cuda_dispatch.hpp"
+#include "cuda/cuda_api.hpp"
 #endif
 
 namespace ctforge::testing {

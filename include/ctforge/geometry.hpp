@@ -134,7 +134,7 @@ struct detector_coords {
 };
 detector_coords project_to_detector(const geometry& g, std::int64_t view, vec3 x);
 
-/// The frame of a cylindrical detector's view (see kernels/cylinder.cuh): source (mm), unit
+/// The frame of a cylindrical detector's view (see math/cylinder.hpp): source (mm), unit
 /// vectors n (in-plane, source towards the centre pixel), t (tangent, along u) and v_hat,
 /// radius (mm, = SDD), height hc (mm) of the centre pixel above the source along v_hat, and
 /// the pitches du, dv (mm). usage_error for a flat detector.

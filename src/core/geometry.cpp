@@ -10,7 +10,7 @@
 #include "core/json_reader.hpp"
 #include "core/text_file.hpp"
 #include "ctforge/error.hpp"
-#include "kernels/cylinder.cuh"
+#include "math/cylinder.hpp"
 
 namespace ctforge {
 namespace {

@@ -9,10 +9,9 @@
 #include <utility>
 
 #include "ctforge/error.hpp"
-#include "recon/cuda_dispatch.hpp"
+#include "cuda/cuda_api.hpp"
 
 #if defined(CTFORGE_WITH_CUDA)
-#include "kernels/cuda_host_api.cuh"
 #endif
 
 namespace ctforge {

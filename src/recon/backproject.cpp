@@ -10,7 +10,7 @@
 
 #include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
-#include "kernels/backproject.cuh"
+#include "math/backproject.hpp"
 #include "recon/backproject_simd.hpp"
 #include "recon/cpu_simd.hpp"
 

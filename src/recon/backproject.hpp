@@ -31,8 +31,8 @@
 
 #include "ctforge/geometry.hpp"
 #include "ctforge/volume.hpp"
-#include "kernels/cylinder.cuh"
-#include "kernels/geometry.cuh"
+#include "math/cylinder.hpp"
+#include "math/geometry.hpp"
 #include "recon/backproject_cpu.hpp"
 
 namespace ctforge::detail {

@@ -17,8 +17,8 @@
 #include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/volume.hpp"
-#include "kernels/backproject.cuh"
-#include "kernels/geometry.cuh"
+#include "math/backproject.hpp"
+#include "math/geometry.hpp"
 #include "recon/cpu_simd.hpp"
 
 #if defined(CTFORGE_SIMD_X86)

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "ctforge/volume.hpp"
-#include "kernels/geometry.cuh"
+#include "math/geometry.hpp"
 #include "recon/backproject_cpu.hpp"
 #include "recon/cpu_simd.hpp"
 

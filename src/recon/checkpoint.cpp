@@ -33,11 +33,12 @@
 #include <vector>
 
 #include "core/parallel_copy.hpp"
+#include "core/projection_maps.hpp"
 #include "ctforge/detail/atomic_write.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
-#include "kernels/cuda_plan.cuh"
-#include "kernels/cylinder.cuh"
+#include "math/cylinder.hpp"
+#include "math/slab_rows.hpp"
 #include "recon/iterative/iterative.hpp"
 
 namespace ctforge {
@@ -59,34 +60,22 @@ std::string hex(std::uint64_t v) {
 // ---- units ----------------------------------------------------------------------------------
 
 /// Detector rows [r0, r1) that planes [k0, k1) of `vg` project onto in any view, with one row
-/// of margin beyond the bilinear taps; all rows when a corner is at or behind a source.
+/// of margin beyond the bilinear taps (kernels::slab_row_band over the box of the planes'
+/// voxels, their edges included); all rows when a corner is at or behind a source.
 std::pair<std::int64_t, std::int64_t> row_band(const geometry& g, const volume_geometry& vg,
                                                const std::vector<projection_matrix>& mats,
                                                std::int64_t k0, std::int64_t k1) {
   if (g.rows == 1) return {0, 1};
-  double lo = 1e300, hi = -1e300;
   const double hx = 0.5 * vg.spacing_mm[0], hy = 0.5 * vg.spacing_mm[1];
-  const double x[2] = {vg.origin_mm[0] - hx, vg.origin_mm[0] + (vg.nx - 0.5) * vg.spacing_mm[0]};
-  const double y[2] = {vg.origin_mm[1] - hy, vg.origin_mm[1] + (vg.ny - 0.5) * vg.spacing_mm[1]};
-  const double z[2] = {vg.origin_mm[2] + (k0 - 0.5) * vg.spacing_mm[2],
-                       vg.origin_mm[2] + (k1 - 0.5) * vg.spacing_mm[2]};
-  for (const auto& m : mats)
-    for (double px : x)
-      for (double py : y)
-        for (double pz : z) {
-          const double p1 = m[4] * px + m[5] * py + m[6] * pz + m[7];
-          const double p2 = m[8] * px + m[9] * py + m[10] * pz + m[11];
-          if (!(p2 > 1e-6)) return {0, g.rows};
-          lo = std::min(lo, p1 / p2);
-          hi = std::max(hi, p1 / p2);
-        }
-  // The slab's box is convex and the map projective with every corner in front of the source,
-  // so the corners bound the rows; bilinear taps reach floor(row) and floor(row) + 1.
-  const auto r0 =
-      std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(lo)) - 1, 0, g.rows);
-  const auto r1 =
-      std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(hi)) + 3, r0 + 1, g.rows);
-  return {r0, r1};
+  const kernels::slab_box box{
+      {vg.origin_mm[0] - hx, vg.origin_mm[0] + (vg.nx - 0.5) * vg.spacing_mm[0]},
+      {vg.origin_mm[1] - hy, vg.origin_mm[1] + (vg.ny - 0.5) * vg.spacing_mm[1]},
+      {vg.origin_mm[2] + (k0 - 0.5) * vg.spacing_mm[2],
+       vg.origin_mm[2] + (k1 - 0.5) * vg.spacing_mm[2]}};
+  const kernels::row_band b =
+      kernels::slab_row_band(box, mats.data(), mats.size(), g.rows, /*curved=*/false);
+  const std::int64_t r0 = std::min<std::int64_t>(b.r0, g.rows - 1);
+  return {r0, std::max<std::int64_t>(b.r1, r0 + 1)};
 }
 
 json read_json_file(const fs::path& p) {
@@ -385,10 +374,12 @@ std::vector<slab_unit> plan_slab_units(const geometry& g, const volume_geometry&
     u.k0 = k0;
     u.k1 = std::min(vg.nz, k0 + planes);
     if (g.curved()) {
-      const kernels::cuda::slab_info s =
-          kernels::cuda::slab_rows_curved(vg, maps, g.rows, u.k0, u.k1 - u.k0);
-      u.r0 = std::min<std::int64_t>(s.row_offset, g.rows - 1);
-      u.r1 = std::max<std::int64_t>(s.row_offset + s.rows_valid, u.r0 + 1);
+      const kernels::row_band b = kernels::slab_row_band(
+          kernels::slab_centres(vg.origin_mm, vg.spacing_mm, vg.nx, vg.ny, u.k0, u.k1 - u.k0),
+          maps.data(), maps.size(), g.rows, /*curved=*/true,
+          0.5 * std::min(std::abs(vg.spacing_mm[0]), std::abs(vg.spacing_mm[1])));
+      u.r0 = std::min<std::int64_t>(b.r0, g.rows - 1);
+      u.r1 = std::max<std::int64_t>(b.r1, u.r0 + 1);
     } else {
       std::tie(u.r0, u.r1) = row_band(g, vg, mats, u.k0, u.k1);
     }

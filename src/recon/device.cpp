@@ -1,10 +1,10 @@
-// ctforge::device_array: ownership and copies; the CUDA calls are in src/kernels/cuda_device.cu.
+// ctforge::device_array: ownership and copies; the CUDA calls are in src/cuda/cuda_device.cu.
 #include "ctforge/device.hpp"
 
 #include <utility>
 
 #include "ctforge/error.hpp"
-#include "recon/cuda_dispatch.hpp"
+#include "cuda/cuda_api.hpp"
 
 namespace ctforge {
 namespace {

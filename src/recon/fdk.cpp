@@ -22,14 +22,15 @@
 #include <string>
 
 #include "core/parallel_copy.hpp"
+#include "core/projection_maps.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/recon.hpp"
-#include "kernels/backproject.cuh"
-#include "kernels/geometry.cuh"
+#include "math/backproject.hpp"
+#include "math/geometry.hpp"
 #include "recon/backproject.hpp"
+#include "cuda/cuda_api.hpp"
 #include "recon/backproject_cpu.hpp"
-#include "recon/cuda_dispatch.hpp"
 #include "recon/fdk_geometry.hpp"
 #include "recon/fdk_setup.hpp"
 #include "recon/filter.hpp"

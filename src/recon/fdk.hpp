@@ -5,8 +5,8 @@
 #include "ctforge/geometry.hpp"
 #include "ctforge/recon.hpp"
 #include "ctforge/volume.hpp"
-#include "kernels/cylinder.cuh"
-#include "kernels/geometry.cuh"
+#include "math/cylinder.hpp"
+#include "math/geometry.hpp"
 #include "recon/fdk_setup.hpp"
 
 namespace ctforge::detail {

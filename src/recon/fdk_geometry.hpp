@@ -31,7 +31,7 @@
 
 #include "ctforge/geometry.hpp"
 #include "ctforge/volume.hpp"
-#include "kernels/resample.cuh"
+#include "math/resample.hpp"
 
 namespace ctforge::detail {
 

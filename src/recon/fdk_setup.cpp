@@ -12,6 +12,7 @@
 
 #include "core/finite_scan.hpp"
 #include "ctforge/error.hpp"
+#include "recon/filter.hpp"
 
 namespace ctforge::detail {
 namespace {
@@ -139,25 +140,6 @@ std::string displaced_short_scan_warning(const geometry& g, const recon_options&
       "is complete; acquire a full turn (360 deg) for the rest",
       0.5 * std::abs(mean_detector_asymmetry_mm(g)), rad_to_deg(range), inner, outer, inner,
       100 * range / (2 * k_pi), inner);
-}
-
-void throw_non_finite(const projection_view& p, std::int64_t index) {
-  throw_non_finite(p, index, p.data[static_cast<std::size_t>(index)]);
-}
-
-void throw_non_finite(const projection_view& p, std::int64_t index, float value) {
-  const std::int64_t per_view = p.rows * p.cols;
-  const std::int64_t view = index / per_view, rem = index % per_view;
-  throw usage_error(fmt::format(
-      "projections: non-finite value ({}) at view {}, row {}, col {}; reconstruction and "
-      "back-projection need finite values",
-      value, view, rem / p.cols, rem % p.cols));
-}
-
-void check_finite_values(const projection_view& p, int threads) {
-  require_host(p, "checking projection values");
-  const std::int64_t i = first_non_finite(p.data.data(), p.size(), threads);
-  if (i >= 0) throw_non_finite(p, i);
 }
 
 fdk_setup make_fdk_setup(const projection_view& proj, const geometry& g, const recon_options& opt,
@@ -382,5 +364,35 @@ void apply_preweights(const fdk_setup& s, projection_stack& proj, int threads) {
             kernels::preweight(s.params, pv, static_cast<int>(c), static_cast<int>(r));
   }
 }
+
+fdk_job make_fdk_job(const projection_view& proj, const geometry& g, const recon_options& opt,
+                     const fdk_setup* setup) {
+  fdk_setup made;
+  if (setup != nullptr) {
+    CTFORGE_EXPECTS(setup->params.cols == proj.cols && setup->params.rows == proj.rows &&
+                        static_cast<std::int64_t>(setup->views.size()) == proj.views,
+                    "cuda_reconstruct: the pre-weight setup does not match the projections");
+  } else {
+    made = make_fdk_setup(proj, g, opt, /*check_values=*/false);  // checked on the device
+    setup = &made;
+  }
+  fdk_job job;
+  job.params = setup->params;
+  job.views = setup->views;
+  job.padded_len = static_cast<int>(padded_length(proj.cols));
+  job.response = ramp_response(job.padded_len, setup->filter_pixel_mm, opt.filter, opt.cutoff,
+                               setup->filter_equiangular_rad);
+  job.distance_weighting = setup->distance_weighting;
+  return job;
+}
+
+#if defined(CTFORGE_WITH_CUDA)
+volume cuda_reconstruct(const projection_view& proj, const geometry& g, const volume_geometry& vg,
+                        const recon_options& opt, const cuda_options& copt,
+                        const fdk_setup* setup, device_array* device_out) {
+  vg.validate();
+  return cuda_reconstruct(proj, g, vg, make_fdk_job(proj, g, opt, setup), opt, copt, device_out);
+}
+#endif
 
 }  // namespace ctforge::detail

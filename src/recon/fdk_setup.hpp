@@ -1,6 +1,6 @@
 // Host-side preparation of an FDK (cone / fan beam) or FBP (parallel beam) reconstruction,
 // shared by the CPU path (src/recon/fdk.cpp) and the CUDA backend: validation of the inputs and
-// the projection pre-weights of src/kernels/fdk_weights.cuh, computed in double precision.
+// the projection pre-weights of src/math/fdk_weights.hpp, computed in double precision.
 //
 // Weighting (see kernels::preweight): every pixel of view i is multiplied by
 //   views[i].scale * cosine(a, b) * parker(beta_i, gamma(a))
@@ -13,10 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "core/projection_checks.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/recon.hpp"
 #include "ctforge/volume.hpp"
-#include "kernels/fdk_weights.cuh"
+#include "cuda/cuda_api.hpp"
+#include "math/fdk_weights.hpp"
 
 namespace ctforge::detail {
 
@@ -99,15 +101,6 @@ geometry pad_narrow_side(const geometry& g, const narrow_side_padding& pad);
 projection_stack pad_narrow_side(const projection_view& p, const narrow_side_padding& pad,
                                  int threads = 0);
 
-/// Throws usage_error naming view, row and column of the first non-finite value of `p`; returns
-/// when there is none. A parallel, vectorised scan (threads = 0: all cores).
-void check_finite_values(const projection_view& p, int threads = 0);
-
-/// Throws the usage_error of check_finite_values for the value at linear index `index`.
-[[noreturn]] void throw_non_finite(const projection_view& p, std::int64_t index);
-/// The same with the value given (projections in device memory are not read on the host).
-[[noreturn]] void throw_non_finite(const projection_view& p, std::int64_t index, float value);
-
 /// Everything make_fdk_setup checks, plus the volume geometry. Throws usage_error.
 void validate_recon_input(const projection_view& proj, const geometry& g,
                           const volume_geometry& vg, const recon_options& opt);
@@ -115,5 +108,22 @@ void validate_recon_input(const projection_view& proj, const geometry& g,
 /// Multiplies every pixel of `proj` by its pre-weight (kernels::preweight). OpenMP over views;
 /// threads = 0: all cores.
 void apply_preweights(const fdk_setup& s, projection_stack& proj, int threads = 0);
+
+/// The GPU's FDK / FBP job (detail::fdk_job of src/cuda/cuda_api.hpp) for `proj`: the
+/// pre-weights of `setup` (which must match the projections' shape) or, when nullptr, of
+/// make_fdk_setup(proj, g, opt) without the scan for non-finite values (the device checks them
+/// while pre-weighting), and the ramp filter's response for padded_length(proj.cols), opt's
+/// window and cut-off.
+fdk_job make_fdk_job(const projection_view& proj, const geometry& g, const recon_options& opt,
+                     const fdk_setup* setup = nullptr);
+
+/// FDK / FBP on the GPU with the same inputs, outputs and validation as ctforge::reconstruct on
+/// the CPU: make_fdk_job, then the backend's cuda_reconstruct (src/cuda/cuda_api.hpp, which
+/// says what it does with non-finite values, `device_out` and projections in device memory).
+/// `setup`: the pre-weights to use (reconstruct passes those of a displaced detector before it
+/// was padded); nullptr: make_fdk_setup(proj, g, opt). CUDA builds only.
+volume cuda_reconstruct(const projection_view& proj, const geometry& g, const volume_geometry& vg,
+                        const recon_options& opt, const cuda_options& copt,
+                        const fdk_setup* setup = nullptr, device_array* device_out = nullptr);
 
 }  // namespace ctforge::detail

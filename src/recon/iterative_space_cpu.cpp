@@ -2,7 +2,7 @@
 // per-subset geometries made once (writing into the space's buffers, the matched
 // back-projector's per-thread volumes kept between calls), element-wise loops with static
 // OpenMP schedules, reductions in double over a fixed partition (one partial per thread, summed
-// in thread order), and the TV prox looping over kernels/tv.cuh's per-voxel arithmetic (the
+// in thread order), and the TV prox looping over math/tv.hpp's per-voxel arithmetic (the
 // CUDA kernels run the same).
 #include <fmt/format.h>
 #include <omp.h>
@@ -17,7 +17,7 @@
 #include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/projector.hpp"
-#include "kernels/tv.cuh"
+#include "math/tv.hpp"
 #include "recon/forward_project_cpu.hpp"
 #include "recon/iterative_space.hpp"
 

@@ -20,13 +20,14 @@
 
 #include "core/finite_scan.hpp"
 #include "core/parallel_copy.hpp"
+#include "core/projection_maps.hpp"
 #include "ctforge/error.hpp"
-#include "kernels/backproject.cuh"
-#include "kernels/forward_project.cuh"
-#include "kernels/geometry.cuh"
+#include "math/backproject.hpp"
+#include "math/forward_project.hpp"
+#include "math/geometry.hpp"
 #include "recon/backproject.hpp"
 #include "recon/backproject_cpu.hpp"
-#include "recon/cuda_dispatch.hpp"
+#include "cuda/cuda_api.hpp"
 #include "recon/fdk_setup.hpp"
 #include "recon/forward_project_cpu.hpp"
 
@@ -108,7 +109,7 @@ struct slab_planes {
 };
 
 /// The value of one ray through the scalar loop: kernels::joseph_ray_window, the CUDA kernel's
-/// body (src/kernels/forward_project.cu), one sample after the other.
+/// body (src/cuda/forward_project.cu), one sample after the other.
 float scalar_ray(const slab_planes& s, const ray_in_grid& ray) {
   return kernels::joseph_ray_window(s.sampler(), ray.p, ray.d, s.nx, s.ny, s.nz_all, ray.dir_mm,
                                     ray.t_min, s.z_lo, s.z_hi);
@@ -635,7 +636,7 @@ bool cpu_has_avx2_fma() {
 
 /// Projects planes [z0, z0 + nz) of `vol` (the whole volume when nz = vol.geom.nz) into `out`
 /// (adding when `accumulate`) with the per-ray set-up and body the CUDA kernel runs
-/// (src/kernels/forward_project.cu), per z-slab as the GPU does when the volume exceeds device
+/// (src/cuda/forward_project.cu), per z-slab as the GPU does when the volume exceeds device
 /// memory, through the loop `path` selects.
 void project_planes(const volume_view& vol, const geometry& g, std::int64_t z0, std::int64_t nz,
                     bool accumulate, const projections_out& out, int threads,

@@ -1,6 +1,6 @@
 // ctforge::projector_pair: the CPU side runs the CPU projectors straight into the caller's memory
 // (the matched back-projector's per-thread volumes kept between calls); the CUDA side keeps a
-// CUDA iterative space (src/kernels/iterative_space.cu) sized for one volume and one projection
+// CUDA iterative space (src/cuda/iterative_space.cu) sized for one volume and one projection
 // stack, so that every device resource is made once.
 #include <fmt/format.h>
 
@@ -12,7 +12,7 @@
 #include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/projector.hpp"
-#include "recon/cuda_dispatch.hpp"
+#include "cuda/cuda_api.hpp"
 #include "recon/fdk_setup.hpp"
 #include "recon/forward_project_cpu.hpp"
 #include "recon/iterative_space.hpp"

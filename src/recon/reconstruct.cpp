@@ -13,7 +13,7 @@
 #include "ctforge/error.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/recon.hpp"
-#include "recon/cuda_dispatch.hpp"
+#include "cuda/cuda_api.hpp"
 #include "recon/fdk.hpp"
 #include "recon/fdk_geometry.hpp"
 #include "recon/fdk_setup.hpp"

@@ -15,7 +15,7 @@
 #include "ctforge/geometry.hpp"
 
 #if defined(CTFORGE_WITH_CUDA)
-#include "recon/cuda_dispatch.hpp"
+#include "cuda/cuda_api.hpp"
 #endif
 
 #include "test_support.hpp"

@@ -14,9 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "core/projection_maps.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/volume.hpp"
-#include "kernels/geometry.cuh"
+#include "math/geometry.hpp"
 #include "recon/recon_quality.hpp"
 
 namespace ctforge {

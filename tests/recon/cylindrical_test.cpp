@@ -9,6 +9,7 @@
 #include <numbers>
 #include <vector>
 
+#include "core/projection_maps.hpp"
 #include "ctforge/checkpoint.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/geometry.hpp"
@@ -16,8 +17,8 @@
 #include "ctforge/phantom.hpp"
 #include "ctforge/projector.hpp"
 #include "ctforge/recon.hpp"
-#include "kernels/backproject.cuh"
-#include "kernels/cylinder.cuh"
+#include "math/backproject.hpp"
+#include "math/cylinder.hpp"
 #include "recon/fdk_setup.hpp"
 #include "recon/recon_quality.hpp"
 #include "test_support.hpp"

@@ -15,13 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "core/projection_maps.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/metrics.hpp"
 #include "ctforge/phantom.hpp"
 #include "ctforge/recon.hpp"
-#include "kernels/fdk_weights.cuh"
-#include "kernels/geometry.cuh"
+#include "math/fdk_weights.hpp"
+#include "math/geometry.hpp"
 #include "recon/backproject.hpp"
 #include "recon/backproject_cpu.hpp"
 #include "recon/fdk.hpp"

@@ -1,4 +1,4 @@
-// Displaced-detector weighting (recon/fdk_setup.cpp, kernels/fdk_weights.cuh): the weight of
+// Displaced-detector weighting (recon/fdk_setup.cpp, math/fdk_weights.hpp): the weight of
 // kernels::displaced_weight (1/2 in the overlap, smooth ramps of --offset-transition at its ends,
 // conjugate rays summing to exactly 1), the options recon_options::displaced_detector and
 // offset_transition_px, and what they do to noisy scans: a small centre offset (5.5 pixels on a
@@ -23,7 +23,7 @@
 #include "ctforge/metrics.hpp"
 #include "ctforge/phantom.hpp"
 #include "ctforge/recon.hpp"
-#include "kernels/fdk_weights.cuh"
+#include "math/fdk_weights.hpp"
 #include "recon/fdk_setup.hpp"
 #include "recon/recon_quality.hpp"
 

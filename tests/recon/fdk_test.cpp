@@ -20,8 +20,8 @@
 #include "ctforge/metrics.hpp"
 #include "ctforge/phantom.hpp"
 #include "ctforge/recon.hpp"
-#include "kernels/fdk_weights.cuh"
-#include "recon/cuda_dispatch.hpp"
+#include "cuda/cuda_api.hpp"
+#include "math/fdk_weights.hpp"
 #include "recon/fdk_setup.hpp"
 #include "recon/recon_quality.hpp"
 

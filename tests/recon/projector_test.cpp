@@ -14,14 +14,15 @@
 #include <string>
 #include <vector>
 
+#include "core/projection_maps.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/phantom.hpp"
-#include "kernels/backproject.cuh"
-#include "kernels/forward_project.cuh"
-#include "kernels/geometry.cuh"
+#include "cuda/cuda_api.hpp"
+#include "math/backproject.hpp"
+#include "math/forward_project.hpp"
+#include "math/geometry.hpp"
 #include "recon/backproject_cpu.hpp"
-#include "recon/cuda_dispatch.hpp"
 #include "recon/forward_project_cpu.hpp"
 #include "recon/recon_quality.hpp"
 #include "test_support.hpp"

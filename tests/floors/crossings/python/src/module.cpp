@@ -1,0 +1,2 @@
+#include "ctforge/api.hpp"
+#include "core/geometry.hpp"

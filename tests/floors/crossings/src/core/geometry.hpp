@@ -1,0 +1,2 @@
+#pragma once
+#include "math/weights.hpp"

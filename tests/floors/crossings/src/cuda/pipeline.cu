@@ -1,0 +1,2 @@
+#include "cuda/api.hpp"
+#include "recon/setup.hpp"

@@ -1,0 +1,2 @@
+#include "io/h5.hpp"
+#include "cuda/api.hpp"
