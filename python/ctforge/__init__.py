@@ -362,7 +362,9 @@ def add_poisson_noise(projections: Any, i0: float = 1e5, sigma: float = 0.0,
 
 # ---- operators ---------------------------------------------------------------------------
 
-def _memory(limit: Any) -> int:
+def _memory(limit: Any, name: str = "gpu_memory_limit") -> int:
+    """A byte count from an integer or a string such as "512M" or "8G" (K, M, G: powers of
+    1024); None or 0: no limit (0)."""
     if limit is None or limit == 0:
         return 0
     if isinstance(limit, str):
@@ -372,12 +374,19 @@ def _memory(limit: Any) -> int:
         try:
             value = int(number) * scale
         except ValueError:
-            raise UsageError(f"gpu_memory_limit: '{limit}' is not a byte count (e.g. 2G)") from None
+            raise UsageError(f"{name}: '{limit}' is not a byte count (e.g. 2G)") from None
     else:
         value = int(limit)
     if value <= 0:
-        raise UsageError(f"gpu_memory_limit: must be a positive byte count (got {limit})")
+        raise UsageError(f"{name}: must be a positive byte count (got {limit})")
     return value
+
+
+def _context(backend: str, device: int, threads: int, gpu_memory_limit: Any,
+             gpu_interpolation: str) -> dict:
+    """The keyword options of the execution context (where and how a call runs)."""
+    return {"backend": backend, "device": int(device), "threads": int(threads),
+            "gpu_memory_limit": _memory(gpu_memory_limit), "gpu_interpolation": gpu_interpolation}
 
 
 def forward_project(volume: Any, geometry: Any, grid: Any = None, *, backend: str = "auto",
@@ -391,9 +400,9 @@ def forward_project(volume: Any, geometry: Any, grid: Any = None, *, backend: st
     usable), "cpu" or "cuda"."""
     v = _as_float32(volume, 3, "volume")
     g = _core_geometry(geometry)
-    return _core.forward_project(v, _volume_grid(v, grid, g), g, backend,
-                                 int(device), int(threads), _memory(gpu_memory_limit),
-                                 gpu_interpolation)
+    return _core.forward_project(v, _volume_grid(v, grid, g), g,
+                                 **_context(backend, device, threads, gpu_memory_limit,
+                                            gpu_interpolation))
 
 
 def back_project(projections: Any, geometry: Any, grid: Any = None, *, backend: str = "auto",
@@ -407,8 +416,9 @@ def back_project(projections: Any, geometry: Any, grid: Any = None, *, backend: 
     rounding, as CGLS and other gradient methods need."""
     g = _core_geometry(geometry)
     return _core.back_project(_as_float32(projections, 3, "projections"), g, _grid(grid, g),
-                              backend, int(device), int(threads), _memory(gpu_memory_limit),
-                              gpu_interpolation, bool(reference), bool(matched))
+                              reference=bool(reference), matched=bool(matched),
+                              **_context(backend, device, threads, gpu_memory_limit,
+                                         gpu_interpolation))
 
 
 # ---- persistent projector pair ------------------------------------------------------------
@@ -431,9 +441,9 @@ class ProjectorPair:
                  threads: int = 0, gpu_memory_limit: Any = None, gpu_interpolation: str = "exact",
                  matched: bool = True) -> None:
         g = _core_geometry(geometry)
-        self._pair = _core.ProjectorPair(g, _grid(grid, g), backend, int(device), int(threads),
-                                         _memory(gpu_memory_limit), gpu_interpolation,
-                                         bool(matched))
+        self._pair = _core.ProjectorPair(g, _grid(grid, g), matched=bool(matched),
+                                         **_context(backend, device, threads, gpu_memory_limit,
+                                                    gpu_interpolation))
 
     def apply(self, volume: Any) -> np.ndarray:
         """Forward projection of ``volume`` (nz, ny, nx): float32 (views, rows, cols)."""
@@ -502,6 +512,45 @@ def linear_operator(geometry: Any, grid: Any = None, *, threads: int = 0, backen
     return op
 
 
+_ALGORITHMS = ("fdk", "fbp", "sirt", "os-sart", "cgls", "fista-tv", "osem")
+_OPTION_TABLE: list = []
+
+
+def _option_table() -> list:
+    """The library's table of algorithm-specific options (dicts: name, flag, algorithms, needs,
+    help), read once."""
+    if not _OPTION_TABLE:
+        _OPTION_TABLE.extend(_core.recon_option_table())
+    return _OPTION_TABLE
+
+
+def _given_options(function: Callable, values: dict, defaults: Optional[dict] = None) -> list:
+    """The names of the table's options that ``values`` (a call's arguments) gives other than
+    ``function``'s defaults (``defaults`` overrides some), in the table's order."""
+    import inspect
+    params = inspect.signature(function).parameters
+    given = []
+    for entry in _option_table():
+        name = entry["name"]
+        if name not in params or name not in values:
+            continue
+        default = (defaults or {}).get(name, params[name].default)
+        value = values[name]
+        if value is None and default is not None:
+            continue
+        if (value is not None) if default is None else bool(value != default):
+            given.append(name)
+    return given
+
+
+def _require_options_apply(function: Callable, values: dict, algorithm: str,
+                           defaults: Optional[dict] = None) -> None:
+    """UsageError naming the first option given (other than its default) that does not apply
+    to ``algorithm``."""
+    for name in _given_options(function, values, defaults):
+        _core.require_option_applies(name, algorithm)
+
+
 class _ProgressBar:
     """progress=True: a one-line bar on stderr."""
 
@@ -523,8 +572,8 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
                 algorithm: Optional[str] = None, filter: str = "ram-lak", cutoff: float = 1.0,
                 iterations: int = 50, relaxation: float = 1.0, nonnegative: bool = False,
                 backend: str = "auto", device: int = 0, threads: int = 0,
-                gpu_memory_limit: Any = None, gpu_interpolation: str = "exact",
-                reference: bool = False,
+                gpu_memory_limit: Any = None, memory_limit: Any = None,
+                gpu_interpolation: str = "exact", reference: bool = False,
                 progress: Union[None, bool, Callable[[float], None]] = None,
                 out: str = "host", checkpoint_dir: Optional[PathLike] = None,
                 unit_planes: int = 0, checkpoint_every: int = 0,
@@ -577,7 +626,18 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
     crash, a killed kernel or Ctrl-C the same call skips what is recorded there (the same
     projections, geometry, grid and options; the directory refuses other ones) and returns the
     bit-identical result. The units are removed once it is returned. Options that do not apply
-    to the method (given other than their defaults) raise UsageError naming them."""
+    to the method (given other than their defaults) raise UsageError naming them and the
+    methods they apply to.
+
+    Where and how it runs: ``backend`` "auto" (CUDA when a device is usable), "cpu" or "cuda";
+    ``device`` (CUDA ordinal); ``threads`` (0: all cores); ``gpu_memory_limit`` and
+    ``memory_limit`` (host): bytes, or a string such as "512M" or "8G" (None: no limit beyond
+    the free GPU memory / this machine's memory). FDK / FBP check their estimate of the host
+    memory they hold at their peak against ``memory_limit`` before allocating: a UsageError
+    naming the sizes when it does not fit (as ``ctforge recon --memory-limit``);
+    ``gpu_interpolation``: "exact" or "hardware" (texture unit: faster, ~1e-4 of the peak
+    off)."""
+    options = dict(locals())
     g = _core_geometry(geometry)
     vg = _grid(grid, g)
     algo = algorithm if algorithm is not None else _core.default_algorithm(g)
@@ -599,40 +659,19 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
     method = algo.lower().replace("_", "-")
     iterative = method not in ("fdk", "fbp")
     # Options given (other than their defaults) for a method they do not apply to: refused,
-    # as the command line refuses them.
-    applies = {
-        "filter": not iterative, "cutoff": not iterative, "unit_planes": not iterative,
-        "displaced_detector": not iterative, "offset_transition": not iterative,
-        "iterations": iterative, "nonnegative": iterative, "backprojector": iterative,
-        "tolerance": iterative, "initial": iterative, "return_log": iterative,
-        "checkpoint_every": iterative, "checkpoint_seconds": iterative,
-        "relaxation": method in ("sirt", "os-sart"), "subsets": method in ("os-sart", "osem"),
-        "tv_weight": method == "fista-tv", "tv_iterations": method == "fista-tv"}
-    given = {
-        "filter": filter != "ram-lak", "cutoff": cutoff != 1.0, "unit_planes": unit_planes != 0,
-        "displaced_detector": displaced_detector != "auto",
-        "offset_transition": offset_transition != 16.0,
-        "iterations": iterations != 50, "nonnegative": bool(nonnegative),
-        "backprojector": backprojector != "auto", "tolerance": tolerance != 0.0,
-        "initial": initial is not None, "return_log": bool(return_log),
-        "checkpoint_every": checkpoint_every != 0, "checkpoint_seconds": checkpoint_seconds != 30.0,
-        "relaxation": relaxation != 1.0, "subsets": subsets != 10,
-        "tv_weight": tv_weight != 0.0, "tv_iterations": tv_iterations != 20}
-    known = ("fdk", "fbp", "sirt", "os-sart", "cgls", "fista-tv", "osem")
-    if method in known:  # an unknown name is refused below, naming the algorithm
-        for name, is_given in given.items():
-            if is_given and not applies[name]:
-                raise UsageError(f"{name}: does not apply to algorithm {algo}")
+    # as the command line refuses them (the library's table decides).
+    given = _given_options(reconstruct, options, {"tv_weight": 0.0})
+    if method in _ALGORITHMS:  # an unknown name is refused below, naming the algorithm
+        for name in given:
+            _core.require_option_applies(name, method)
     for name, value in (("iterations", iterations), ("subsets", subsets),
                         ("tv_iterations", tv_iterations), ("threads", threads),
                         ("unit_planes", unit_planes), ("checkpoint_every", checkpoint_every)):
         if isinstance(value, bool) or not isinstance(value, _numbers.Integral):
             raise UsageError(f"{name}: expected an integer (got {value!r})")
-    if checkpoint_dir is None:
-        for name in ("checkpoint_every", "checkpoint_seconds") + (("unit_planes",)
-                                                                  if not iterative else ()):
-            if given[name]:
-                raise UsageError(f"{name}: needs checkpoint_dir")
+    for entry in _option_table():
+        if entry["name"] in given and entry["needs"] and options.get(entry["needs"]) is None:
+            raise UsageError(f"{entry['name']}: needs {entry['needs']}")
     if (not iterative and str(displaced_detector).lower() == "off"
             and _core.detector_is_displaced(g)):
         import warnings
@@ -640,7 +679,7 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
                       "the rotation axis than to the other; with the weights of a centred "
                       "detector the ring beyond the narrow side is reconstructed wrong "
                       "(truncation artefacts)", stacklevel=2)
-    if not iterative and method in known:
+    if not iterative and method in _ALGORITHMS:
         # A displaced detector on a short scan: the ring beyond the overlap lacks data (empty
         # when there is nothing to say, or when the reconstruction refuses the input below).
         note = _core.displaced_short_scan_warning(g, algo, str(displaced_detector),
@@ -663,15 +702,19 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
             "displaced_detector": str(displaced_detector),
             "offset_transition": float(offset_transition),
             "gpu_interpolation": gpu_interpolation, "reference": bool(reference)})
-    return _core.reconstruct(data, g, vg, algo, filter, float(cutoff), int(iterations),
-                             float(relaxation), bool(nonnegative), backend, int(device),
-                             int(threads), _memory(gpu_memory_limit), gpu_interpolation,
-                             bool(reference), callback, out == "device",
-                             _os.fspath(checkpoint_dir) if checkpoint_dir is not None else "",
-                             int(unit_planes), int(checkpoint_every), float(checkpoint_seconds),
-                             record, int(subsets), float(tv_weight), int(tv_iterations),
-                             str(backprojector), float(tolerance), init, bool(return_log),
-                             str(displaced_detector), float(offset_transition))
+    return _core.reconstruct(
+        data, g, vg, algorithm=algo, filter=filter, cutoff=float(cutoff),
+        iterations=int(iterations), relaxation=float(relaxation), nonnegative=bool(nonnegative),
+        memory_limit=_memory(memory_limit, "memory_limit"), reference=bool(reference),
+        progress=callback, out_device=out == "device",
+        checkpoint_dir=_os.fspath(checkpoint_dir) if checkpoint_dir is not None else "",
+        unit_planes=int(unit_planes), checkpoint_every=int(checkpoint_every),
+        checkpoint_seconds=float(checkpoint_seconds), run_record=record, subsets=int(subsets),
+        tv_weight=float(tv_weight), tv_iterations=int(tv_iterations),
+        backprojector=str(backprojector), tolerance=float(tolerance), initial=init,
+        return_log=bool(return_log), displaced_detector=str(displaced_detector),
+        offset_transition=float(offset_transition),
+        **_context(backend, device, threads, gpu_memory_limit, gpu_interpolation))
 
 
 def to_device(array: Any, device: int = 0) -> DeviceArray:
@@ -849,10 +892,10 @@ def read_projections(path: PathLike, *, flat: Optional[PathLike] = None,
     (any layout; NXtomo entries are otherwise found by their definition wherever they are, and
     DataExchange files by /exchange), as ``--data-path`` ... on the command line."""
     p, g, inf = _core.read_projections(
-        *_read_args(path, flat, dark, geometry, views, rows, cols, bin_rows, bin_cols,
-                    pixel_size, mode, min_transmission, transpose, flip_u, flip_v),
-        *_input_args(angles, angle_unit, sinogram, open_beam_cols),
-        band=None if band is None else (int(band[0]), int(band[1])),
+        _os.fspath(path), band=None if band is None else (int(band[0]), int(band[1])),
+        **_read_args(flat, dark, geometry, views, rows, cols, bin_rows, bin_cols, pixel_size,
+                     mode, min_transmission, transpose, flip_u, flip_v),
+        **_input_args(angles, angle_unit, sinogram, open_beam_cols),
         **_dataset_args(data_path, flat_path, dark_path, angles_path))
     return (p, Geometry(g), inf) if return_info else (p, Geometry(g))
 
@@ -862,18 +905,21 @@ def _dataset_args(data_path, flat_path, dark_path, angles_path) -> dict:
             "dark_path": dark_path or "", "angles_path": angles_path or ""}
 
 
-def _read_args(path, flat, dark, geometry, views, rows, cols, bin_rows, bin_cols, pixel_size,
-               mode, min_transmission, transpose, flip_u, flip_v) -> tuple:
-    return (_os.fspath(path), _os.fspath(flat) if flat else "", _os.fspath(dark) if dark else "",
-            _os.fspath(geometry) if geometry else "", _range(views, "views"),
-            _range(rows, "rows"), _range(cols, "cols"), int(bin_rows), int(bin_cols),
-            float(pixel_size), mode, float(min_transmission), bool(transpose), bool(flip_u),
-            bool(flip_v))
+def _read_args(flat, dark, geometry, views, rows, cols, bin_rows, bin_cols, pixel_size,
+               mode, min_transmission, transpose, flip_u, flip_v) -> dict:
+    return {"flat": _os.fspath(flat) if flat else "", "dark": _os.fspath(dark) if dark else "",
+            "geometry": _os.fspath(geometry) if geometry else "",
+            "views": _range(views, "views"), "rows": _range(rows, "rows"),
+            "cols": _range(cols, "cols"), "bin_rows": int(bin_rows), "bin_cols": int(bin_cols),
+            "pixel_size": float(pixel_size), "mode": mode,
+            "min_transmission": float(min_transmission), "transpose": bool(transpose),
+            "flip_u": bool(flip_u), "flip_v": bool(flip_v)}
 
 
-def _input_args(angles, angle_unit, sinogram, open_beam_cols) -> tuple:
+def _input_args(angles, angle_unit, sinogram, open_beam_cols) -> dict:
     ranges = [] if open_beam_cols is None else [(int(a), int(b)) for a, b in open_beam_cols]
-    return (_os.fspath(angles) if angles else "", str(angle_unit), bool(sinogram), ranges)
+    return {"angles": _os.fspath(angles) if angles else "", "angle_unit": str(angle_unit),
+            "sinogram": bool(sinogram), "open_beam_cols": ranges}
 
 
 def read_projection_geometry(path: PathLike, *, flat: Optional[PathLike] = None,
@@ -890,10 +936,11 @@ def read_projection_geometry(path: PathLike, *, flat: Optional[PathLike] = None,
     """The geometry :func:`read_projections` returns with the same options, without reading the
     projections (one pixel is read): for planning work on files larger than memory."""
     _, g, _ = _core.read_projections(
-        *_read_args(path, flat, dark, geometry, views, rows, cols, bin_rows, bin_cols,
-                    pixel_size, mode, min_transmission, transpose, flip_u, flip_v),
-        *_input_args(angles, angle_unit, sinogram, open_beam_cols),
-        geometry_only=True, **_dataset_args(data_path, flat_path, dark_path, angles_path))
+        _os.fspath(path), geometry_only=True,
+        **_read_args(flat, dark, geometry, views, rows, cols, bin_rows, bin_cols, pixel_size,
+                     mode, min_transmission, transpose, flip_u, flip_v),
+        **_input_args(angles, angle_unit, sinogram, open_beam_cols),
+        **_dataset_args(data_path, flat_path, dark_path, angles_path))
     return Geometry(g)
 
 

@@ -202,9 +202,7 @@ def _slab_unit_task(spec: dict, unit: int) -> dict:
         k0, k1, r0, r1 = run.units[unit]
         band, _ = ctforge.read_projections(spec["input"], band=(r0, r1), **spec["read"])
         o = spec["options"]
-        run.compute_unit(unit, band, o["algorithm"], o["filter"], o["cutoff"], o["backend"],
-                         o["device"], o["threads"], 0, o["gpu_interpolation"], False,
-                         o["displaced_detector"], o["offset_transition"])
+        run.compute_unit(unit, band, **o)
     return {"unit": unit, "computed": not done, "seconds": time.perf_counter() - t0,
             "worker": _where()}
 
@@ -364,6 +362,7 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
     ``checkpoint_every`` iterations. The units are removed once the output is written, unless
     ``keep_units``. ``.h5`` outputs are written slab by slab (the client never holds the
     volume); other formats are assembled in the client's memory."""
+    arguments = dict(locals())
     t0 = time.perf_counter()
     _dask()
     input = os.path.abspath(os.fspath(input))
@@ -389,11 +388,9 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
     algo = algorithm or ctforge.default_algorithm(g)
     if algo not in ("fdk", "fbp", "sirt"):
         raise ctforge.UsageError(f"algorithm: expected fdk, fbp or sirt (got {algo!r})")
-    if algo == "sirt":
-        for name, given in (("displaced_detector", displaced_detector != "auto"),
-                            ("offset_transition", offset_transition != 16.0)):
-            if given:
-                raise ctforge.UsageError(f"{name}: does not apply to algorithm sirt")
+    # Options given (other than their defaults) that do not apply to the method: refused, as
+    # ctforge.reconstruct and the command line refuse them (the library's table decides).
+    ctforge._require_options_apply(reconstruct, arguments, algo)
     options = {"algorithm": algo, "filter": filter, "cutoff": float(cutoff), "backend": backend,
                "device": int(device), "threads": int(threads),
                "gpu_interpolation": gpu_interpolation,

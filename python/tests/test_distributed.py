@@ -4,6 +4,7 @@ killed and started again (only the missing units are computed); distributed SIRT
 one-process SIRT; simulate equals project_analytic; the command line front end."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -87,6 +88,23 @@ def test_displaced_detector_options_reach_the_units(client, scan, tmp_path):
     with pytest.raises(ctforge.UsageError, match="displaced_detector: does not apply"):
         cd.reconstruct(client, path, tmp_path / "s.h5", shape=GRID, algorithm="sirt",
                        displaced_detector="off")
+
+
+def test_options_that_do_not_apply_are_refused_before_any_work(client, scan, tmp_path):
+    # The library's table decides, as for ctforge.reconstruct: options given other than their
+    # defaults for a method they do not apply to are refused, naming where they apply.
+    _, path, _, _ = scan
+    for algo, kw, message in (
+            ("fdk", dict(iterations=3), "iterations: does not apply to algorithm fdk (only to "
+                                        "sirt, os-sart, cgls, fista-tv, osem)"),
+            ("fdk", dict(checkpoint_every=2), "checkpoint_every: does not apply to algorithm fdk"),
+            ("sirt", dict(filter="hann"), "filter: does not apply to algorithm sirt (only to "
+                                          "fdk, fbp)"),
+            ("sirt", dict(unit_planes=4), "unit_planes: does not apply to algorithm sirt")):
+        out = tmp_path / f"{algo}.h5"
+        with pytest.raises(ctforge.UsageError, match=re.escape(message)):
+            cd.reconstruct(client, path, out, shape=GRID, algorithm=algo, **kw)
+        assert not out.exists()
 
 
 def test_worker_killed_mid_run_result_complete_and_identical(client, scan, tmp_path):

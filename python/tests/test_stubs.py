@@ -16,7 +16,11 @@ def stub_tree():
 
 
 def stub_functions(body):
-    return {n.name: [a.arg for a in n.args.args] for n in body if isinstance(n, ast.FunctionDef)}
+    """Parameter names of each function, "**name" for keyword options (as pybind11 writes
+    py::kwargs: "**kwargs")."""
+    def names(args):
+        return [a.arg for a in args.args] + (["**" + args.kwarg.arg] if args.kwarg else [])
+    return {n.name: names(n.args) for n in body if isinstance(n, ast.FunctionDef)}
 
 
 def module_params(fn):

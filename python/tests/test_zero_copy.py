@@ -87,15 +87,16 @@ def test_dlpack_capsules_are_parsed_in_cpp():
                                                     "density": 0.1}]), g)
     vg = ctforge.default_grid(g)
     ref = ctforge.reconstruct(p, g, vg, backend="cpu")
-    args = (g._g, vg, "fbp", "ram-lak", 1.0, 1, 1.0, False, "cpu", 0, 0, 0, "exact", False, None)
-    assert np.array_equal(_core.reconstruct(p.__dlpack__(), *args), ref)
+    args = (g._g, vg)
+    kw = dict(algorithm="fbp", backend="cpu")
+    assert np.array_equal(_core.reconstruct(p.__dlpack__(), *args, **kw), ref)
     with pytest.raises(ctforge.UsageError, match="C-contiguous"):
         _core.reconstruct(np.ascontiguousarray(np.repeat(p, 2, axis=2))[:, :, ::2].__dlpack__(),
-                          *args)
+                          *args, **kw)
     with pytest.raises(ctforge.UsageError, match="float32"):
-        _core.reconstruct(p.astype(np.float64).__dlpack__(), *args)
+        _core.reconstruct(p.astype(np.float64).__dlpack__(), *args, **kw)
     with pytest.raises(ctforge.UsageError, match="3 dimensions"):
-        _core.reconstruct(p[0].__dlpack__(), *args)
+        _core.reconstruct(p[0].__dlpack__(), *args, **kw)
 
 
 def test_device_array_needs_cuda():
