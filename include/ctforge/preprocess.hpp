@@ -49,7 +49,8 @@ struct outlier_options {
 std::int64_t remove_outliers(projections_ref p, const outlier_options& opt);
 
 /// Stripe (ring) removal of Vo, Atwood and Drakopoulos, "Superior techniques for eliminating
-/// ring artifacts in X-ray micro-tomography", Opt. Express 26, 28396 (2018).
+/// ring artifacts in X-ray micro-tomography", Opt. Express 26, 28396 (2018), as the authors'
+/// algotom implements them (tests compare with it).
 enum class stripe_method {
   /// Algorithm 3: sort each detector column of the sinogram along the views, median-filter
   /// across the columns (window `size`), sort back. Removes full and partial stripes.
@@ -57,17 +58,38 @@ enum class stripe_method {
   /// Algorithm 2: split each column into its low-pass part along the views (a Gaussian window
   /// of `sigma` in the Fourier domain) and the rest; the sorting method on the low-pass part.
   filtering,
+  /// Algorithm 5: large stripes. Columns whose sorted profile (ranks outside the top and bottom
+  /// drop_ratio / 2) deviates from its median across `la_size` columns by more than `snr` times
+  /// the noise level are detected (with one neighbour each side) and replaced by the sorted,
+  /// median-filtered values; with `norm`, every column is first divided by its deviation.
+  large,
+  /// Algorithm 6: dead (unresponsive) stripes. Columns whose variation along the views differs
+  /// from their neighbours' (median across `la_size` columns) by more than `snr` times the noise
+  /// level are detected (with one neighbour each side, never the two outermost columns each
+  /// side) and interpolated linearly across the columns from their good neighbours (when fewer
+  /// than a third are detected); then `large` on what remains.
+  dead,
+  /// Algorithm 6, then 5, then 3: dead stripes (without the residual step), large stripes
+  /// (`la_size`), then the sorting method with `size` (algotom's and tomopy's remove_all_stripe).
+  all,
 };
 
-/// "sorting", "filtering" (usage_error naming --rings otherwise).
+/// "sorting", "filtering", "large", "dead", "all" (usage_error naming --rings otherwise).
 stripe_method parse_stripe_method(std::string_view name);
 std::string to_string(stripe_method m);
 
 struct stripe_options {
   stripe_method method = stripe_method::sorting;
-  int size = 21;       ///< median window across detector columns, odd, >= 3 (the papers' size)
+  int size = 21;       ///< median window across detector columns, odd, >= 3 (sorting, filtering,
+                       ///< all: the small stripes' window; the papers' size / sm_size)
   double sigma = 3.0;  ///< filtering: sigma of the Gaussian window (the papers' sigma), > 0
-  int threads = 0;     ///< 0: all cores
+  int la_size = 51;    ///< large, dead, all: median window for large stripes (odd, >= 3)
+  double snr = 3.0;    ///< large, dead, all: detection ratio over the noise level, > 0
+  /// large, all: fraction of the sorted values left out (half at each end) when comparing a
+  /// column with its neighbours, in [0, 0.8]
+  double drop_ratio = 0.1;
+  bool norm = true;  ///< large: divide every column by its deviation before replacing
+  int threads = 0;   ///< 0: all cores
 };
 
 /// Removes stripes from the sinogram of every detector row of `p`. usage_error naming the
