@@ -22,7 +22,8 @@ ALLOWED = {
     "core": {"math", "core"},
     "cuda": {"math", "core", "cuda"},
     "io": {"math", "core", "io"},
-    "recon": {"math", "core", "cuda", "io", "recon"},
+    "preprocess": {"math", "core", "preprocess"},
+    "recon": {"math", "core", "cuda", "io", "preprocess", "recon"},
 }
 FLOORS = set(ALLOWED)
 SOURCE_SUFFIXES = {".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".cu", ".cuh"}
