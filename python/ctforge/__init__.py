@@ -52,6 +52,7 @@ __all__ = [
     "DeviceArray", "to_device", "linear_operator",
 ]
 __all__ += ["ProjectorPair"]  # persistent projector pair (see ProjectorPair below)
+__all__ += ["remove_stripes", "remove_zingers"]  # cleaning raw scans (below)
 
 PathLike = Union[str, "_os.PathLike[str]"]
 
@@ -1004,3 +1005,48 @@ def compare(a: Any, b: Any, peak: Optional[float] = None) -> dict:
     x = np.ascontiguousarray(np.asarray(a), dtype=np.float32)
     y = np.ascontiguousarray(np.asarray(b), dtype=np.float32)
     return _core.compare(x, y, None if peak is None else float(peak))
+
+
+def _projections_copy(array: Any, what: str) -> np.ndarray:
+    """A float32 C-contiguous copy of a sinogram (views, cols) or projections (views, rows,
+    cols): the cleaning steps change it in place and return it, the caller's array stays."""
+    a = np.array(array, dtype=np.float32, order="C", copy=True)
+    if a.ndim not in (2, 3):
+        raise UsageError(f"{what}: expected a sinogram (views, cols) or projections "
+                         f"(views, rows, cols), got {a.ndim} dimensions")
+    return a
+
+
+def remove_stripes(array: Any, *, method: str = "sorting", size: int = 21, sigma: float = 3.0,
+                   la_size: int = 51, snr: float = 3.0, drop_ratio: float = 0.1,
+                   norm: bool = True, threads: int = 0) -> np.ndarray:
+    """Stripe (ring) removal of Vo et al. 2018 on each detector row's sinogram: ``array`` is a
+    sinogram (views, cols) or projections (views, rows, cols) of line integrals; returns a
+    cleaned float32 copy. ``method``: "sorting" (algorithm 3: full and partial stripes; median
+    window ``size`` across columns), "filtering" (algorithm 2: sorting on the low-pass part
+    along the views, Gaussian ``sigma``), "large" (algorithm 5: large stripes, window
+    ``la_size``, detection ratio ``snr``, ``drop_ratio``, ``norm``), "dead" (algorithm 6:
+    unresponsive columns interpolated, then "large"), "all" (dead, large, then sorting with
+    ``size``: algotom's and tomopy's remove_all_stripe). Parameters as the paper and algotom
+    name them; results agree with algotom's. The GIL is released."""
+    a = _projections_copy(array, "remove_stripes")
+    _core.remove_stripes(a, method=method, size=size, sigma=sigma, la_size=la_size, snr=snr,
+                         drop_ratio=drop_ratio, norm=norm, threads=threads)
+    return a
+
+
+def remove_zingers(array: Any, *, threshold: float, size: int = 3, views: int = 1,
+                   threads: int = 0, return_count: bool = False):
+    """Zinger (outlier) removal: each value at least ``threshold`` above the median of its
+    neighbourhood (``size`` x ``size`` pixels of its view times ``views`` neighbouring views,
+    both odd; mirrored borders as scipy.ndimage's "reflect") is replaced by that median
+    (tomopy's remove_outlier rule); every other value is returned bit-identical. ``array``:
+    projections (views, rows, cols) or a sinogram (views, cols), raw counts or line integrals
+    (``threshold`` in their units). Returns a float32 copy, and with ``return_count=True`` also
+    the number of values replaced. A 2-D array is one image (a projection or a sinogram): its
+    window is ``size`` x ``size`` and ``views`` must be 1. The GIL is released."""
+    a = _projections_copy(array, "remove_zingers")
+    if a.ndim == 2 and views != 1:
+        raise UsageError("views: a 2-D array is one image; views must be 1")
+    n = _core.remove_zingers(a, threshold=threshold, size=size, views=views, threads=threads)
+    return (a, int(n)) if return_count else a

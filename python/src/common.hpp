@@ -130,5 +130,6 @@ void register_volume_files(py::module_& m);
 void register_slab_run(py::module_& m);
 void register_device_arrays(py::module_& m);
 void register_metrics(py::module_& m);
+void register_preprocessing(py::module_& m);
 
 }  // namespace ctforge::python

@@ -29,4 +29,5 @@ PYBIND11_MODULE(_core, m) {
   cp::register_volume_files(m);
   cp::register_device_arrays(m);
   cp::register_metrics(m);
+  cp::register_preprocessing(m);
 }
