@@ -687,7 +687,7 @@ runner add_recon(CLI::App& app) {
       k_method_group, "Options of some algorithms only; another algorithm refuses them");
   CLI::Option_group* checkpoint = add_checkpoint_options(sub, o->checkpoint);
   add_method_options(method, checkpoint, *o);
-  add_execution_options(sub, o->exec, "a small value forces the volume to be split into z-slabs");
+  add_execution_options(sub, o->exec, "a small value forces the volume to be split into slabs");
   return [o] { run(*o); };
 }
 

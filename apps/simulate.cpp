@@ -326,7 +326,7 @@ runner add_simulate(CLI::App& app) {
   add_execution_options(
       sub, o->exec,
       "volume phantoms: a small value makes the GPU projector take fewer views at a time, then "
-      "split the volume into z-slabs");
+      "split the volume into slabs");
   sub->add_flag("--quiet", o->quiet, "Print nothing but errors");
   return [o] { run(*o); };
 }

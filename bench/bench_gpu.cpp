@@ -10,7 +10,7 @@
 //               (the RabbitCT problem). GUPS = 512^3 * 496 / s, uploads and download included.
 //  * fdk512   : FDK of 512 views of 1024^2 pixels of 0.4 mm (360 deg) into 512^3 of 0.5 mm.
 //  * fdk1024  : FDK of 1024 views of 1024^2 into 1024^3 of 0.25 mm with a device memory budget
-//               that forces a split into 3 z-slabs (filtered projections kept on the device).
+//               that forces a split into 3 slabs (filtered projections kept on the device).
 // GPU: detail::cuda_reconstruct / cuda_backproject_filtered from host memory, page-locked once
 // before timing unless --input pageable (best of --repeat runs after a warm-up), with exact (CPU
 // arithmetic) and/or texture-unit interpolation; the share of device time in pre-weighting +

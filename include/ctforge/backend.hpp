@@ -57,7 +57,7 @@ enum class gpu_call {
 };
 
 /// One line on how the calling thread's last GPU call of `kind` ran, for logs: how the views
-/// were batched, whether the volume was split into z-slabs (and where the filtered projections
+/// were batched, whether the volume was split into slabs (and where the filtered projections
 /// were kept), device time per stage. Empty before the first such call on this thread and in
 /// builds without the CUDA backend.
 std::string describe_last_gpu_call(gpu_call kind);

@@ -1,6 +1,6 @@
 // Cooperative cancellation of long calls (reconstruct): another thread, a signal handler of
 // the caller's or a progress callback requests it; the call stops at its next check point
-// (after a batch of views, a z-slab or an iteration), releases everything it holds and throws
+// (after a batch of views, a slab or an iteration), releases everything it holds and throws
 // ctforge::cancelled. Nothing is written by a cancelled call.
 #pragma once
 

@@ -21,7 +21,7 @@ struct execution_context {
   /// naming the sizes); ctforge recon --memory-limit also sizes its units by it.
   std::int64_t memory_limit_bytes = 0;
   /// Upper bound on GPU memory (bytes); 0 = free memory less a safety margin. The CUDA
-  /// back-projection and forward projection split the volume into z-slabs when it does not fit
+  /// back-projection and forward projection split the volume into slabs when it does not fit
   /// (forward projection first tries fewer views at a time).
   std::int64_t gpu_memory_limit_bytes = 0;
   /// CUDA backend: interpolate with the texture unit (one fetch per sample; faster, but its
@@ -31,7 +31,7 @@ struct execution_context {
   /// projection's transpose.
   bool gpu_hardware_interpolation = false;
   /// Called with the fraction done in [0, 1]; may be empty. Called from the calling thread,
-  /// after every batch of views (CPU: at most 8 per pass), z-slab or iteration.
+  /// after every batch of views (CPU: at most 8 per pass), slab or iteration.
   std::function<void(double)> progress;
   /// Checked at the same points as progress (right after it is called): once requested, the
   /// call stops there, frees what it holds and throws ctforge::cancelled. A progress callback

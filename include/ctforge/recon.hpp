@@ -237,7 +237,7 @@ volume reconstruct(const projection_view& proj, const geometry& g, const volume_
 
 /// reconstruct() on the CUDA backend leaving the volume in GPU memory (device opt.device), shape
 /// {nz, ny, nx}: for callers that go on computing on the GPU. FDK / FBP only, and the volume
-/// and two batches of views must fit in GPU memory at once (no z-slabs); usage_error otherwise.
+/// and two batches of views must fit in GPU memory at once (no slabs); usage_error otherwise.
 /// `proj` may lie in host memory or (memory_space::cuda_device) on the same device.
 device_array reconstruct_to_device(const projection_view& proj, const geometry& g,
                                    const volume_geometry& vg, const recon_options& opt);

@@ -838,7 +838,7 @@ def backend_for(backend: str = "auto", device: int = 0) -> Tuple[str, str]:
 
 def last_gpu_call(kind: str = "reconstruction") -> str:
     """How this thread's last GPU call of ``kind`` ("reconstruction" or "forward_projection")
-    ran: batches, z-slabs, device time per stage. Empty before the first."""
+    ran: batches, slabs, device time per stage. Empty before the first."""
     return _core.describe_last_gpu_call(kind)
 
 

@@ -20,7 +20,7 @@ a FUSE mount of an object store with POSIX renames).
   views, forward- and back-projects them against the current iterate, and the client sums the
   back-projections and updates the iterate (equal to one-process SIRT within 1e-5 of the
   peak). The iterate is saved every ``checkpoint_every`` iterations into two alternating slots.
-* :func:`simulate` projects a phantom in chunks of views, one task each, recorded the same way.
+* :func:`simulate` projects a phantom in units of views, one task each, recorded the same way.
 
 The command line front end is ``python -m ctforge.distributed recon|simulate ...`` (also
 installed as ``ctforge-distributed``), with ``--scheduler tcp://HOST:PORT`` or ``--local N``.
@@ -531,7 +531,7 @@ def simulate(client: Any, phantom: Any, geometry: Any, output: PathLike, *,
              progress: Optional[Callable[[float], None]] = None) -> dict:
     """Exact line integrals of an analytic ``phantom`` ("shepp-logan", scaled to
     ``phantom_size`` mm, or ellipsoids as a dict, list, JSON text or file) for ``geometry``,
-    computed in chunks of ``views_per_unit`` views (0: about 16 M pixels each) on the workers
+    computed in units of ``views_per_unit`` views (0: about 16 M pixels each) on the workers
     of ``client`` and written to the ctforge HDF5 projection file ``output``; Poisson noise
     (``noise_i0`` photons, ``noise_sigma``, ``seed``) is drawn on the client as
     ``ctforge simulate --noise-i0`` does. The projections equal
@@ -565,13 +565,13 @@ def simulate(client: Any, phantom: Any, geometry: Any, output: PathLike, *,
     run = _open_run(dir, record)
     spec = {"geometry": g.to_json(), "phantom": phantom_spec, "dir": dir, "run": run,
             "threads": int(threads)}
-    chunks = [(a, min(g.view_count, a + per)) for a in range(0, g.view_count, per)]
+    units = [(a, min(g.view_count, a + per)) for a in range(0, g.view_count, per)]
     nonce = uuid.uuid4().hex[:8]
     futures = [client.submit(_views_unit_task, spec, a, b, key=f"ctforge-views-{run}-{a}-{nonce}")
-               for a, b in chunks]
+               for a, b in units]
     results = _gather(client, futures, progress, "simulate")
     proj = np.empty(g.projection_shape, dtype=np.float32)
-    for a, b in chunks:
+    for a, b in units:
         marker, data = _read_recorded(dir, f"views_{a:06d}_{b:06d}", run, (b - a) * g.rows * g.cols)
         if marker is None:
             raise ctforge.Error(f"{dir}: views {a}..{b - 1} are not recorded: {data}")
@@ -581,7 +581,7 @@ def simulate(client: Any, phantom: Any, geometry: Any, output: PathLike, *,
     ctforge.write_projections(output, proj, g)
     if not keep_units:
         _remove_run(dir, ("views_",), remove_dir=checkpoint_dir is None)
-    return _summary("simulate", output, len(chunks), results, t0, views_per_unit=per)
+    return _summary("simulate", output, len(units), results, t0, views_per_unit=per)
 
 
 # ---- command line --------------------------------------------------------------------------
@@ -637,7 +637,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
     r.add_argument("--gpu-interpolation", default="exact", choices=("exact", "hardware"))
 
-    s = sub.add_parser("simulate", help="exact projections of an analytic phantom, views in chunks")
+    s = sub.add_parser("simulate", help="exact projections of an analytic phantom, views in units")
     s.add_argument("--phantom", required=True, help="shepp-logan or a phantom JSON file")
     s.add_argument("--phantom-size", type=float, default=128.0)
     s.add_argument("--geometry", required=True)

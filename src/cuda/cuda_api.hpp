@@ -45,7 +45,7 @@ bool cuda_pin_host(void* data, std::size_t bytes, std::string* why = nullptr);
 void cuda_unpin_host(void* data) noexcept;
 
 /// The CUDA backend's options: the execution context (device, threads for host copies,
-/// gpu_memory_limit_bytes: a small value forces the volume into z-slabs,
+/// gpu_memory_limit_bytes: a small value forces the volume into slabs,
 /// gpu_hardware_interpolation) and what has no meaning on the CPU.
 struct cuda_options : execution_context {
   int views_per_batch = 0;  ///< 0 = automatic
@@ -74,7 +74,7 @@ struct fdk_job {
 /// callback and the cancellation token. detail::cuda_reconstruct of src/recon/fdk_setup.hpp
 /// prepares the job from recon_options and calls this.
 /// `device_out`: when given, the volume stays in GPU memory and is moved there (the returned
-/// host volume is then empty); the whole volume must fit (usage_error when it needs z-slabs).
+/// host volume is then empty); the whole volume must fit (usage_error when it needs slabs).
 /// Projections in device memory (proj.space == cuda_device) must lie on copt.device; they are
 /// copied batch by batch on the device, never through the host.
 volume cuda_reconstruct(const projection_view& proj, const geometry& g, const volume_geometry& vg,
@@ -144,7 +144,7 @@ struct cuda_pipeline_stats {
 struct cuda_forward_stats {
   double total_ms = 0;   ///< whole call (host wall clock)
   double stream_ms = 0;  ///< slab uploads, ray tracing, downloads and host copies / sums
-  int views_per_chunk = 0;
+  int views_per_batch = 0;
   int slabs = 0;             ///< 1 = the whole volume in one 3D texture
   std::int64_t slab_nz = 0;  ///< planes per slab (the texture's depth)
   bool hardware_interpolation = false;

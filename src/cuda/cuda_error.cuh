@@ -45,7 +45,7 @@ inline std::string memory_state() {
 
 inline const char* k_memory_hint =
     "; reduce the volume / batch size or set a device memory budget with --gpu-memory-limit "
-    "(the reconstruction then splits the volume into z-slabs)";
+    "(the reconstruction then splits the volume into slabs)";
 
 inline const char* cufft_error_name(cufftResult r) {
   switch (r) {

@@ -34,7 +34,7 @@ enum class interp {
   exact,
 };
 
-/// Volume part (z-slab) the back-projector writes, in __constant__ memory with the matrices.
+/// Volume part (slab) the back-projector writes, in __constant__ memory with the matrices.
 struct bp_slab_header {
   int nx, ny, nz;    ///< voxels of the slab
   int cols;          ///< detector columns (texture width)

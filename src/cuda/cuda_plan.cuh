@@ -1,5 +1,5 @@
 // Device-memory plan of the GPU reconstruction pipeline (src/cuda/fdk.cu): views per batch,
-// whether the volume is split into z-slabs, where the filtered projections are kept in slab
+// whether the volume is split into slabs, where the filtered projections are kept in slab
 // mode, and the detector rows each slab needs. Plain host C++ (no CUDA types), so the CPU test
 // suite checks these decisions on machines without a GPU.
 #pragma once
@@ -55,7 +55,7 @@ inline plan_input make_plan_input(std::int64_t views, std::int64_t rows, std::in
 struct plan {
   int views_per_batch = 1;
   int batches = 1;
-  bool slab_mode = false;     ///< volume split into z-slabs of slab_nz planes
+  bool slab_mode = false;     ///< volume split into slabs of slab_nz planes
   bool device_store = false;  ///< slab mode: filtered projections kept in device memory
   std::int64_t slab_nz = 0;
   std::int64_t budget = 0;   ///< bytes the plan had to fit in
@@ -181,39 +181,39 @@ plan make_pipeline_plan(plan_input in, std::int64_t budget, WorkOf&& work_of) {
 }
 
 /// Device-memory plan of the GPU forward projector (src/cuda/forward_project.cu): views per
-/// output chunk (two chunk buffers, so the download of one overlaps the rays of the next) and
-/// the z-slab depth of the 3D texture. With slabs, every slab traces all rays through its
+/// output batch (two batch buffers, so the download of one overlaps the rays of the next) and
+/// the slab depth of the 3D texture. With slabs, every slab traces all rays through its
 /// planes only, and the host sums the slabs' projections
 /// (kernels::joseph_ray_window, detail::forward_project_slabs on the CPU).
 struct forward_plan {
-  std::int64_t views_per_chunk = 1;
+  std::int64_t views_per_batch = 1;
   std::int64_t slab_nz = 0;  ///< planes per slab (= nz: the whole volume in one texture)
   int slabs = 1;
   std::int64_t budget = 0;   ///< bytes the plan had to fit in
   std::int64_t planned = 0;  ///< bytes it allocates (estimate)
 };
 
-/// Largest output chunk the forward projector starts from: 256 MiB of projections, at most
+/// Largest output batch the forward projector starts from: 256 MiB of projections, at most
 /// 1024 views.
-inline std::int64_t forward_initial_chunk(std::int64_t views, std::int64_t rows,
+inline std::int64_t forward_initial_batch(std::int64_t views, std::int64_t rows,
                                           std::int64_t cols) {
   const std::int64_t view_bytes = rows * cols * 4;
   return std::clamp<std::int64_t>((256 * k_mib) / view_bytes, 1,
                                   std::min<std::int64_t>(std::max<std::int64_t>(views, 1), 1024));
 }
 
-/// Device bytes of the forward projector for `chunk` views per output buffer and a 3D texture
+/// Device bytes of the forward projector for `batch` views per output buffer and a 3D texture
 /// of `planes` planes: two output buffers, the per-view ray geometry, the array (with the row
 /// padding allowance of array_bytes) and a fixed margin.
 inline std::int64_t forward_plan_bytes(const volume_geometry& vg, std::int64_t views,
-                                       std::int64_t rows, std::int64_t cols, std::int64_t chunk,
+                                       std::int64_t rows, std::int64_t cols, std::int64_t batch,
                                        std::int64_t planes) {
-  return 2 * chunk * rows * cols * 4 + views * 128 + array_bytes(vg.nx, vg.ny, planes) + 8 * k_mib;
+  return 2 * batch * rows * cols * 4 + views * 128 + array_bytes(vg.nx, vg.ny, planes) + 8 * k_mib;
 }
 
 /// The forward projector's plan for a budget of `budget` bytes: the whole volume with the
-/// largest chunk (halving from forward_initial_chunk) that fits next to it; otherwise z-slabs
-/// as deep as fit next to a chunk of min(initial, 8) views (halved down to one view), balanced.
+/// largest batch (halving from forward_initial_batch) that fits next to it; otherwise slabs
+/// as deep as fit next to a batch of min(initial, 8) views (halved down to one view), balanced.
 /// Throws ctforge::error (sizes and the --gpu-memory-limit hint) when one view and one plane do
 /// not fit. Slabs are at most `max_planes` deep (the device's 3D texture depth limit).
 inline forward_plan make_forward_plan(const volume_geometry& vg, std::int64_t views,
@@ -223,11 +223,11 @@ inline forward_plan make_forward_plan(const volume_geometry& vg, std::int64_t vi
                   "CUDA forward projection plan: empty projections or volume");
   forward_plan p;
   p.budget = budget;
-  const std::int64_t first = forward_initial_chunk(views, rows, cols);
+  const std::int64_t first = forward_initial_batch(views, rows, cols);
   for (std::int64_t c = first;; c = (c + 1) / 2) {
     const std::int64_t need = forward_plan_bytes(vg, views, rows, cols, c, vg.nz);
     if (vg.nz <= max_planes && need <= budget) {
-      p.views_per_chunk = c;
+      p.views_per_batch = c;
       p.slab_nz = vg.nz;
       p.planned = need;
       return p;
@@ -246,7 +246,7 @@ inline forward_plan make_forward_plan(const volume_geometry& vg, std::int64_t vi
           hi = mid - 1;
       }
       const std::int64_t n_slabs = (vg.nz + lo - 1) / lo;
-      p.views_per_chunk = c;
+      p.views_per_batch = c;
       p.slab_nz = (vg.nz + n_slabs - 1) / n_slabs;  // balanced slabs
       p.slabs = static_cast<int>((vg.nz + p.slab_nz - 1) / p.slab_nz);
       p.planned = forward_plan_bytes(vg, views, rows, cols, c, p.slab_nz);
@@ -262,7 +262,7 @@ inline forward_plan make_forward_plan(const volume_geometry& vg, std::int64_t vi
                        " in all); use a smaller volume or detector, or raise --gpu-memory-limit");
 }
 
-/// A z-slab of the volume and the detector rows its voxels project onto.
+/// A slab of the volume and the detector rows its voxels project onto.
 struct slab_info {
   std::int64_t z0 = 0, nz = 0;  ///< first plane and plane count
   int row_offset = 0;           ///< first detector row kept

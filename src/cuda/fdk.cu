@@ -17,7 +17,7 @@
 //    every batch. Kernels read the batch index from a device counter that the graph
 //    increments at its end; per-view data (matrices, pre-weights) sit in device arrays
 //    uploaded once. Nothing is allocated, planned or created inside the batch loop.
-//  * When volume + batch buffers exceed the memory budget, the volume is split into z-slabs:
+//  * When volume + batch buffers exceed the memory budget, the volume is split into slabs:
 //    phase 1 filters every view once into a projection store (device memory when it fits,
 //    else mapped pinned host memory); phase 2, per slab, gathers from the store only the
 //    detector rows the slab projects onto (from its corners under all matrices) into the
@@ -27,7 +27,7 @@
 //  * job: what to compute (projections, geometry, pre-weights and ramp response when filtering).
 //  * limits: projections_on_device, check_limits (texture and launch limits).
 //  * pipeline_streams: the three stage streams.
-//  * pipeline_plan / plan_pipeline: batches, z-slabs and the rows each needs, where the filtered
+//  * pipeline_plan / plan_pipeline: batches, slabs and the rows each needs, where the filtered
 //    projections live, the per-view matrices (from make_pipeline_plan / make_slabs in
 //    cuda_plan.cuh); also makes the ramp filter of the chosen batch (ramp_filter_gpu,
 //    ramp_filter.cu).
@@ -92,7 +92,7 @@ struct job {
   int threads = 0;
   const std::function<void(double)>* progress = nullptr;
   const cancellation_token* cancel = nullptr;
-  device_array* device_out = nullptr;  // keep the volume on the device (no z-slabs)
+  device_array* device_out = nullptr;  // keep the volume on the device (no slabs)
 };
 
 void report(const job& jb, double f) {
@@ -172,7 +172,7 @@ struct pipeline_streams {
 
 // ---- the plan -----------------------------------------------------------------------------------
 
-/// What one call does where: views per batch and batches, the z-slabs and the detector rows
+/// What one call does where: views per batch and batches, the slabs and the detector rows
 /// each needs, where the filtered projections live (pl.device_store), the per-view matrices.
 struct pipeline_plan {
   plan pl;  ///< make_pipeline_plan (cuda_plan.cuh)
@@ -220,7 +220,7 @@ pipeline_plan plan_pipeline(const job& jb, const detail::cuda_options& copt, int
   CTFORGE_EXPECTS(!jb.device_out || !pl.slab_mode,
                   "a volume kept in GPU memory must fit there whole: " + std::to_string(vg.nx) +
                       " x " + std::to_string(vg.ny) + " x " + std::to_string(vg.nz) +
-                      " voxels need z-slabs within the memory limit (use host output)");
+                      " voxels need slabs within the memory limit (use host output)");
   pp.pl = pl;
   pp.plans_created = plans_created;
   pp.B = pl.views_per_batch;
@@ -514,7 +514,7 @@ detail::cuda_pipeline_stats initial_stats(const job& jb, const pipeline_plan& pp
 // ---- the passes ---------------------------------------------------------------------------------
 
 /// The per-batch and per-slab steps over the resources and graphs, and the two ways of running
-/// them: the whole volume at once (streaming) or z-slab by z-slab.
+/// them: the whole volume at once (streaming) or slab by slab.
 class pipeline_passes {
  public:
   pipeline_passes(const job& jb, const pipeline_plan& pp, const pipeline_resources& r,
@@ -550,7 +550,7 @@ class pipeline_passes {
     if (!jb_.device_out) download(pp_.slabs[0]);
   }
 
-  /// Z-slabs: phase 1 filters every view once into the store; phase 2, per slab, gathers the
+  /// Slabs: phase 1 filters every view once into the store; phase 2, per slab, gathers the
   /// rows it needs into the arrays and back-projects them.
   void run_slabs(clock_type::time_point t_stream) {
     st_.filter_ms =

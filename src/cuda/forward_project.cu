@@ -4,10 +4,10 @@
 // point nearest the volume centre, cone rays starting at the source) is computed in double
 // precision as the CPU does (src/recon/projector.cpp).
 //
-// Views are projected in chunks into two device output buffers on a compute stream; a copy
-// stream downloads each chunk into pinned staging while the next chunk's rays are traced, and
+// Views are projected in batches into two device output buffers on a compute stream; a copy
+// stream downloads each batch into pinned staging while the next batch's rays are traced, and
 // the host moves it into the result (OpenMP). A volume that does not fit next to the output
-// buffers (make_forward_plan) is split into z-slabs: each slab is uploaded into the texture in
+// buffers (make_forward_plan) is split into slabs: each slab is uploaded into the texture in
 // turn, every ray is traced through that slab's planes only (joseph_ray_window with a
 // z_slab_sampler) and the host adds the slabs' projections, in slab order.
 //
@@ -271,10 +271,10 @@ projection_stack cuda_forward_project(const volume_view& vol, const geometry& g,
 
   const std::int64_t V = g.view_count(), R = g.rows, C = g.cols;
   const std::int64_t view_floats = R * C;
-  // Chunks of views into two output buffers; slabs when the volume does not fit beside them.
+  // Batches of views into two output buffers; slabs when the volume does not fit beside them.
   const forward_plan pl =
       make_forward_plan(vg, V, R, C, device_memory_budget(copt.gpu_memory_limit_bytes), max3[2]);
-  const std::int64_t chunk = pl.views_per_chunk;
+  const std::int64_t batch = pl.views_per_batch;
   const std::int64_t tex_nz = pl.slab_nz;
   const std::int64_t plane = vg.nx * vg.ny;
 
@@ -282,16 +282,16 @@ projection_stack cuda_forward_project(const volume_view& vol, const geometry& g,
   cuda_array arr(cuda_array::kind::volume_3d, vg.nx, vg.ny, tex_nz, false, "the volume");
   const bool hw = copt.gpu_hardware_interpolation;
   const texture_object tex(arr, hw);
-  device_buffer<float> out0(static_cast<std::size_t>(chunk * view_floats), "forward projections");
-  device_buffer<float> out1(static_cast<std::size_t>(chunk * view_floats), "forward projections");
+  device_buffer<float> out0(static_cast<std::size_t>(batch * view_floats), "forward projections");
+  device_buffer<float> out1(static_cast<std::size_t>(batch * view_floats), "forward projections");
   const device_buffer<float>* out_dev[2] = {&out0, &out1};
   std::int64_t pinned_allocated = 0;  // page-locked staging from the pool (pinned_pool.cuh)
-  pinned_pool::lease stage0 = lease_pinned(static_cast<std::size_t>(chunk * view_floats),
+  pinned_pool::lease stage0 = lease_pinned(static_cast<std::size_t>(batch * view_floats),
                                            "forward projection staging", &pinned_allocated);
-  pinned_pool::lease stage1 = lease_pinned(static_cast<std::size_t>(chunk * view_floats),
+  pinned_pool::lease stage1 = lease_pinned(static_cast<std::size_t>(batch * view_floats),
                                            "forward projection staging", &pinned_allocated);
   const pinned_buffer<float>* stage[2] = {&stage0.get(), &stage1.get()};
-  const event ev_k[2] = {event(false), event(false)};  // rays of the chunk in out_dev[p] done
+  const event ev_k[2] = {event(false), event(false)};  // rays of the batch in out_dev[p] done
   const event ev_c[2] = {event(false), event(false)};  // its download into stage[p] done
 
   const std::vector<fp_view> views = make_fp_views(g);
@@ -319,13 +319,13 @@ projection_stack cuda_forward_project(const volume_view& vol, const geometry& g,
   } const unwind_guard{{&s_k, &s_c}};
 
   const int threads = 0;  // host copies and sums on all cores
-  const std::int64_t chunks_per_slab = (V + chunk - 1) / chunk;
+  const std::int64_t batches_per_slab = (V + batch - 1) / batch;
   projection_stack out(V, R, C);
-  // Moves job j's projections (slab j / chunks_per_slab, views from v0) from stage[j % 2] into
+  // Moves job j's projections (slab j / batches_per_slab, views from v0) from stage[j % 2] into
   // `out`: copied for the first slab, added for the others.
   const auto consume = [&](std::int64_t j) {
-    const std::int64_t slab = j / chunks_per_slab;
-    const std::int64_t v0 = (j % chunks_per_slab) * chunk, n = std::min(chunk, V - v0);
+    const std::int64_t slab = j / batches_per_slab;
+    const std::int64_t v0 = (j % batches_per_slab) * batch, n = std::min(batch, V - v0);
     ev_c[j % 2].synchronize();
     const float* src = stage[j % 2]->data();
     if (slab == 0)
@@ -357,9 +357,9 @@ projection_stack cuda_forward_project(const volume_view& vol, const geometry& g,
     p.z0 = static_cast<int>(z0);
     p.z_lo = static_cast<float>(z0) - 1.0f;
     p.z_hi = static_cast<float>(z0 + tex_nz);
-    for (std::int64_t v0 = 0; v0 < V; v0 += chunk, ++j) {
+    for (std::int64_t v0 = 0; v0 < V; v0 += batch, ++j) {
       const int b = static_cast<int>(j % 2);
-      const std::int64_t n = std::min(chunk, V - v0);
+      const std::int64_t n = std::min(batch, V - v0);
       // out_dev[b] and stage[b] were last used by job j - 2: its download has finished (the
       // host consumed it at the end of iteration j - 1).
       if (j >= 2) s_k.wait(ev_c[b]);
@@ -381,7 +381,7 @@ projection_stack cuda_forward_project(const volume_view& vol, const geometry& g,
   detail::cuda_forward_stats st;
   st.total_ms = std::chrono::duration<double, std::milli>(clock_type::now() - t_start).count();
   st.stream_ms = std::chrono::duration<double, std::milli>(clock_type::now() - t_loop).count();
-  st.views_per_chunk = static_cast<int>(chunk);
+  st.views_per_batch = static_cast<int>(batch);
   st.slabs = static_cast<int>(n_slabs);
   st.slab_nz = tex_nz;
   st.budget_bytes = pl.budget;

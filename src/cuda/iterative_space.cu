@@ -25,7 +25,7 @@
 // a fixed order. The voxel-driven back-projector's matrices live in the process-wide constant
 // memory block: back(voxel) holds its lock and waits for its kernels before returning.
 //
-// There is no z-slab split: the volume, the largest projection stack and the buffers the
+// There is no slab split: the volume, the largest projection stack and the buffers the
 // algorithms need must fit in device memory together (usage_error naming the sizes otherwise).
 #include <cuda_runtime.h>
 
@@ -254,7 +254,7 @@ class cuda_space final : public detail::iterative_space {
                         std::to_string(vg_.ny) + " x " + std::to_string(vg_.nz) +
                         " voxels exceeds the 3D texture limit (" + std::to_string(max3[0]) + " x " +
                         std::to_string(max3[1]) + " x " + std::to_string(max3[2]) +
-                        "); the iterative methods do not split the volume into z-slabs");
+                        "); the iterative methods do not split the volume into slabs");
     CTFORGE_EXPECTS(C <= max_w && R <= max_h && R <= 65535,
                     "CUDA iterative space: a detector of " + std::to_string(C) + " x " +
                         std::to_string(R) + " pixels exceeds the layered texture limit (" +
@@ -295,7 +295,7 @@ class cuda_space final : public detail::iterative_space {
                                            : "the free device memory allows ") +
           format_bytes(budget) +
           " (the iterative methods keep everything on the device and do not split the volume "
-          "into z-slabs: use more subsets, fewer voxels or the CPU backend)");
+          "into slabs: use more subsets, fewer voxels or the CPU backend)");
 
     // ---- resources ----------------------------------------------------------------------------
     fp_ = make_fp_params(g_, vg_);
@@ -641,7 +641,7 @@ class cuda_space final : public detail::iterative_space {
                                            : "the free device memory of ") +
           format_bytes(budget_) +
           " (the iterative methods keep everything on the device and do not split the volume "
-          "into z-slabs: use fewer voxels or subsets, or the CPU backend)");
+          "into slabs: use fewer voxels or subsets, or the CPU backend)");
     held_ += bytes;
   }
 

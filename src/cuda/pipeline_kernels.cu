@@ -1,5 +1,5 @@
 // Small kernels of the reconstruction pipeline: the batch counter, copies of filtered
-// projections into the projection store (z-slab mode) and the gather of the detector rows a
+// projections into the projection store (slab mode) and the gather of the detector rows a
 // slab needs from the store into the layered texture array.
 #include <cuda_runtime.h>
 #include <surface_indirect_functions.h>

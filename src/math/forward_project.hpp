@@ -139,7 +139,7 @@ CTFORGE_HD bool clip_axis(float p, float d, float lo, float hi, float& t0, float
   return t0 <= t1;
 }
 
-/// A sampler of one z-slab (planes [z0, z0 + depth) of a larger volume) addressed with the
+/// A sampler of one slab (planes [z0, z0 + depth) of a larger volume) addressed with the
 /// whole volume's index coordinates: `inner` samples the slab on its own (local plane 0 =
 /// global plane z0, zero outside the slab). z - z0 is exact in float for |z|, z0 < 2^24, so a
 /// sample reads the same weights as in the whole volume. The whole volume's samples are the

@@ -1,4 +1,4 @@
-// Which detector rows a z-slab of the volume needs: the one answer used by the CUDA plan (the
+// Which detector rows a slab of the volume needs: the one answer used by the CUDA plan (the
 // rows it uploads for each slab, src/cuda/cuda_plan.cuh) and by the checkpointed slab-wise
 // reconstruction (the rows it reads for each unit, src/recon/checkpoint.cpp), for flat
 // detectors (3x4 projection matrices) and cylindrical ones (kernels::cyl_map_d).

@@ -108,7 +108,7 @@ std::string describe_last_gpu_call(gpu_call kind) {
     if (st.batches == 0) return {};
     const std::string layout =
         st.slabs <= 1 ? std::string("the whole volume on the device")
-                      : fmt::format("{} z-slabs (filtered projections kept in {} memory)", st.slabs,
+                      : fmt::format("{} slabs (filtered projections kept in {} memory)", st.slabs,
                                     st.device_store ? "device" : "pinned host");
     std::string device_time =
         st.filtered ? fmt::format("filtering {:.0f} ms, ", st.filter_ms) : std::string();
@@ -125,8 +125,8 @@ std::string describe_last_gpu_call(gpu_call kind) {
   if (st.slabs == 0) return {};
   const std::string layout = st.slabs <= 1
                                  ? std::string("the whole volume in one 3D texture")
-                                 : fmt::format("{} z-slabs of {} planes", st.slabs, st.slab_nz);
-  return fmt::format("gpu: chunks of up to {} views, {}; {:.0f} ms", st.views_per_chunk, layout,
+                                 : fmt::format("{} slabs of {} planes", st.slabs, st.slab_nz);
+  return fmt::format("gpu: batches of up to {} views, {}; {:.0f} ms", st.views_per_batch, layout,
                      st.total_ms);
 #else
   (void)kind;

@@ -58,7 +58,7 @@ void reference_row(const bp_job& job, const std::vector<projection_matrix>& mats
   }
 }
 
-// The reference strategy: OpenMP over the rows of up to 16 z-slabs, job.progress after each.
+// The reference strategy: OpenMP over the rows of up to 16 slabs, job.progress after each.
 void backproject_reference(const bp_job& job) {
   CTFORGE_EXPECTS(job.views != nullptr && job.geom != nullptr,
                   "back-projection: the reference loop needs the views and their geometry");

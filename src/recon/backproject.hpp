@@ -58,7 +58,7 @@ struct bp_job {
   float* out = nullptr;             ///< grid.voxel_count() floats, [z][y][x]; the result is ADDED
   bool distance_weighting = false;  ///< FDK weight 1/w^2 (cone beam) or none
   int threads = 0;                  ///< 0: all cores
-  /// Reference strategy only: called after each of its (up to 16) z-slabs with the fraction
+  /// Reference strategy only: called after each of its (up to 16) slabs with the fraction
   /// done, (slab + 1) / slabs; may throw to cancel.
   std::function<void(double)> progress;
 

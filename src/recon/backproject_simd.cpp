@@ -45,7 +45,7 @@ namespace ctforge {
 // cache (fdk tests compare it with the double-precision reference path):
 //  * voxels whose projection misses the detector (contribution exactly 0) are skipped;
 //  * views in batches of ~6 MiB that stay in the last-level cache while all voxels visit them;
-//  * work unit = a block of up to k_block_rows consecutive y rows at one z; for each view the
+//  * task = a block of up to k_block_rows consecutive y rows at one z; for each view the
 //    rows of a block project onto nearly the same detector rows, so the view's footprint stays
 //    in L1/L2 while the block is processed;
 //  * per row and view, two phases: first the tap offsets and weights of all voxels (pure
@@ -443,7 +443,7 @@ std::int64_t views_per_batch(const detail::padded_projections& proj) {
                                   std::max<std::int64_t>(proj.views, 1));
 }
 
-/// The shared-z loop, for views whose p0 and p2 do not depend on z: work unit = a block of up
+/// The shared-z loop, for views whose p0 and p2 do not depend on z: task = a block of up
 /// to k_z_planes planes x `block` rows, each row's planes through `planes`.
 template <kernels::bp_weighting W>
 void backproject_blocked_z(const detail::padded_projections& proj, const kernels::proj_matrix* mats,
@@ -487,7 +487,7 @@ void backproject_blocked_z(const detail::padded_projections& proj, const kernels
   }
 }
 
-/// The per-plane loop: work unit = a block of rows at one z, each row through
+/// The per-plane loop: task = a block of rows at one z, each row through
 /// backproject_row_avx2.
 template <kernels::bp_weighting W>
 void backproject_blocked(const detail::padded_projections& proj, const kernels::proj_matrix* mats,

@@ -363,7 +363,7 @@ std::vector<slab_unit> plan_slab_units(const geometry& g, const volume_geometry&
   if (planes == 0) planes = default_unit_planes(vg);
   planes = std::min(planes, vg.nz);
   // Flat detectors: the rows through the projection matrices (row_band); cylindrical ones:
-  // the rows of the CUDA back-projector's z-slabs, from the per-view cylinder maps.
+  // the rows of the CUDA back-projector's slabs, from the per-view cylinder maps.
   const std::vector<projection_matrix> mats =
       g.curved() ? std::vector<projection_matrix>{} : compute_projection_matrices(g);
   const std::vector<kernels::cyl_map_d> maps =

@@ -1,6 +1,6 @@
 // The CPU forward projector's entry points for tests, benchmarks and the iterative methods: the
 // vectorised loop and the scalar reference loop side by side, the projectors writing into the
-// caller's memory, the z-slab decomposition the CUDA forward projector uses when the volume does
+// caller's memory, the slab decomposition the CUDA forward projector uses when the volume does
 // not fit in device memory (src/cuda/forward_project.cu), and the number of plane samples a
 // projection takes.
 #pragma once

@@ -168,7 +168,7 @@ void project_planes_scalar(const slab_planes& s, const ray_setup& rays, const ge
 // scale) is joseph_ray_window's, operation for operation; only fused multiply-adds may round
 // differently from the scalar build (bit-identical with GCC 12, -march=x86-64-v3).
 //
-// Units of work and their order are described at project_planes_avx2.
+// Tasks and their order are described at project_planes_avx2.
 
 constexpr int k_lanes = 8;
 
@@ -497,8 +497,8 @@ void project_group_avx2(const slab_planes& s, const ray_setup& rays, std::int64_
   }
 }
 
-/// The vectorised loop over all rays. Work unit: a band of rows of one view; in a band, the
-/// column blocks in turn and in each block the rows in turn. Units are ordered band by band,
+/// The vectorised loop over all rays. Task: a band of rows of one view; in a band, the
+/// column blocks in turn and in each block the rows in turn. Tasks are ordered band by band,
 /// all views of a band before the next: a band's rays cross the same slab of the volume in
 /// every view, which then stays in the cache (on 256^3, 180 views of 256^2: 1.5x faster than
 /// view by view, where each view streams the whole volume from memory again).
@@ -636,7 +636,7 @@ bool cpu_has_avx2_fma() {
 
 /// Projects planes [z0, z0 + nz) of `vol` (the whole volume when nz = vol.geom.nz) into `out`
 /// (adding when `accumulate`) with the per-ray set-up and body the CUDA kernel runs
-/// (src/cuda/forward_project.cu), per z-slab as the GPU does when the volume exceeds device
+/// (src/cuda/forward_project.cu), per slab as the GPU does when the volume exceeds device
 /// memory, through the loop `path` selects.
 void project_planes(const volume_view& vol, const geometry& g, std::int64_t z0, std::int64_t nz,
                     bool accumulate, const projections_out& out, int threads,
@@ -883,7 +883,7 @@ void back_project_matched_impl(const projection_view& proj, const geometry& g,
   scratch.partial.resize(static_cast<std::size_t>(std::max(nt - 1, 0)));
   // Lines in bands of 8 detector rows, all views of a band before the next: a band's rays cross
   // the same slab of the volume in every view, which then stays in the cache (as the forward
-  // loop's units). A static share of the bands per thread.
+  // loop's tasks). A static share of the bands per thread.
   constexpr std::int64_t band = 8;
   const std::int64_t views = g.view_count();
   const std::int64_t n_lines = (g.rows + band - 1) / band * band * views;  // with the gaps

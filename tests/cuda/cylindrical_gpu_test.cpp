@@ -2,7 +2,7 @@
 // forward projection (rays to the curved pixel centres, kernels::cylinder_pixel_center) and FDK
 // (pre-weights in gamma = arc / SDD, equiangular ramp kernel, the back-projector's curved
 // variant reading kernels::cyl_map from constant memory), full and short scans, detector
-// offsets, and a z-slab split forced by a small memory budget (slab_rows_curved row bands).
+// offsets, and a slab split forced by a small memory budget (slab_rows_curved row bands).
 #include <gtest/gtest.h>
 
 #include "gpu_fixture.hpp"

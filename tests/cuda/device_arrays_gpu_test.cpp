@@ -85,7 +85,7 @@ TEST_F(DeviceArrays, NonFiniteDeviceProjectionIsAUsageErrorNamingIt) {
 }
 
 TEST_F(DeviceArrays, VolumeThatNeedsSlabsIsRefusedOnTheDevice) {
-  // 96^3 voxels (3.4 MiB) beside batches of 41 x 23 views: a 3 MiB limit needs z-slabs.
+  // 96^3 voxels (3.4 MiB) beside batches of 41 x 23 views: a 3 MiB limit needs slabs.
   const volume_geometry big = volume_geometry::centered(96, 96, 96, {0.2, 0.2, 0.2});
   recon_options small = opt_;
   small.gpu_memory_limit_bytes = 3 << 20;

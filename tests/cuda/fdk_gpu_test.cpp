@@ -1,6 +1,6 @@
 // FDK / FBP on the GPU (detail::cuda_reconstruct) against the CPU path (ctforge::reconstruct
 // with backend cpu) on the same projections: odd sizes, one view, one detector row, detector
-// offsets, short scans (Parker), several batches with a partial last one, z-slab splits forced
+// offsets, short scans (Parker), several batches with a partial last one, slab splits forced
 // by a small memory budget (projection store on the host and on the device), parallel-beam
 // FBP, and the texture unit's interpolation.
 #include <gtest/gtest.h>
@@ -64,7 +64,7 @@ struct fdk_case {
   double shift_x = 0, shift_z = 0;  // volume origin shift (mm)
   double offset_u = 0, offset_v = 0;
   // Memory budget: 0 = automatic; > 0 = bytes; < 0 = batch buffers (with the cuFFT work area
-  // of the real plans) plus -value volume planes (forces the z-slab split).
+  // of the real plans) plus -value volume planes (forces the slab split).
   std::int64_t memory = 0;
   bool expect_device_store = false;  // with a forced split: expected store location
   int views_per_batch = 0;
@@ -161,7 +161,7 @@ TEST_P(FdkGpu, MatchesCpuPath) {
                              << " of the peak " << peak << "); " << st.batches << " batches of "
                              << st.views_per_batch << " views, " << st.slabs << " slabs";
   if (c.memory < 0) {
-    EXPECT_GT(st.slabs, 1) << "the memory budget should have forced a z-slab split";
+    EXPECT_GT(st.slabs, 1) << "the memory budget should have forced a slab split";
     EXPECT_EQ(st.device_store, c.expect_device_store);
   } else {
     EXPECT_EQ(st.slabs, 1);
@@ -278,7 +278,7 @@ TEST_F(FdkGpuDispatch, ReconstructWithCudaBackendUsesTheGpuPath) {
 
 // Non-finite projection values are found on the device while pre-weighting (the host does not
 // scan the projections for the GPU): the same usage error as on the CPU, naming the first bad
-// value, with and without a z-slab split, and the CPU names the same value.
+// value, with and without a slab split, and the CPU names the same value.
 TEST_F(FdkGpuDispatch, NonFiniteValuesAreUsageErrors) {
   const fdk_case c{.name = "non_finite", .nz = 41, .memory = -9, .views_per_batch = 8};
   const geometry g = make_geometry(c);

@@ -1,5 +1,5 @@
 // GPU pipeline behaviour: no device-memory growth over repeated calls, error reporting (memory
-// budget, device ordinal, invalid input), the device probe, and the memory plan / z-slab row
+// budget, device ordinal, invalid input), the device probe, and the memory plan / slab row
 // ranges (cuda/cuda_plan.cuh: plain host code, checked on every machine).
 #include <gtest/gtest.h>
 
@@ -168,24 +168,24 @@ TEST(CudaPlan, TooSmallBudgetNamesTheOption) {
 
 // ---- forward projector plan (host code) ----------------------------------------------------
 
-TEST(CudaForwardPlan, WholeVolumeWithTheLargestChunkThatFits) {
+TEST(CudaForwardPlan, WholeVolumeWithTheLargestBatchThatFits) {
   const auto vg = volume_geometry::centered(96, 90, 70, {1, 1, 1});
   const kc::forward_plan p = kc::make_forward_plan(vg, 100, 64, 80, std::int64_t{1} << 34);
   EXPECT_EQ(p.slabs, 1);
   EXPECT_EQ(p.slab_nz, 70);
-  EXPECT_EQ(p.views_per_chunk, 100);  // 100 views of 20 KiB: far below the 256 MiB chunk cap
+  EXPECT_EQ(p.views_per_batch, 100);  // 100 views of 20 KiB: far below the 256 MiB batch cap
   EXPECT_LE(p.planned, p.budget);
-  // A budget that holds the volume with 25 views per buffer but not 50: the chunk halves
+  // A budget that holds the volume with 25 views per buffer but not 50: the batch halves
   // (100 -> 50 -> 25) before the volume is split.
   const std::int64_t budget = kc::forward_plan_bytes(vg, 100, 64, 80, 25, 70);
   const kc::forward_plan q = kc::make_forward_plan(vg, 100, 64, 80, budget);
   EXPECT_EQ(q.slabs, 1);
-  EXPECT_EQ(q.views_per_chunk, 25);
+  EXPECT_EQ(q.views_per_batch, 25);
   EXPECT_EQ(q.planned, budget);
-  // Large detectors: a chunk holds at most 256 MiB of projections.
-  EXPECT_EQ(kc::forward_initial_chunk(1000, 1024, 1024), 64);
-  EXPECT_EQ(kc::forward_initial_chunk(3, 4096, 4096), 3);
-  EXPECT_EQ(kc::forward_initial_chunk(5000, 8, 8), 1024);
+  // Large detectors: a batch holds at most 256 MiB of projections.
+  EXPECT_EQ(kc::forward_initial_batch(1000, 1024, 1024), 64);
+  EXPECT_EQ(kc::forward_initial_batch(3, 4096, 4096), 3);
+  EXPECT_EQ(kc::forward_initial_batch(5000, 8, 8), 1024);
 }
 
 TEST(CudaForwardPlan, SplitsIntoBalancedSlabsThatFit) {
@@ -193,7 +193,7 @@ TEST(CudaForwardPlan, SplitsIntoBalancedSlabsThatFit) {
   for (std::int64_t planes : {1, 2, 13, 35, 50}) {
     const std::int64_t budget = kc::forward_plan_bytes(vg, 100, 64, 80, 8, planes);
     const kc::forward_plan p = kc::make_forward_plan(vg, 100, 64, 80, budget);
-    EXPECT_EQ(p.views_per_chunk, 8) << planes;
+    EXPECT_EQ(p.views_per_batch, 8) << planes;
     EXPECT_LE(p.planned, budget) << planes;
     EXPECT_LE(p.slab_nz, planes) << planes;
     EXPECT_EQ(p.slabs, (70 + planes - 1) / planes) << planes;
@@ -542,15 +542,15 @@ class CudaPipeline : public ctforge::testing::gpu_test {
     return p;
   }
   // Budget of the batch buffers for `batch` views (with the cuFFT work area of the real plans)
-  // plus `planes` volume planes: forces a z-slab split when planes < nz.
+  // plus `planes` volume planes: forces a slab split when planes < nz.
   static std::int64_t slab_budget(const problem& p, int batch, std::int64_t planes) {
     const kc::plan_input in = kc::make_plan_input(p.proj.views, p.proj.rows, p.proj.cols, p.vg,
                                                   true, detail::padded_length(p.proj.cols));
     const std::int64_t work = detail::cuda_fft_work_bytes(in.padded_len, batch * in.rows);
     return kc::batch_bytes(in, batch, work) + planes * p.vg.nx * p.vg.ny * 4;
   }
-  // Budget of the forward projector's buffers for chunks of 8 views and a 3D texture of 10
-  // planes: z-slabs of 10 planes.
+  // Budget of the forward projector's buffers for batches of 8 views and a 3D texture of 10
+  // planes: slabs of 10 planes.
   static std::int64_t forward_slab_budget(const problem& p) {
     return kc::forward_plan_bytes(p.vg, p.proj.views, p.proj.rows, p.proj.cols, 8, 10);
   }
@@ -578,7 +578,7 @@ TEST_F(CudaPipeline, RepeatedCallsDoNotGrowDeviceMemory) {
   small.gpu_memory_limit_bytes = slab_budget(p, 8, 20);
   detail::cuda_options tiny = copt;
   tiny.gpu_memory_limit_bytes = 1 << 20;
-  // Forward projection, whole volume and in z-slabs of 10 planes.
+  // Forward projection, whole volume and in slabs of 10 planes.
   const volume vol = constant_volume(p);
   detail::cuda_options fp_slabs = copt;
   fp_slabs.gpu_memory_limit_bytes = forward_slab_budget(p);
@@ -627,7 +627,7 @@ TEST_F(CudaPipeline, StagingBuffersAreReusedAcrossCalls) {
 }
 
 // The one-line report the CLI prints after a GPU call names the plan that ran: batches, the
-// z-slab split and where the filtered projections were kept, and the forward projector's slabs.
+// slab split and where the filtered projections were kept, and the forward projector's slabs.
 TEST_F(CudaPipeline, LastCallDescriptionNamesThePlan) {
   const problem p = make(96, 64);
   recon_options opt;
@@ -641,14 +641,14 @@ TEST_F(CudaPipeline, LastCallDescriptionNamesThePlan) {
   (void)detail::cuda_reconstruct(p.proj, p.g, p.vg, opt, copt);
   const detail::cuda_pipeline_stats st = detail::cuda_last_pipeline_stats();
   d = describe_last_gpu_call(gpu_call::reconstruction);
-  EXPECT_NE(d.find(std::to_string(st.slabs) + " z-slabs"), std::string::npos) << d;
+  EXPECT_NE(d.find(std::to_string(st.slabs) + " slabs"), std::string::npos) << d;
   EXPECT_NE(d.find(st.device_store ? "device memory" : "pinned host memory"), std::string::npos)
       << d;
   detail::cuda_options fp = {};
   fp.gpu_memory_limit_bytes = forward_slab_budget(p);
   (void)detail::cuda_forward_project(constant_volume(p), p.g, fp);
   d = describe_last_gpu_call(gpu_call::forward_projection);
-  EXPECT_NE(d.find("5 z-slabs of 10 planes"), std::string::npos) << d;
+  EXPECT_NE(d.find("5 slabs of 10 planes"), std::string::npos) << d;
 }
 
 // Page-locked input (ctforge::pinned_host_range) is uploaded straight from the caller's memory,

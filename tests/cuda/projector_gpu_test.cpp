@@ -1,7 +1,7 @@
 // GPU forward projection (detail::cuda_forward_project) and unweighted back-projection
 // (detail::cuda_back_project) against their CPU counterparts ctforge::forward_project and
 // ctforge::back_project, for circular and vector geometries (tilted detector, helical source
-// path), odd sizes, a single view, one detector row, a z-slab split, and the texture unit's
+// path), odd sizes, a single view, one detector row, a slab split, and the texture unit's
 // interpolation.
 #include <gtest/gtest.h>
 
@@ -53,13 +53,13 @@ struct proj_case {
   std::int64_t nx = 31, ny = 27, nz = 19;
   bool hardware = false;
   // > 0: memory budget of the back-projection = its batch buffers plus this many volume
-  // planes (forces a z-slab split); of the forward projection = two output chunks of
-  // min(initial chunk, 8) views plus a 3D texture of this many planes.
+  // planes (forces a slab split); of the forward projection = two output batches of
+  // min(initial batch, 8) views plus a 3D texture of this many planes.
   std::int64_t slab_planes = 0;
   int views_per_batch = 0;
   // > 0 (without slab_planes): forward projection budget for the whole volume and output
-  // chunks of this many views (forces several chunks).
-  std::int64_t fp_chunk = 0;
+  // batches of this many views (forces several batches).
+  std::int64_t fp_batch = 0;
 };
 
 std::ostream& operator<<(std::ostream& os, const proj_case& c) {
@@ -108,17 +108,17 @@ class ProjectorGpu : public ctforge::testing::gpu_param_test<proj_case> {};
 
 /// Device memory budget that makes the forward projector run case c's plan (0: unlimited).
 std::int64_t forward_budget(const proj_case& c, const volume_geometry& vg) {
-  if (c.slab_planes <= 0 && c.fp_chunk <= 0) return 0;
-  const std::int64_t chunk =
-      c.fp_chunk > 0 ? c.fp_chunk
+  if (c.slab_planes <= 0 && c.fp_batch <= 0) return 0;
+  const std::int64_t batch =
+      c.fp_batch > 0 ? c.fp_batch
                      : std::min<std::int64_t>(
-                           kernels::cuda::forward_initial_chunk(c.views, c.rows, c.cols), 8);
-  return kernels::cuda::forward_plan_bytes(vg, c.views, c.rows, c.cols, chunk,
+                           kernels::cuda::forward_initial_batch(c.views, c.rows, c.cols), 8);
+  return kernels::cuda::forward_plan_bytes(vg, c.views, c.rows, c.cols, batch,
                                            c.slab_planes > 0 ? c.slab_planes : c.nz);
 }
 
 // Host side, runs without a device: each case's budget forces the plan the case is about
-// (slabs of at most slab_planes planes, or several chunks over the whole volume).
+// (slabs of at most slab_planes planes, or several batches over the whole volume).
 TEST(ProjectorGpuPlan, CasesForceTheirForwardPlan) {
   for (const proj_case& c : cases()) {
     const auto vg = volume_geometry::centered(c.nx, c.ny, c.nz, {k_vox, k_vox, k_vox});
@@ -133,8 +133,8 @@ TEST(ProjectorGpuPlan, CasesForceTheirForwardPlan) {
                                               "texture planes (zero-filled on the GPU)";
     } else {
       EXPECT_EQ(p.slabs, 1) << c.name;
-      EXPECT_LE(p.views_per_chunk, c.fp_chunk) << c.name;
-      EXPECT_GT((c.views + p.views_per_chunk - 1) / p.views_per_chunk, 2) << c.name;
+      EXPECT_LE(p.views_per_batch, c.fp_batch) << c.name;
+      EXPECT_GT((c.views + p.views_per_batch - 1) / p.views_per_batch, 2) << c.name;
     }
   }
 }
@@ -156,13 +156,13 @@ TEST_P(ProjectorGpu, ForwardProjectionMatchesCpu) {
   const double mae = mean_abs_error(gpu.data, cpu.data);
   EXPECT_LE(mae, (c.hardware ? k_hardware_tol : k_exact_tol) * peak)
       << c.name << ": mean |gpu - cpu| = " << mae << " = " << mae / peak << " of the peak; "
-      << st.slabs << " slabs of " << st.slab_nz << " planes, chunks of " << st.views_per_chunk
+      << st.slabs << " slabs of " << st.slab_nz << " planes, batches of " << st.views_per_batch
       << " views";
   if (copt.gpu_memory_limit_bytes > 0) {
     const kernels::cuda::forward_plan p =
         kernels::cuda::make_forward_plan(vg, c.views, c.rows, c.cols, copt.gpu_memory_limit_bytes);
     EXPECT_EQ(st.slabs, p.slabs);
-    EXPECT_EQ(st.views_per_chunk, p.views_per_chunk);
+    EXPECT_EQ(st.views_per_batch, p.views_per_batch);
   } else {
     EXPECT_EQ(st.slabs, 1);
   }
@@ -265,7 +265,7 @@ std::vector<proj_case> cases() {
   v.push_back({.name = "steep_parallel_z_dominant", .kind = geo::steep});
   v.push_back(
       {.name = "steep_parallel_slab_split", .kind = geo::steep, .nz = 41, .slab_planes = 9});
-  v.push_back({.name = "cone_forward_chunks", .fp_chunk = 5});
+  v.push_back({.name = "cone_forward_chunks", .fp_batch = 5});
   v.push_back({.name = "cone_hardware_interpolation", .hardware = true});
   v.push_back(
       {.name = "parallel_vec_hardware_interpolation", .kind = geo::parallel_vec, .hardware = true});

@@ -1,4 +1,4 @@
-// kernels::slab_row_band (src/math/slab_rows.hpp): the detector rows a z-slab needs, for the
+// kernels::slab_row_band (src/math/slab_rows.hpp): the detector rows a slab needs, for the
 // CUDA plan and the checkpointed slab-wise runs. The band must hold both bilinear taps of the
 // row of every point of the slab's box in every view, and be narrower than the detector for a
 // thin slab seen from afar.

@@ -2,7 +2,7 @@
 // its scalar reference loop (one ray at a time through kernels::joseph_ray_window, the CUDA
 // kernel's body): odd sizes, one-row / one-column detectors, one view, parallel / cone / vector /
 // cylindrical geometries, rays along an axis, rays missing the volume, rays cut at a source
-// inside the volume, groups of 8 rays whose dominant axes differ, z-dominant rays and z-slabs,
+// inside the volume, groups of 8 rays whose dominant axes differ, z-dominant rays and slabs,
 // volumes 1 voxel thick; with a negative control.
 #include <gtest/gtest.h>
 
