@@ -40,36 +40,34 @@ inline void expect_error_naming(const std::function<void()>& f, const std::strin
   }
 }
 
-/// As expect_error_naming, for a runtime failure: f() must throw ctforge::error but not
-/// usage_error (exit 1, not 2: the input was valid, the machine could not run it).
-inline void expect_runtime_error_naming(const std::function<void()>& f, const std::string& name,
-                                        const std::string& needle = "") {
+/// As expect_error_naming, and the error must be a usage_error (exit 2: the input is refused)
+/// when `usage` is true, a runtime error but not a usage_error (exit 1: the input was valid,
+/// the machine could not run it) when false.
+inline void expect_error_of_kind_naming(bool usage, const std::function<void()>& f,
+                                        const std::string& name, const std::string& needle) {
   expect_error_naming(
       [&] {
         try {
           f();
         } catch (const usage_error& e) {
+          if (usage) throw;
           ADD_FAILURE() << "a usage error where a runtime error was expected: " << e.what();
+        } catch (const error& e) {
+          if (!usage) throw;
+          ADD_FAILURE() << "not a usage error: " << e.what();
         }
       },
       name, needle);
 }
 
-/// As expect_error_naming, for a refused input: f() must throw ctforge::usage_error (exit 2),
-/// not a runtime error.
+inline void expect_runtime_error_naming(const std::function<void()>& f, const std::string& name,
+                                        const std::string& needle = "") {
+  expect_error_of_kind_naming(false, f, name, needle);
+}
+
 inline void expect_usage_error_naming(const std::function<void()>& f, const std::string& name,
                                       const std::string& needle = "") {
-  expect_error_naming(
-      [&] {
-        try {
-          f();
-        } catch (const usage_error&) {
-          throw;
-        } catch (const error& e) {
-          ADD_FAILURE() << "not a usage error: " << e.what();
-        }
-      },
-      name, needle);
+  expect_error_of_kind_naming(true, f, name, needle);
 }
 
 struct cli_result {

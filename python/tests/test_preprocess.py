@@ -9,8 +9,9 @@ algotom_removal = pytest.importorskip("algotom.prep.removal")
 ndi = pytest.importorskip("scipy.ndimage")
 
 
-def _sinogram(views=120, cols=101, seed=3):
-    """A smooth sinogram (three sinusoid traces) with stripes and a little noise."""
+def _noisy(views, cols, width, seed):
+    """Broad or narrow traces with float64 noise: no two values of a column are equal (the
+    sort-based methods then leave no choice of order to the sort)."""
     rng = np.random.default_rng(seed)
     v = np.arange(views)[:, None]
     c = np.arange(cols)[None, :]
@@ -18,12 +19,17 @@ def _sinogram(views=120, cols=101, seed=3):
     x = c - 0.5 * (cols - 1)
     s = 0.2 + 0 * x * a
     for k in (1, 2, 3):
-        d = (x - 0.25 * cols * np.cos(a + k) / k) / (0.2 * cols + 1.0)
+        d = (x - 0.25 * cols * np.cos(a + k) / k) / (width * cols + 1.0)
         s = s + np.exp(-0.5 * d * d)
-    s[:, 30] += 0.3
-    s[: views // 2, 70] -= 0.2
-    s = s + rng.normal(0, 0.01, s.shape)
-    return s.astype(np.float32)
+    return (s + rng.normal(0, 0.01, s.shape)).astype(np.float32)
+
+
+def _sinogram(views=120, cols=101, seed=3):
+    """A smooth sinogram (three sinusoid traces) with stripes and a little noise."""
+    s = _noisy(views, cols, 0.2, seed)
+    s[:, 30] += np.float32(0.3)
+    s[: views // 2, 70] -= np.float32(0.2)
+    return s
 
 
 @pytest.mark.parametrize("size", [11, 21])
@@ -76,20 +82,6 @@ def test_bad_options_name_themselves():
     with pytest.raises(ctforge.UsageError, match="zinger threshold"):
         ctforge.remove_zingers(sino[None], threshold=0)
 
-
-def _noisy(views, cols, width, seed):
-    """Broad or narrow traces with float64 noise: no two values of a column are equal (the
-    sort-based methods then leave no choice of order to the sort)."""
-    rng = np.random.default_rng(seed)
-    v = np.arange(views)[:, None]
-    c = np.arange(cols)[None, :]
-    a = np.pi * v / views
-    x = c - 0.5 * (cols - 1)
-    s = 0.2 + 0 * x * a
-    for k in (1, 2, 3):
-        d = (x - 0.25 * cols * np.cos(a + k) / k) / (width * cols + 1.0)
-        s = s + np.exp(-0.5 * d * d)
-    return (s + rng.normal(0, 0.01, s.shape)).astype(np.float32)
 
 
 @pytest.mark.parametrize("seed", [0, 2])

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/enum_names.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/preprocess.hpp"
 #include "preprocess/common.hpp"
@@ -19,12 +20,11 @@
 namespace ctforge {
 
 namespace {
-constexpr std::pair<stripe_method, const char*> k_methods[] = {
-    {stripe_method::sorting, "sorting"},
-    {stripe_method::filtering, "filtering"},
-    {stripe_method::large, "large"},
-    {stripe_method::dead, "dead"},
-    {stripe_method::all, "all"}};
+constexpr detail::enum_name<stripe_method> k_methods[] = {{stripe_method::sorting, "sorting"},
+                                                          {stripe_method::filtering, "filtering"},
+                                                          {stripe_method::large, "large"},
+                                                          {stripe_method::dead, "dead"},
+                                                          {stripe_method::all, "all"}};
 }  // namespace
 
 stripe_method parse_stripe_method(std::string_view name) {
@@ -35,9 +35,7 @@ stripe_method parse_stripe_method(std::string_view name) {
 }
 
 std::string to_string(stripe_method m) {
-  for (const auto& [k, n] : k_methods)
-    if (k == m) return n;
-  return "?";
+  return detail::name_of(m, k_methods, "?");
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/enum_names.hpp"
 #include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
 #include "math/backproject.hpp"
@@ -100,18 +101,13 @@ void backproject_portable(const bp_job& job) {
 
 }  // namespace
 
+constexpr enum_name<bp_strategy> k_strategy_names[] = {{bp_strategy::automatic, "automatic"},
+                                                       {bp_strategy::reference, "reference"},
+                                                       {bp_strategy::per_plane, "per-plane"},
+                                                       {bp_strategy::shared_z, "shared-z"}};
+
 const char* to_string(bp_strategy s) {
-  switch (s) {
-    case bp_strategy::automatic:
-      return "automatic";
-    case bp_strategy::reference:
-      return "reference";
-    case bp_strategy::per_plane:
-      return "per-plane";
-    case bp_strategy::shared_z:
-      return "shared-z";
-  }
-  return "?";
+  return name_of(s, k_strategy_names, "?");
 }
 
 bool views_allow_shared_z(const kernels::proj_matrix* mats, std::int64_t views) {

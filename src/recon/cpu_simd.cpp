@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "core/enum_names.hpp"
 #include "ctforge/error.hpp"
 
 namespace ctforge::detail {
@@ -54,16 +55,11 @@ void set_cpu_simd_level(std::optional<simd_level> cap) {
   g_cap.store(cap ? static_cast<int>(*cap) : -1, std::memory_order_relaxed);
 }
 
+constexpr enum_name<simd_level> k_level_names[] = {
+    {simd_level::none, "scalar"}, {simd_level::avx2, "avx2"}, {simd_level::avx512, "avx512"}};
+
 const char* to_string(simd_level level) {
-  switch (level) {
-    case simd_level::none:
-      return "scalar";
-    case simd_level::avx2:
-      return "avx2";
-    case simd_level::avx512:
-      return "avx512";
-  }
-  return "?";
+  return name_of(level, k_level_names, "?");
 }
 
 }  // namespace ctforge::detail

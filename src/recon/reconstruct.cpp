@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "core/enum_names.hpp"
 #include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/geometry.hpp"
@@ -46,24 +47,13 @@ algorithm parse_algorithm(std::string_view name) {
       name));
 }
 
+constexpr detail::enum_name<algorithm> k_algorithm_names[] = {
+    {algorithm::fdk, "fdk"},   {algorithm::fbp, "fbp"},         {algorithm::sirt, "sirt"},
+    {algorithm::cgls, "cgls"}, {algorithm::os_sart, "os-sart"}, {algorithm::fista_tv, "fista-tv"},
+    {algorithm::osem, "osem"}};
+
 std::string to_string(algorithm a) {
-  switch (a) {
-    case algorithm::fdk:
-      return "fdk";
-    case algorithm::fbp:
-      return "fbp";
-    case algorithm::sirt:
-      return "sirt";
-    case algorithm::cgls:
-      return "cgls";
-    case algorithm::os_sart:
-      return "os-sart";
-    case algorithm::fista_tv:
-      return "fista-tv";
-    case algorithm::osem:
-      return "osem";
-  }
-  return "fdk";
+  return detail::name_of(a, k_algorithm_names, "fdk");
 }
 
 backprojector parse_backprojector(std::string_view name) {
@@ -75,16 +65,13 @@ backprojector parse_backprojector(std::string_view name) {
       "--backprojector: unknown back-projector '{}' (expected voxel or matched)", name));
 }
 
+constexpr detail::enum_name<backprojector> k_backprojector_names[] = {
+    {backprojector::automatic, "auto"},
+    {backprojector::voxel, "voxel"},
+    {backprojector::matched, "matched"}};
+
 std::string to_string(backprojector b) {
-  switch (b) {
-    case backprojector::automatic:
-      return "auto";
-    case backprojector::voxel:
-      return "voxel";
-    case backprojector::matched:
-      return "matched";
-  }
-  return "auto";
+  return detail::name_of(b, k_backprojector_names, "auto");
 }
 
 filter_window parse_filter(std::string_view name) {
@@ -105,20 +92,17 @@ displaced_detector_mode parse_displaced_detector(std::string_view name) {
   if (n == "auto" || n == "automatic") return displaced_detector_mode::automatic;
   if (n == "on") return displaced_detector_mode::on;
   if (n == "off") return displaced_detector_mode::off;
-  throw usage_error(fmt::format(
-      "--displaced-detector: unknown mode '{}' (expected auto, on or off)", name));
+  throw usage_error(
+      fmt::format("--displaced-detector: unknown mode '{}' (expected auto, on or off)", name));
 }
 
+constexpr detail::enum_name<displaced_detector_mode> k_displaced_names[] = {
+    {displaced_detector_mode::automatic, "auto"},
+    {displaced_detector_mode::on, "on"},
+    {displaced_detector_mode::off, "off"}};
+
 std::string to_string(displaced_detector_mode m) {
-  switch (m) {
-    case displaced_detector_mode::automatic:
-      return "auto";
-    case displaced_detector_mode::on:
-      return "on";
-    case displaced_detector_mode::off:
-      return "off";
-  }
-  return "auto";
+  return detail::name_of(m, k_displaced_names, "auto");
 }
 
 bool detector_is_displaced(const geometry& g) {
@@ -146,20 +130,15 @@ std::string displaced_short_scan_warning(const geometry& g, const recon_options&
   }
 }
 
+constexpr detail::enum_name<filter_window> k_filter_names[] = {
+    {filter_window::ram_lak, "ram-lak"},
+    {filter_window::shepp_logan, "shepp-logan"},
+    {filter_window::cosine, "cosine"},
+    {filter_window::hamming, "hamming"},
+    {filter_window::hann, "hann"}};
+
 std::string to_string(filter_window w) {
-  switch (w) {
-    case filter_window::ram_lak:
-      return "ram-lak";
-    case filter_window::shepp_logan:
-      return "shepp-logan";
-    case filter_window::cosine:
-      return "cosine";
-    case filter_window::hamming:
-      return "hamming";
-    case filter_window::hann:
-      return "hann";
-  }
-  return "ram-lak";
+  return detail::name_of(w, k_filter_names, "ram-lak");
 }
 
 algorithm default_algorithm(const geometry& g) {
@@ -216,10 +195,10 @@ host_memory host_memory_of(const projection_view& proj, const geometry& circ, bo
 /// usage_error naming the sizes when `m` exceeds `limit` (0: this machine's physical memory).
 void require_host_memory(const host_memory& m, std::int64_t limit, const char* name) {
   const std::int64_t peak = m.peak();
-  const std::int64_t cap =
-      limit > 0 ? limit
-                : static_cast<std::int64_t>(std::min<std::uint64_t>(
-                      detail::physical_memory_bytes(), std::uint64_t{INT64_MAX}));
+  const std::int64_t cap = limit > 0
+                               ? limit
+                               : static_cast<std::int64_t>(std::min<std::uint64_t>(
+                                     detail::physical_memory_bytes(), std::uint64_t{INT64_MAX}));
   if (peak <= cap) return;
   std::string parts = fmt::format("the projections ({} bytes)", m.input);
   if (m.resampled > 0) parts += fmt::format(", their resampled copy ({} bytes)", m.resampled);
@@ -306,8 +285,8 @@ volume reconstruct_impl(const projection_view& proj, const geometry& g, const vo
   // left to the backend: the CPU scans here, the GPU while pre-weighting.
   detail::fdk_setup setup = detail::make_fdk_setup(data, *geo, opt_used, /*check_values=*/false);
   if (!eq)  // (vector geometries: checked above, before resampling)
-    require_host_memory(host_memory_of(proj, g, false, vg, opt, device_out),
-                        opt.memory_limit_bytes, opt.algo == algorithm::fdk ? "fdk" : "fbp");
+    require_host_memory(host_memory_of(proj, g, false, vg, opt, device_out), opt.memory_limit_bytes,
+                        opt.algo == algorithm::fdk ? "fdk" : "fbp");
   // A displaced detector gets zero columns on its narrow side (see narrow_side_padding), with
   // the weights of the unpadded detector.
   const detail::narrow_side_padding pad = detail::narrow_side_padding_for(setup, *geo);

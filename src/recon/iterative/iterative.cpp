@@ -8,26 +8,20 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/enum_names.hpp"
 #include "core/finite_scan.hpp"
 #include "ctforge/error.hpp"
 
 namespace ctforge::detail {
 
+constexpr enum_name<algorithm> k_display_names[] = {{algorithm::sirt, "SIRT"},
+                                                    {algorithm::os_sart, "OS-SART"},
+                                                    {algorithm::cgls, "CGLS"},
+                                                    {algorithm::fista_tv, "FISTA-TV"},
+                                                    {algorithm::osem, "OSEM"}};
+
 const char* display_name(algorithm a) {
-  switch (a) {
-    case algorithm::sirt:
-      return "SIRT";
-    case algorithm::os_sart:
-      return "OS-SART";
-    case algorithm::cgls:
-      return "CGLS";
-    case algorithm::fista_tv:
-      return "FISTA-TV";
-    case algorithm::osem:
-      return "OSEM";
-    default:
-      return "reconstruction";
-  }
+  return name_of(a, k_display_names, "reconstruction");
 }
 
 backprojector_kind backprojector_for(const recon_options& opt) {
@@ -184,9 +178,8 @@ bool iterative_run::end_iteration(int done, double residual, double objective, d
     info.objective = objective;
     info.relative_update = rel_update;
     info.stop_criterion = criterion;
-    info.seconds =
-        seconds_offset_ +
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    info.seconds = seconds_offset_ +
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     log_.push_back(info);
     opt_.on_iteration(info);
   }
