@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ctforge/error.hpp"
+#include "ctforge/recon.hpp"
 
 namespace ctforge::testing {
 
@@ -38,6 +39,17 @@ inline void expect_error_naming(const std::function<void()>& f, const std::strin
     EXPECT_NE(w.find(name), std::string::npos) << w;
     if (!needle.empty()) EXPECT_NE(w.find(needle), std::string::npos) << w;
   }
+}
+
+/// recon_options for iterative method `a` on the CPU with 2 threads (the iterative tests'
+/// starting point).
+inline recon_options cpu_iterative(algorithm a, int iterations) {
+  recon_options o;
+  o.algo = a;
+  o.where = backend::cpu;
+  o.iterations = iterations;
+  o.threads = 2;
+  return o;
 }
 
 /// As expect_error_naming, and the error must be a usage_error (exit 2: the input is refused)

@@ -109,6 +109,11 @@ TEST(GeometryJson, VectorTypesRoundTripExactly) {
 // Every validation error: usage_error whose message names the field.
 TEST(GeometryJson, ValidationErrorsNameTheField) {
   const std::string det = R"("detector": {"cols": 8, "rows": 4, "pixel_mm": [1, 1]})";
+  // A cone geometry on `det` with these distances and angles (JSON texts).
+  const auto cone = [&](const std::string& sid, const std::string& sdd, const std::string& angles) {
+    return R"({"type": "cone", )" + det + R"(, "source_to_isocenter_mm": )" + sid +
+           R"(, "source_to_detector_mm": )" + sdd + R"(, "angles_deg": )" + angles + "}";
+  };
   const std::string cone_tail =
       R"("source_to_isocenter_mm": 100, "source_to_detector_mm": 200, "angles_deg": [0, 90])";
   const std::string view_ok =
@@ -129,18 +134,10 @@ TEST(GeometryJson, ValidationErrorsNameTheField) {
       {R"({"type": "cone", "detector": {"cols": 3, "rows": -1, "pixel_mm": [1, 1]}, )" + cone_tail +
            "}",
        "detector.rows"},
-      {R"({"type": "cone", )" + det +
-           R"(, "source_to_isocenter_mm": 100, "source_to_detector_mm": 100, "angles_deg": [0]})",
-       "source_to_detector_mm"},
-      {R"({"type": "cone", )" + det +
-           R"(, "source_to_isocenter_mm": 0, "source_to_detector_mm": 100, "angles_deg": [0]})",
-       "source_to_isocenter_mm"},
-      {R"({"type": "cone", )" + det +
-           R"(, "source_to_isocenter_mm": -5, "source_to_detector_mm": 100, "angles_deg": [0]})",
-       "source_to_isocenter_mm"},
-      {R"({"type": "cone", )" + det +
-           R"(, "source_to_isocenter_mm": 100, "source_to_detector_mm": 200, "angles_deg": []})",
-       "angles_deg"},
+      {cone("100", "100", "[0]"), "source_to_detector_mm"},
+      {cone("0", "100", "[0]"), "source_to_isocenter_mm"},
+      {cone("-5", "100", "[0]"), "source_to_isocenter_mm"},
+      {cone("100", "200", "[]"), "angles_deg"},
       {R"({"type": "parallel", )" + det + R"(, "angles_deg": {"step": 1, "count": 0}})",
        "angles_deg.count"},
       {R"({"type": "parallel", )" + det + R"(, "angles_deg": [0, "a"]})", "angles_deg[1]"},
@@ -469,8 +466,8 @@ TEST(GeometryCylindrical, PixelCentresLieOnTheCylinder) {
     }
   }
   const auto angles = std::vector<double>{0.0, 1.0, 2.5};
-  const geometry c = make_cone_geometry(65, 9, 1.5, 1.2, 600, 1100, angles, {}, {},
-                                        detector_shape::cylindrical);
+  const geometry c =
+      make_cone_geometry(65, 9, 1.5, 1.2, 600, 1100, angles, {}, {}, detector_shape::cylindrical);
   const geometry f = make_cone_geometry(65, 9, 1.5, 1.2, 600, 1100, angles);
   for (std::int64_t v = 0; v < 3; ++v) {
     const vec3 pc = pixel_center(c, v, 32, 4), pf = pixel_center(f, v, 32, 4);

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "ctforge/error.hpp"
-#include "test_support.hpp"
 #include "ctforge/geometry.hpp"
+#include "test_support.hpp"
 
 namespace ctforge {
 namespace {
@@ -297,6 +297,16 @@ projection_stack constant_stack(std::int64_t views, std::int64_t rows, std::int6
   return s;
 }
 
+/// Sample mean and (unbiased) sample variance.
+std::pair<double, double> mean_and_variance(const std::vector<float>& v) {
+  const double n = static_cast<double>(v.size());
+  double mean = 0, var = 0;
+  for (float x : v) mean += x;
+  mean /= n;
+  for (float x : v) var += (x - mean) * (x - mean);
+  return {mean, var / (n - 1)};
+}
+
 TEST(Noise, ReproducibleForAnyThreadCount) {
   const int saved = omp_get_max_threads();
   projection_stack base = constant_stack(9, 7, 11, 0.0f);
@@ -336,11 +346,7 @@ TEST(Noise, StatisticsOfPoissonCounts) {
   EXPECT_EQ(rep.non_positive, 0);
   const double lambda = i0 * std::exp(-p);  // mean count ~ 3679
   const double n = static_cast<double>(s.size());
-  double mean = 0, var = 0;
-  for (float x : s.data) mean += x;
-  mean /= n;
-  for (float x : s.data) var += (x - mean) * (x - mean);
-  var /= n - 1;
+  const auto [mean, var] = mean_and_variance(s.data);
   // Delta method: -log(N/I0) has mean p + 1/(2 lambda) + O(lambda^-2) and variance 1/lambda.
   // The sample mean's standard error is sqrt(1/(lambda n)) ~ 9e-5: allow 5 of them.
   EXPECT_NEAR(mean, p + 1 / (2 * lambda), 5 * std::sqrt(1 / (lambda * n)));
@@ -355,12 +361,7 @@ TEST(Noise, ElectronicNoiseAddsVariance) {
   opt.incident_photons = i0;
   opt.electronic_sigma = sigma;
   add_noise(s, opt);
-  const double n = static_cast<double>(s.size());
-  double mean = 0, var = 0;
-  for (float x : s.data) mean += x;
-  mean /= n;
-  for (float x : s.data) var += (x - mean) * (x - mean);
-  var /= n - 1;
+  const auto [mean, var] = mean_and_variance(s.data);
   // Count variance lambda + sigma^2 = 1400, so Var(-log(N/I0)) ~ 1400 / lambda^2 = 1.4e-3
   // (delta method; the next-order correction is ~ 1e-3 relative). Relative standard error of
   // the sample variance ~ sqrt(2/n) ~ 1.1 %: allow 6 %.
@@ -455,7 +456,8 @@ TEST(ProjectAnalytic, HugeAndTinyEllipsoidsComputedHonestly) {
   EXPECT_NEAR(s.at(0, 1, 1), 2.0, 1e-6);  // 2 x 1e200 mm x 1e-200 / mm
   ASSERT_EQ(rep.rays_hit.size(), 1u);
   EXPECT_EQ(rep.rays_hit[0], 9);
-  const phantom both{{{{0.5, 0, 0.5}, {1e-30, 1e-30, 1e-30}, 0, 0.02}, {{0, 0, 0}, {1, 1, 1}, 0, 0.02}}};
+  const phantom both{
+      {{{0.5, 0, 0.5}, {1e-30, 1e-30, 1e-30}, 0, 0.02}, {{0, 0, 0}, {1, 1, 1}, 0, 0.02}}};
   project_analytic(both, g, 2, &rep);
   EXPECT_EQ(rep.rays_hit[0], 0);
   EXPECT_EQ(rep.rays_hit[1], 1);  // only the central ray meets the unit sphere
@@ -467,14 +469,14 @@ TEST(PhantomRange, LineIntegralsBeyondSinglePrecisionNameTheField) {
     testing::expect_error_naming([&] { require_representable(p, "ph.json"); },
                                  "ph.json: field 'ellipsoids[1]." + field + "'");
   };
-  check({{0, 0, 0}, {1e30, 1e30, 1e200}, 0, 0.02}, "semi_axes");  // overflows
+  check({{0, 0, 0}, {1e30, 1e30, 1e200}, 0, 0.02}, "semi_axes");       // overflows
   check({{0, 0, 0}, {1e-200, 1e-200, 1e-200}, 0, 0.02}, "semi_axes");  // vanishes
   check({{0, 0, 0}, {10, 10, 10}, 0, 1e38}, "density");
   check({{0, 0, 0}, {10, 10, 10}, 0, -1e-45}, "density");
   // Large but representable, and density 0 whatever the size, pass.
-  EXPECT_NO_THROW(require_representable(phantom{{{{0, 0, 0}, {1e30, 1e30, 1e30}, 0, 0.02},
-                                                 {{0, 0, 0}, {1e300, 1, 1}, 0, 0}}},
-                                        "ph.json"));
+  EXPECT_NO_THROW(require_representable(
+      phantom{{{{0, 0, 0}, {1e30, 1e30, 1e30}, 0, 0.02}, {{0, 0, 0}, {1e300, 1, 1}, 0, 0}}},
+      "ph.json"));
 }
 
 }  // namespace
@@ -521,8 +523,8 @@ TEST(PhantomProjection, SphereThroughCylindricalDetector) {
   EXPECT_GT(checked_inside, 1000);
   // The flat detector of the same pitch puts the sphere elsewhere off-centre (the test above
   // would fail with it): its projections differ.
-  const projection_stack flat = project_analytic(
-      p, make_cone_geometry(cols, rows, du, dv, sid, sdd, angles));
+  const projection_stack flat =
+      project_analytic(p, make_cone_geometry(cols, rows, du, dv, sid, sdd, angles));
   double diff = 0;
   for (std::size_t i = 0; i < flat.data.size(); ++i)
     diff = std::max(diff, static_cast<double>(std::abs(flat.data[i] - proj.data[i])));

@@ -93,16 +93,23 @@ void expect_band_holds_every_tap(const slab_box& box, const std::vector<map12>& 
   }
 }
 
+/// A band within the detector, holding every tap of the box, and narrower than half the
+/// detector for a thin slab.
+void expect_narrow_band_holding_every_tap(const slab_box& box, const std::vector<map12>& maps,
+                                          bool curved, const row_band& band, double z0) {
+  ASSERT_LE(0, band.r0);
+  ASSERT_LT(band.r0, band.r1);
+  ASSERT_LE(band.r1, k_rows);
+  expect_band_holds_every_tap(box, maps, curved, band);
+  EXPECT_LT(band.r1 - band.r0, k_rows / 2) << "z0 " << z0;
+}
+
 TEST(SlabRows, FlatBandHoldsEveryTapAndIsNarrowForAThinSlab) {
   const std::vector<map12> maps = views(false);
   for (double z0 : {-40.0, -3.0, 0.0, 25.0}) {
     const slab_box box{{-30, 30}, {-28, 31}, {z0, z0 + 4}};
     const row_band band = slab_row_band(box, maps.data(), maps.size(), k_rows, false);
-    ASSERT_LE(0, band.r0);
-    ASSERT_LT(band.r0, band.r1);
-    ASSERT_LE(band.r1, k_rows);
-    expect_band_holds_every_tap(box, maps, false, band);
-    EXPECT_LT(band.r1 - band.r0, k_rows / 2) << "z0 " << z0;
+    expect_narrow_band_holding_every_tap(box, maps, false, band, z0);
   }
 }
 
@@ -111,11 +118,7 @@ TEST(SlabRows, CurvedBandHoldsEveryTapAndIsNarrowForAThinSlab) {
   for (double z0 : {-40.0, -3.0, 0.0, 25.0}) {
     const slab_box box{{30, -30}, {-28, 31}, {z0 + 4, z0}};  // either order of the ends
     const row_band band = slab_row_band(box, maps.data(), maps.size(), k_rows, true, 0.5);
-    ASSERT_LE(0, band.r0);
-    ASSERT_LT(band.r0, band.r1);
-    ASSERT_LE(band.r1, k_rows);
-    expect_band_holds_every_tap(box, maps, true, band);
-    EXPECT_LT(band.r1 - band.r0, k_rows / 2) << "z0 " << z0;
+    expect_narrow_band_holding_every_tap(box, maps, true, band, z0);
   }
 }
 

@@ -46,11 +46,7 @@ struct problem {
 };
 
 recon_options options(algorithm a, int iterations) {
-  recon_options o;
-  o.algo = a;
-  o.where = backend::cpu;
-  o.iterations = iterations;
-  o.threads = 2;
+  recon_options o = testing::cpu_iterative(a, iterations);
   o.subsets = 4;
   if (a == algorithm::fista_tv) o.tv_weight = 1e-3;
   if (a == algorithm::sirt || a == algorithm::os_sart) o.nonnegative = true;

@@ -32,11 +32,7 @@ using testing::relative_error;
 constexpr double pi = std::numbers::pi;
 
 recon_options iterative(algorithm a, int iterations) {
-  recon_options o;
-  o.algo = a;
-  o.where = backend::cpu;
-  o.iterations = iterations;
-  o.threads = 2;
+  recon_options o = testing::cpu_iterative(a, iterations);
   if (a == algorithm::fista_tv) o.tv_weight = 1e-6;  // mild: consistent data need no prior
   return o;
 }

@@ -454,15 +454,22 @@ std::vector<float> zero_bordered(const std::vector<float>& vol, int nx, int ny, 
   return padded;
 }
 
+/// n values uniform in [0.5, 2), drawn from `gen` in order.
+std::vector<float> random_values(int n, std::mt19937_64& gen) {
+  std::uniform_real_distribution<float> val(0.5f, 2.0f);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = val(gen);
+  return v;
+}
+
 // The branch-free padded sampler (the GPU's arithmetic) reproduces the bounds-checked
 // border-zero trilinear sampler everywhere, including outside the volume and on its faces.
 // Both compute the same weights; only the summation order differs (float: 1e-6 relative).
 TEST(JosephKernel, PaddedSamplerMatchesBorderSampler) {
   const int nx = 6, ny = 5, nz = 1;  // includes a size-1 axis
-  std::vector<float> vol(static_cast<std::size_t>(nx * ny * nz));
   std::mt19937_64 gen(11);
-  std::uniform_real_distribution<float> val(0.5f, 2.0f), pos(-2.5f, 7.5f);
-  for (auto& x : vol) x = val(gen);
+  const std::vector<float> vol = random_values(nx * ny * nz, gen);
+  std::uniform_real_distribution<float> pos(-2.5f, 7.5f);
   const std::vector<float> padded = zero_bordered(vol, nx, ny, nz);
   const kernels::padded_volume_sampler fast{padded.data(), nx, ny, nz};
   for (int t = 0; t < 20000; ++t) {
@@ -479,10 +486,9 @@ TEST(JosephKernel, PaddedSamplerMatchesBorderSampler) {
 // stored), inside, on the faces and outside, for sizes with 1 and 2 voxels along an axis.
 TEST(JosephKernel, InPlaceSamplerIsBitIdenticalToPaddedSampler) {
   for (const auto [nx, ny, nz] : {std::array{6, 5, 1}, std::array{2, 7, 3}, std::array{1, 1, 4}}) {
-    std::vector<float> vol(static_cast<std::size_t>(nx * ny * nz));
     std::mt19937_64 gen(12);
-    std::uniform_real_distribution<float> val(0.5f, 2.0f), pos(-2.5f, 8.5f);
-    for (auto& x : vol) x = val(gen);
+    const std::vector<float> vol = random_values(nx * ny * nz, gen);
+    std::uniform_real_distribution<float> pos(-2.5f, 8.5f);
     const std::vector<float> padded = zero_bordered(vol, nx, ny, nz);
     const kernels::padded_volume_sampler fast{padded.data(), nx, ny, nz};
     const kernels::border_volume_sampler in_place{vol.data(), nx, ny, nz};
