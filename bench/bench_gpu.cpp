@@ -235,6 +235,65 @@ std::string fmt_g(const json& j, const char* key) {
 
 }  // namespace
 
+/// The results as a readable table with a legend, after the runs.
+void print_table(const json& rows) {
+  fmt::print("\n{:<22} {:<9} {:>9} {:>8} {:>8} {:>7} {:>6} | {:>6} {:>9} {:>9} {:>10} {:>9}\n",
+             "problem", "gpu mode", "gpu s", "GUPS", "bp GUPS", "filt%", "slabs", "cpu scl",
+             "cpu1 GUPS", "cpuN GUPS", "cpuN full*", "speedup");
+  for (const json& r : rows) {
+    if (r.contains("skipped")) {
+      fmt::print("{:<22} skipped: {}\n", r["problem"].get<std::string>(),
+                 r["skipped"].get<std::string>());
+      continue;
+    }
+    const json& c = r["cpu"];
+    const std::string cpu_scale =
+        c.contains("scale") ? fmt::format("x{:.3g}", c["scale"].get<double>()) : "-";
+    const json c1 = c.value("single_thread", json::object());
+    const json cn = c.value("all_threads", json::object());
+    for (const auto& [mode, gj] : r["gpu"].items()) {
+      if (gj.contains("skipped")) {
+        fmt::print("{:<22} {:<9} {:>9} | cpu {} {:>9} {:>9} {:>10}\n",
+                   r["problem"].get<std::string>(), mode, "skipped: no device", cpu_scale,
+                   fmt_g(c1, "gups"), fmt_g(cn, "gups"), fmt_s(cn, "extrapolated_full_seconds"));
+        continue;
+      }
+      if (gj.contains("error")) {
+        fmt::print("{:<22} {:<9} ERROR: {}\n", r["problem"].get<std::string>(), mode,
+                   gj["error"].get<std::string>());
+        continue;
+      }
+      const std::string speed =
+          r.contains("speedup_vs_cpu_all_threads") && r["speedup_vs_cpu_all_threads"].contains(mode)
+              ? fmt::format("{:.1f}x", r["speedup_vs_cpu_all_threads"][mode].get<double>())
+              : "-";
+      fmt::print(
+          "{:<22} {:<9} {:>9} {:>8} {:>8} {:>6.1f}% {:>6} | {:>7} {:>9} {:>9} {:>10} {:>9}\n",
+          r["problem"].get<std::string>(), mode, fmt_s(gj, "seconds"), fmt_g(gj, "gups"),
+          fmt_g(gj, "backproject_gups"), 100 * gj.value("filter_share", 0.0), gj.value("slabs", 0),
+          cpu_scale, fmt_g(c1, "gups"), fmt_g(cn, "gups"), fmt_s(cn, "extrapolated_full_seconds"),
+          speed);
+      // Where the GPU call's wall time went (host clock), for the first runs on a new machine.
+      fmt::print(
+          "{:<22}   set-up {:.0f} ms, batches {:.0f} ms, download {:.0f} ms; {} views/batch; "
+          "{} input{}\n",
+          "", gj.value("setup_ms", 0.0), gj.value("stream_ms", 0.0), gj.value("download_ms", 0.0),
+          gj.value("views_per_batch", 0), gj.value("input", std::string("pageable")),
+          gj.contains("input_not_pinned_because")
+              ? " (not pinned: " + gj["input_not_pinned_because"].get<std::string>() + ")"
+              : std::string());
+    }
+  }
+  fmt::print(R"(GUPS = voxels x views / s / 1e9, uploads and download included (bp GUPS: device
+time of the back-projection kernels only); filt% = device time in pre-weighting + filtering
+over all device stages (filtering + slab row gathers + back-projection). CPU figures are
+measured on the problem scaled by the 'cpu scl' factor; * cpuN full = full problem time
+EXTRAPOLATED from that GUPS; speedup = GPU GUPS / CPU all-threads GUPS. set-up: allocations,
+plans, graph capture; batches: the pipelined upload / filter / back-projection loop; download:
+the volume back to the host.
+)");
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"ctforge GPU vs CPU benchmark (RabbitCT back-projection, FDK 512^3 and 1024^3)"};
   options o;
@@ -344,63 +403,7 @@ int main(int argc, char** argv) {
     }
     report["results"] = rows;
 
-    // Readable table.
-    fmt::print("\n{:<22} {:<9} {:>9} {:>8} {:>8} {:>7} {:>6} | {:>6} {:>9} {:>9} {:>10} {:>9}\n",
-               "problem", "gpu mode", "gpu s", "GUPS", "bp GUPS", "filt%", "slabs", "cpu scl",
-               "cpu1 GUPS", "cpuN GUPS", "cpuN full*", "speedup");
-    for (const json& r : rows) {
-      if (r.contains("skipped")) {
-        fmt::print("{:<22} skipped: {}\n", r["problem"].get<std::string>(),
-                   r["skipped"].get<std::string>());
-        continue;
-      }
-      const json& c = r["cpu"];
-      const std::string cpu_scale =
-          c.contains("scale") ? fmt::format("x{:.3g}", c["scale"].get<double>()) : "-";
-      const json c1 = c.value("single_thread", json::object());
-      const json cn = c.value("all_threads", json::object());
-      for (const auto& [mode, gj] : r["gpu"].items()) {
-        if (gj.contains("skipped")) {
-          fmt::print("{:<22} {:<9} {:>9} | cpu {} {:>9} {:>9} {:>10}\n",
-                     r["problem"].get<std::string>(), mode, "skipped: no device", cpu_scale,
-                     fmt_g(c1, "gups"), fmt_g(cn, "gups"), fmt_s(cn, "extrapolated_full_seconds"));
-          continue;
-        }
-        if (gj.contains("error")) {
-          fmt::print("{:<22} {:<9} ERROR: {}\n", r["problem"].get<std::string>(), mode,
-                     gj["error"].get<std::string>());
-          continue;
-        }
-        const std::string speed =
-            r.contains("speedup_vs_cpu_all_threads") &&
-                    r["speedup_vs_cpu_all_threads"].contains(mode)
-                ? fmt::format("{:.1f}x", r["speedup_vs_cpu_all_threads"][mode].get<double>())
-                : "-";
-        fmt::print(
-            "{:<22} {:<9} {:>9} {:>8} {:>8} {:>6.1f}% {:>6} | {:>7} {:>9} {:>9} {:>10} {:>9}\n",
-            r["problem"].get<std::string>(), mode, fmt_s(gj, "seconds"), fmt_g(gj, "gups"),
-            fmt_g(gj, "backproject_gups"), 100 * gj.value("filter_share", 0.0),
-            gj.value("slabs", 0), cpu_scale, fmt_g(c1, "gups"), fmt_g(cn, "gups"),
-            fmt_s(cn, "extrapolated_full_seconds"), speed);
-        // Where the GPU call's wall time went (host clock), for the first runs on a new machine.
-        fmt::print(
-            "{:<22}   set-up {:.0f} ms, batches {:.0f} ms, download {:.0f} ms; {} views/batch; "
-            "{} input{}\n",
-            "", gj.value("setup_ms", 0.0), gj.value("stream_ms", 0.0), gj.value("download_ms", 0.0),
-            gj.value("views_per_batch", 0), gj.value("input", std::string("pageable")),
-            gj.contains("input_not_pinned_because")
-                ? " (not pinned: " + gj["input_not_pinned_because"].get<std::string>() + ")"
-                : std::string());
-      }
-    }
-    fmt::print(R"(GUPS = voxels x views / s / 1e9, uploads and download included (bp GUPS: device
-time of the back-projection kernels only); filt% = device time in pre-weighting + filtering
-over all device stages (filtering + slab row gathers + back-projection). CPU figures are
-measured on the problem scaled by the 'cpu scl' factor; * cpuN full = full problem time
-EXTRAPOLATED from that GUPS; speedup = GPU GUPS / CPU all-threads GUPS. set-up: allocations,
-plans, graph capture; batches: the pipelined upload / filter / back-projection loop; download:
-the volume back to the host.
-)");
+    print_table(rows);
     if (!o.json_path.empty()) {
       std::ofstream f(o.json_path);
       CTFORGE_CHECK(f.good(), "--json: cannot write " + o.json_path);
