@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/enum_names.hpp"
+#include "core/fftw_planner.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/preprocess.hpp"
 #include "preprocess/common.hpp"
@@ -227,8 +228,7 @@ class lowpass_along_views {
     fftwf_complex* a = fftwf_alloc_complex(static_cast<std::size_t>(m));
     fftwf_complex* b = fftwf_alloc_complex(static_cast<std::size_t>(m));
     {
-      static std::mutex planner;  // FFTW's planner is not thread-safe
-      const std::lock_guard<std::mutex> lock(planner);
+      const std::lock_guard<std::mutex> lock(detail::fftw_planner_mutex());
       forward_ = fftwf_plan_dft_1d(static_cast<int>(m), a, b, FFTW_FORWARD, FFTW_ESTIMATE);
       backward_ = fftwf_plan_dft_1d(static_cast<int>(m), b, a, FFTW_BACKWARD, FFTW_ESTIMATE);
     }
@@ -238,6 +238,7 @@ class lowpass_along_views {
                   fmt::format("stripe removal: FFTW could not plan a transform of {} values", m));
   }
   ~lowpass_along_views() {
+    const std::lock_guard<std::mutex> lock(detail::fftw_planner_mutex());
     fftwf_destroy_plan(forward_);
     fftwf_destroy_plan(backward_);
   }

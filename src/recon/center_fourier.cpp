@@ -10,10 +10,12 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <numbers>
 #include <numeric>
 #include <vector>
 
+#include "core/fftw_planner.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
 #include "recon/center_internal.hpp"
@@ -121,9 +123,11 @@ double wedge_metric(const sinograms& s, double d, double radius) {
       fftwf_malloc(sizeof(fftwf_complex) * static_cast<std::size_t>(h * wc))));
   CTFORGE_CHECK(x && f, "center of rotation: out of memory for FFT buffers");
   fftwf_plan plan = nullptr;
-#pragma omp critical(ctforge_fftw_planner)
-  plan = fftwf_plan_dft_r2c_2d(static_cast<int>(h), static_cast<int>(w), x.get(), f.get(),
-                               FFTW_ESTIMATE);
+  {
+    const std::lock_guard<std::mutex> lock(detail::fftw_planner_mutex());
+    plan = fftwf_plan_dft_r2c_2d(static_cast<int>(h), static_cast<int>(w), x.get(), f.get(),
+                                 FFTW_ESTIMATE);
+  }
   CTFORGE_CHECK(plan != nullptr, "center of rotation: FFTW planning failed");
   double magnitude = 0, norm = 0;
   for (std::int64_t r = 0; r < s.rows; ++r) {
@@ -155,8 +159,10 @@ double wedge_metric(const sinograms& s, double d, double radius) {
     if (count > 0) magnitude += sum / static_cast<double>(count);
     norm += std::sqrt(energy);
   }
-#pragma omp critical(ctforge_fftw_planner)
-  fftwf_destroy_plan(plan);
+  {
+    const std::lock_guard<std::mutex> lock(detail::fftw_planner_mutex());
+    fftwf_destroy_plan(plan);
+  }
   return norm > 0 ? magnitude / norm : nan;
 }
 

@@ -18,9 +18,11 @@
 #include <cmath>
 #include <complex>
 #include <memory>
+#include <mutex>
 #include <numbers>
 #include <vector>
 
+#include "core/fftw_planner.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
 #include "recon/center_internal.hpp"
@@ -43,7 +45,9 @@ double circular_distance(double a, double b) {
 
 struct fftwf_deleter {
   void operator()(fftwf_plan_s* p) const {
-    if (p) fftwf_destroy_plan(p);
+    if (!p) return;
+    const std::lock_guard<std::mutex> lock(detail::fftw_planner_mutex());
+    fftwf_destroy_plan(p);
   }
 };
 using plan_ptr = std::unique_ptr<fftwf_plan_s, fftwf_deleter>;
@@ -65,6 +69,7 @@ class correlator {
         fftwf_malloc(sizeof(fftwf_complex) * static_cast<std::size_t>(len_ / 2 + 1))));
     acc_.assign(static_cast<std::size_t>(len_ / 2 + 1), {0.0, 0.0});
     CTFORGE_CHECK(real_ && spec_a_ && spec_b_, "center of rotation: out of memory for FFT buffers");
+    const std::lock_guard<std::mutex> lock(detail::fftw_planner_mutex());
     fwd_a_.reset(
         fftwf_plan_dft_r2c_1d(static_cast<int>(len_), real_.get(), spec_a_.get(), FFTW_ESTIMATE));
     fwd_b_.reset(

@@ -1,3 +1,4 @@
+#include "core/fftw_planner.hpp"
 #include "core/parallel_copy.hpp"
 #include "recon/filter.hpp"
 
@@ -103,11 +104,6 @@ std::vector<float> ramp_response(std::int64_t padded_len, double pixel_mm, filte
         static_cast<float>(hk * pixel_mm / static_cast<double>(n) * window_value(w, x, cutoff));
   }
   return out;
-}
-
-std::mutex& fftw_planner_mutex() {
-  static std::mutex m;
-  return m;
 }
 
 struct ramp_filter::plan_pair {

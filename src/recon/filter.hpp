@@ -46,10 +46,6 @@ double window_value(filter_window w, double x, double cutoff);
 std::vector<float> ramp_response(std::int64_t padded_len, double pixel_mm, filter_window w,
                                  double cutoff, double equiangular_rad = 0);
 
-/// FFTW's planner is not thread-safe: every fftwf_plan_* / fftwf_destroy_plan call in the
-/// library must hold this mutex.
-std::mutex& fftw_planner_mutex();
-
 /// Filters every row of [views][rows][cols] projections in place with FFTW (float). The FFTW
 /// plans (batched r2c / c2r over rows) are created once per (padded length, batch) shape for the
 /// whole process and reused; rows are processed in batches by OpenMP threads, each with its own
