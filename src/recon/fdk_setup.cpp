@@ -1,4 +1,3 @@
-#include "core/parallel_copy.hpp"
 #include "recon/fdk_setup.hpp"
 
 #include <fmt/format.h>
@@ -11,6 +10,7 @@
 #include <numbers>
 
 #include "core/finite_scan.hpp"
+#include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
 #include "recon/filter.hpp"
 
@@ -68,8 +68,8 @@ void set_displacement(fdk_setup& s, const geometry& g, const recon_options& opt,
   std::int64_t worst = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     const auto k = static_cast<std::size_t>(i);
-    const double narrow = s.wide_sign > 0 ? c0 * du_abs - o.offset_u_mm[k]
-                                          : c0 * du_abs + o.offset_u_mm[k];
+    const double narrow =
+        s.wide_sign > 0 ? c0 * du_abs - o.offset_u_mm[k] : c0 * du_abs + o.offset_u_mm[k];
     if (narrow < m) {
       m = narrow;
       worst = i;
@@ -155,9 +155,9 @@ fdk_setup make_fdk_setup(const projection_view& proj, const geometry& g, const r
   CTFORGE_EXPECTS(static_cast<std::int64_t>(proj.data.size()) == proj.size(),
                   fmt::format("{}: projection data holds {} values, expected {}", name,
                               proj.data.size(), proj.size()));
-  CTFORGE_EXPECTS(std::isfinite(opt.cutoff) && opt.cutoff > 0 && opt.cutoff <= 1,
-                  fmt::format("--cutoff: must be in (0, 1] (a fraction of Nyquist; got {})",
-                              opt.cutoff));
+  CTFORGE_EXPECTS(
+      std::isfinite(opt.cutoff) && opt.cutoff > 0 && opt.cutoff <= 1,
+      fmt::format("--cutoff: must be in (0, 1] (a fraction of Nyquist; got {})", opt.cutoff));
   CTFORGE_EXPECTS(g.cols < (std::int64_t{1} << 30) && g.rows < (std::int64_t{1} << 30),
                   fmt::format("{}: detector of {}x{} pixels is too large", name, g.cols, g.rows));
   if (check_values) check_finite_values(proj, opt.threads);
@@ -307,6 +307,20 @@ narrow_side_padding narrow_side_padding_for(const fdk_setup& s, const geometry& 
   return pad;
 }
 
+std::optional<padded_fdk_input> pad_for_displaced_detector(const projection_view& data,
+                                                           const geometry& g,
+                                                           const fdk_setup& setup,
+                                                           const recon_options& opt) {
+  const narrow_side_padding pad = narrow_side_padding_for(setup, g);
+  if (pad.columns == 0) return std::nullopt;
+  CTFORGE_EXPECTS(data.space != memory_space::cuda_device,
+                  "projections in GPU memory: a displaced (half-fan) detector is padded on the "
+                  "host; pass host projections");
+  padded_fdk_input out{pad_narrow_side(g, pad), pad_narrow_side(data, pad, opt.threads), {}};
+  out.setup = make_fdk_setup(out.proj, out.geo, opt, /*check_values=*/false, &setup);
+  return out;
+}
+
 geometry pad_narrow_side(const geometry& g, const narrow_side_padding& pad) {
   geometry out = g;
   if (pad.columns <= 0) return out;
@@ -342,8 +356,8 @@ projection_stack pad_narrow_side(const projection_view& p, const narrow_side_pad
   return out;
 }
 
-void validate_recon_input(const projection_view& proj, const geometry& g,
-                          const volume_geometry& vg, const recon_options& opt) {
+void validate_recon_input(const projection_view& proj, const geometry& g, const volume_geometry& vg,
+                          const recon_options& opt) {
   vg.validate();
   (void)make_fdk_setup(proj, g, opt);
 }
@@ -388,8 +402,8 @@ fdk_job make_fdk_job(const projection_view& proj, const geometry& g, const recon
 
 #if defined(CTFORGE_WITH_CUDA)
 volume cuda_reconstruct(const projection_view& proj, const geometry& g, const volume_geometry& vg,
-                        const recon_options& opt, const cuda_options& copt,
-                        const fdk_setup* setup, device_array* device_out) {
+                        const recon_options& opt, const cuda_options& copt, const fdk_setup* setup,
+                        device_array* device_out) {
   vg.validate();
   return cuda_reconstruct(proj, g, vg, make_fdk_job(proj, g, opt, setup), opt, copt, device_out);
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,7 @@ struct fdk_setup {
   /// displaced: width (mm) of the ramps at the ends of the overlap (recon_options::
   /// offset_transition_px x |pixel pitch|, clamped to 2 overlap_mm)
   double transition_mm = 0;
-  double wide_sign = 1;   ///< +1: the detector extends further along +u_hat, -1: along -u_hat
+  double wide_sign = 1;  ///< +1: the detector extends further along +u_hat, -1: along -u_hat
 };
 
 /// Validates `proj` / `g` / `opt` (usage_error naming the field: geometry type for the
@@ -70,8 +71,8 @@ struct fdk_setup {
 /// check_values = false skips the scan for non-finite projection values (the CUDA backend checks
 /// them on the device, while pre-weighting, instead of reading the projections twice).
 /// `displacement_from`: take the displaced-detector weighting (displaced, overlap_mm,
-/// transition_mm, wide_sign) from this setup instead of detecting it: the setup of the same scan before its
-/// detector was padded (pad_narrow_side), whose padded columns hold no data.
+/// transition_mm, wide_sign) from this setup instead of detecting it: the setup of the same scan
+/// before its detector was padded (pad_narrow_side), whose padded columns hold no data.
 fdk_setup make_fdk_setup(const projection_view& proj, const geometry& g, const recon_options& opt,
                          bool check_values = true, const fdk_setup* displacement_from = nullptr);
 
@@ -101,9 +102,24 @@ geometry pad_narrow_side(const geometry& g, const narrow_side_padding& pad);
 projection_stack pad_narrow_side(const projection_view& p, const narrow_side_padding& pad,
                                  int threads = 0);
 
+/// The input FDK / FBP runs on for a displaced detector: the projections and geometry padded
+/// on the narrow side, with the setup made for them (the weights of the unpadded detector).
+struct padded_fdk_input {
+  geometry geo;
+  projection_stack proj;
+  fdk_setup setup;
+};
+/// `data` on `g` padded as narrow_side_padding_for(setup, g) says, before either backend runs;
+/// nothing when the detector needs no padding. Throws usage_error for projections in GPU
+/// memory that need padding (the padding is done on the host).
+std::optional<padded_fdk_input> pad_for_displaced_detector(const projection_view& data,
+                                                           const geometry& g,
+                                                           const fdk_setup& setup,
+                                                           const recon_options& opt);
+
 /// Everything make_fdk_setup checks, plus the volume geometry. Throws usage_error.
-void validate_recon_input(const projection_view& proj, const geometry& g,
-                          const volume_geometry& vg, const recon_options& opt);
+void validate_recon_input(const projection_view& proj, const geometry& g, const volume_geometry& vg,
+                          const recon_options& opt);
 
 /// Multiplies every pixel of `proj` by its pre-weight (kernels::preweight). OpenMP over views;
 /// threads = 0: all cores.

@@ -289,21 +289,17 @@ volume reconstruct_impl(const projection_view& proj, const geometry& g, const vo
                         opt.algo == algorithm::fdk ? "fdk" : "fbp");
   // A displaced detector gets zero columns on its narrow side (see narrow_side_padding), with
   // the weights of the unpadded detector.
-  const detail::narrow_side_padding pad = detail::narrow_side_padding_for(setup, *geo);
-  std::optional<geometry> padded_geo;
-  std::optional<projection_stack> padded;
   bool checked = resampled.has_value();
-  CTFORGE_EXPECTS(!(on_device && pad.columns > 0),
-                  "projections in GPU memory: a displaced (half-fan) detector is padded on the "
-                  "host; pass host projections");
-  if (pad.columns > 0) {
-    if (!checked) detail::check_finite_values(data, opt.threads);
+  if (!checked && !on_device && detail::narrow_side_padding_for(setup, *geo).columns > 0) {
+    detail::check_finite_values(data, opt.threads);  // before the copy
     checked = true;
-    padded_geo = detail::pad_narrow_side(*geo, pad);
-    padded = detail::pad_narrow_side(data, pad, opt.threads);
-    setup = detail::make_fdk_setup(*padded, *padded_geo, opt_used, false, &setup);
-    geo = &*padded_geo;
-    data = *padded;
+  }
+  std::optional<detail::padded_fdk_input> padded =
+      detail::pad_for_displaced_detector(data, *geo, setup, opt_used);
+  if (padded) {
+    setup = std::move(padded->setup);
+    geo = &padded->geo;
+    data = padded->proj;
     resampled.reset();  // read by the padding only
   }
   // The reference path is a CPU path by definition.

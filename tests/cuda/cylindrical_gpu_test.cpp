@@ -64,8 +64,8 @@ geometry make_geometry(const cyl_case& c) {
   }
   const double step = deg_to_rad(arc) / static_cast<double>(c.views);
   return make_cone_geometry(c.cols, c.rows, k_du, k_dv, k_sid, k_sdd,
-                            angle_range(deg_to_rad(7.0), step, c.views), {c.offset_u},
-                            {c.offset_v}, detector_shape::cylindrical);
+                            angle_range(deg_to_rad(7.0), step, c.views), {c.offset_u}, {c.offset_v},
+                            detector_shape::cylindrical);
 }
 
 volume_geometry make_volume(const cyl_case& c) {
@@ -83,16 +83,11 @@ TEST_P(CylindricalGpu, FdkMatchesCpuPath) {
   opt.where = backend::cpu;
   const volume cpu = reconstruct(proj, g, vg, opt);
   detail::cuda_options copt;
-  if (c.slab_planes > 0) {
-    kernels::cuda::plan_input in = kernels::cuda::make_plan_input(
-        c.views, c.rows, c.cols, vg, true, detail::padded_length(c.cols));
-    const std::int64_t work =
-        detail::cuda_fft_work_bytes(in.padded_len, kernels::cuda::initial_batch(in) * in.rows);
-    copt.gpu_memory_limit_bytes = kernels::cuda::batch_bytes(in, kernels::cuda::initial_batch(in), work) +
-                              c.slab_planes * c.nx * c.ny * 4;
-  }
+  if (c.slab_planes > 0)
+    copt.gpu_memory_limit_bytes =
+        ctforge::testing::slab_budget(c.views, c.rows, c.cols, vg, c.slab_planes);
   opt.where = backend::cuda;
-  const volume gpu = detail::cuda_reconstruct(proj, g, vg, opt, copt);
+  const volume gpu = ctforge::testing::cuda_reconstruct_as_reconstruct(proj, g, vg, opt, copt);
   const detail::cuda_pipeline_stats st = detail::cuda_last_pipeline_stats();
   const double peak = peak_of(span_of(cpu));
   ASSERT_GT(peak, 0.0);
@@ -139,7 +134,7 @@ INSTANTIATE_TEST_SUITE_P(
                       cyl_case{.name = "offsets", .offset_u = 3.5, .offset_v = -2.0},
                       cyl_case{.name = "short_scan", .views = 36, .arc_deg = -1},
                       cyl_case{.name = "fan_one_row", .rows = 1, .nz = 1},
-                      cyl_case{.name = "z_slabs", .offset_v = 1.5, .slab_planes = 5}),
+                      cyl_case{.name = "z_slabs", .offset_v = 1.5, .slab_planes = 8}),
     [](const ::testing::TestParamInfo<cyl_case>& i) { return i.param.name; });
 
 }  // namespace

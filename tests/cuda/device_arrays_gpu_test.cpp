@@ -85,10 +85,11 @@ TEST_F(DeviceArrays, NonFiniteDeviceProjectionIsAUsageErrorNamingIt) {
 }
 
 TEST_F(DeviceArrays, VolumeThatNeedsSlabsIsRefusedOnTheDevice) {
-  // 96^3 voxels (3.4 MiB) beside batches of 41 x 23 views: a 3 MiB limit needs slabs.
+  // 96^3 voxels (3.4 MiB) beside the batch buffers: a limit with room for 16 planes needs slabs.
   const volume_geometry big = volume_geometry::centered(96, 96, 96, {0.2, 0.2, 0.2});
   recon_options small = opt_;
-  small.gpu_memory_limit_bytes = 3 << 20;
+  small.gpu_memory_limit_bytes =
+      ctforge::testing::slab_budget(proj_.views, proj_.rows, proj_.cols, big, 16);
   (void)reconstruct(proj_, g_, big, small);  // the host path: slabs
   ASSERT_NE(describe_last_gpu_call(gpu_call::reconstruction).find("slab"), std::string::npos)
       << describe_last_gpu_call(gpu_call::reconstruction);

@@ -106,9 +106,21 @@ double peak_of(const volume& v) {
 
 using ctforge::testing::span_of;
 
+// The detector columns the pipeline runs on: reconstruct pads a displaced detector on its
+// narrow side before either backend runs (detail::pad_for_displaced_detector).
+std::int64_t run_cols(const fdk_case& c) {
+  const geometry g = make_geometry(c);
+  const projection_stack zeros(c.views, c.rows, c.cols);
+  recon_options opt;
+  opt.algo = c.algo;
+  return c.cols +
+         detail::narrow_side_padding_for(detail::make_fdk_setup(zeros, g, opt, false), g).columns;
+}
+
 kernels::cuda::plan_input plan_input_of(const fdk_case& c) {
+  const std::int64_t cols = run_cols(c);
   kernels::cuda::plan_input in = kernels::cuda::make_plan_input(
-      c.views, c.rows, c.cols, make_volume(c), true, detail::padded_length(c.cols));
+      c.views, c.rows, cols, make_volume(c), true, detail::padded_length(cols));
   in.requested_batch = c.views_per_batch;
   return in;
 }
@@ -119,9 +131,9 @@ kernels::cuda::plan_input plan_input_of(const fdk_case& c) {
 // slabs of -memory planes.
 std::int64_t split_budget(const fdk_case& c, std::int64_t work) {
   const kernels::cuda::plan_input in = plan_input_of(c);
+  const std::int64_t cols = in.cols;
   return kernels::cuda::batch_bytes(in, kernels::cuda::initial_batch(in), work) +
-         (c.expect_device_store ? c.views * c.rows * c.cols * 4 : 0) +
-         (-c.memory) * c.nx * c.ny * 4;
+         (c.expect_device_store ? c.views * c.rows * cols * 4 : 0) + (-c.memory) * c.nx * c.ny * 4;
 }
 
 class FdkGpu : public ctforge::testing::gpu_param_test<fdk_case> {};
@@ -149,7 +161,7 @@ TEST_P(FdkGpu, MatchesCpuPath) {
     copt.gpu_memory_limit_bytes = c.memory;
   }
   opt.where = backend::cuda;
-  const volume gpu = detail::cuda_reconstruct(proj, g, vg, opt, copt);
+  const volume gpu = ctforge::testing::cuda_reconstruct_as_reconstruct(proj, g, vg, opt, copt);
   const detail::cuda_pipeline_stats st = detail::cuda_last_pipeline_stats();
 
   ASSERT_EQ(gpu.data.size(), cpu.data.size());

@@ -267,9 +267,9 @@ TEST(CudaPlan, SlabBehindTheSourceTakesAllRows) {
 // inside the volume's footprint takes all rows.
 TEST(CudaPlan, CurvedSlabRowRangesCoverEveryTap) {
   const std::int64_t rows = 120;
-  const geometry g = make_cone_geometry(
-      64, rows, 1.0, 1.0, 300, 500, angle_range(0.1, 2 * std::numbers::pi / 30, 30), {6.0}, {4.5},
-      detector_shape::cylindrical);
+  const geometry g = make_cone_geometry(64, rows, 1.0, 1.0, 300, 500,
+                                        angle_range(0.1, 2 * std::numbers::pi / 30, 30), {6.0},
+                                        {4.5}, detector_shape::cylindrical);
   auto vg = volume_geometry::centered(20, 22, 48, {1.5, 1.5, 1.5});
   vg.origin_mm[2] += 3.0;
   const auto maps = kernels::cylinder_maps_d(g);
@@ -291,9 +291,8 @@ TEST(CudaPlan, CurvedSlabRowRangesCoverEveryTap) {
               kernels::cyl_map m;
               std::copy(std::begin(shifted[static_cast<std::size_t>(v)].m),
                         std::end(shifted[static_cast<std::size_t>(v)].m), m.m);
-              const kernels::detector_point q =
-                  kernels::project_point(m, static_cast<float>(x.x), static_cast<float>(x.y),
-                                         static_cast<float>(x.z));
+              const kernels::detector_point q = kernels::project_point(
+                  m, static_cast<float>(x.x), static_cast<float>(x.y), static_cast<float>(x.z));
               ASSERT_NEAR(q.row, r - static_cast<double>(s.row_offset), 1e-3);
               if (!(r > -1.0 && r < static_cast<double>(rows))) continue;  // samples 0 anyway
               const auto t0 = static_cast<std::int64_t>(std::floor(r));
@@ -476,20 +475,25 @@ TEST(CudaProbe, NonexistentOrdinalIsUnavailable) {
   }
 }
 
-// Without a device, requesting the CUDA backend fails with a clear error instead of crashing.
-TEST(CudaProbe, CudaBackendWithoutDeviceIsAnError) {
+// Requesting the CUDA backend runs on the device where one is usable, and fails with a clear
+// error instead of crashing where none is.
+TEST(CudaProbe, CudaBackendRunsWithADeviceAndIsAnErrorWithout) {
   std::string why;
-  if (detail::cuda_device_available(&why)) GTEST_SKIP() << "a CUDA device is present";
+  const bool available = detail::cuda_device_available(&why);
   const geometry g = make_cone_geometry(16, 8, 1, 1, 100, 200, angle_range(0, 0.2, 32));
-  const projection_stack proj(32, 8, 16);
+  projection_stack proj(32, 8, 16);
+  std::fill(proj.data.begin(), proj.data.end(), 1.0f);
+  const volume_geometry vg = volume_geometry::centered(8, 8, 4, {1, 1, 1});
   recon_options opt;
   opt.where = backend::cuda;
-  EXPECT_THROW((void)reconstruct(proj, g, volume_geometry::centered(8, 8, 4, {1, 1, 1}), opt),
+  if (available) {
+    EXPECT_NO_THROW((void)reconstruct(proj, g, vg, opt));
+    EXPECT_NO_THROW((void)detail::cuda_reconstruct(proj, g, vg, opt, detail::cuda_options{}));
+    return;
+  }
+  EXPECT_THROW((void)reconstruct(proj, g, vg, opt), ctforge::error);
+  EXPECT_THROW((void)detail::cuda_reconstruct(proj, g, vg, opt, detail::cuda_options{}),
                ctforge::error);
-  EXPECT_THROW(
-      (void)detail::cuda_reconstruct(proj, g, volume_geometry::centered(8, 8, 4, {1, 1, 1}), opt,
-                                     detail::cuda_options{}),
-      ctforge::error);
 }
 
 // Host-side check of the slab budgets the CudaPipeline tests below give (runs without a GPU):
@@ -523,6 +527,25 @@ TEST(CudaPipelinePlan, TestBudgetsForceTheirSplit) {
       EXPECT_LE(p.slab_nz, c.planes) << c.n << "/" << c.batch;
     }
   }
+}
+
+// A budget with room for fewer planes than a slab takes (min(nz, 8)) beside the first batch
+// makes the planner halve the batch and keep the volume whole rather than split it, so a test
+// that wants slabs must leave at least 8 planes (testing::slab_budget).
+TEST(CudaPipelinePlan, TooFewPlanesHalveTheBatchInsteadOfSplitting) {
+  const auto vg = volume_geometry::centered(33, 29, 17, {1.4, 1.4, 1.4});
+  const kc::plan_input in = kc::make_plan_input(40, 31, 45, vg, true, detail::padded_length(45));
+  const auto work_of = [&](int b) { return kc::fft_work_estimate(in, b); };
+  const auto budget = [&](std::int64_t planes) {
+    return kc::batch_bytes(in, 32, work_of(32)) + planes * vg.nx * vg.ny * 4;
+  };
+  const kc::plan few = kc::make_pipeline_plan(in, budget(5), work_of);
+  EXPECT_FALSE(few.slab_mode);
+  EXPECT_LT(few.views_per_batch, 32);
+  const kc::plan enough = kc::make_pipeline_plan(in, budget(8), work_of);
+  EXPECT_TRUE(enough.slab_mode);
+  EXPECT_EQ(enough.views_per_batch, 32);
+  EXPECT_LE(enough.slab_nz, 8);
 }
 
 class CudaPipeline : public ctforge::testing::gpu_test {
