@@ -6,9 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ctforge/volume.hpp"
 
@@ -74,8 +76,9 @@ enum class stripe_method {
   all,
 };
 
-/// "sorting", "filtering", "large", "dead", "all" (usage_error naming --rings otherwise).
-stripe_method parse_stripe_method(std::string_view name);
+/// "sorting", "filtering", "large", "dead", "all" (usage_error naming `spelling`, the option
+/// as the caller spelled it, otherwise).
+stripe_method parse_stripe_method(std::string_view name, std::string_view spelling = "method");
 std::string to_string(stripe_method m);
 
 struct stripe_options {
@@ -95,5 +98,60 @@ struct stripe_options {
 /// Removes stripes from the sinogram of every detector row of `p`. usage_error naming the
 /// option for invalid options, and naming view, row and column for a non-finite value.
 void remove_stripes(projections_ref p, const stripe_options& opt);
+
+// ---- the steps together, as the command line, Python and the distributed layer name them ----
+
+/// The cleaning steps applied between normalisation and reconstruction, in this order by
+/// preprocess(): zingers, then rings. A step is off when its optional is empty.
+struct preprocess_options {
+  std::optional<outlier_options> zingers;
+  std::optional<stripe_options> rings;
+  int threads = 0;  ///< for every step; 0: all cores
+  bool empty() const noexcept { return !zingers && !rings; }
+};
+
+/// One option of the preprocessing steps. The command line (flag), Python's keyword arguments
+/// and run records (name) all take them from this table.
+struct preprocess_option {
+  std::string_view name;  ///< keyword and run-record key, e.g. "ring_size"
+  std::string_view flag;  ///< command line, e.g. "--ring-size"
+  std::string_view type;  ///< the value's placeholder in help texts: "T", "N", "METHOD"
+  /// The option that turns this one's step on ("zingers", "rings"); empty for those two.
+  std::string_view step;
+  /// For a stripe option: the --rings methods it applies to, e.g. "large dead all"; empty: all.
+  std::string_view methods;
+  std::string_view help;  ///< one paragraph, as `ctforge recon --help` prints it
+};
+
+/// Every preprocessing option, in the order `--help` lists them.
+std::span<const preprocess_option> preprocess_option_table();
+
+/// An option as given: spelled by its name or its flag, with its value as text.
+struct preprocess_setting {
+  std::string spelling, value;
+};
+
+/// The options `given` describes (each spelled by name or flag, at most once). usage_error
+/// naming the spelling for an unknown option, a malformed or out-of-range value, an option
+/// whose step is off ("--ring-size: needs --rings") or that does not apply to the chosen
+/// method ("--ring-sigma: applies to --rings filtering only").
+preprocess_options parse_preprocess_options(std::span<const preprocess_setting> given);
+
+/// Every setting of the steps that are on, by name, with its effective value (defaults
+/// included), in table order: for run records and notes. Empty when no step is on.
+std::vector<preprocess_setting> preprocess_settings(const preprocess_options& opt);
+
+/// What preprocess() did.
+struct preprocess_report {
+  std::int64_t zingers_replaced = 0;
+};
+
+/// Applies the steps of `opt` to `p` in place, in order (zingers, rings).
+preprocess_report preprocess(projections_ref p, const preprocess_options& opt);
+
+/// Detector rows on each side of a band of rows that the steps of `opt` read: a band cleaned
+/// with this many neighbouring rows on each side (fewer at the detector's edges) equals the
+/// same rows of the whole cleaned projections bit for bit. 0 for steps that work row by row.
+std::int64_t preprocess_row_margin(const preprocess_options& opt);
 
 }  // namespace ctforge

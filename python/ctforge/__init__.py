@@ -31,7 +31,7 @@ import json as _json
 import numbers as _numbers
 import os as _os
 import sys as _sys
-from typing import Any, Callable, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -52,7 +52,7 @@ __all__ = [
     "DeviceArray", "to_device", "linear_operator",
 ]
 __all__ += ["ProjectorPair"]  # persistent projector pair (see ProjectorPair below)
-__all__ += ["remove_stripes", "remove_zingers"]  # cleaning raw scans (below)
+__all__ += ["remove_stripes", "remove_zingers", "preprocess_options"]  # cleaning raw scans
 
 PathLike = Union[str, "_os.PathLike[str]"]
 
@@ -866,7 +866,8 @@ def read_projections(path: PathLike, *, flat: Optional[PathLike] = None,
                      sinogram: bool = False, open_beam_cols: Any = None,
                      band: Optional[Tuple[int, int]] = None, return_info: bool = False,
                      data_path: Optional[str] = None, flat_path: Optional[str] = None,
-                     dark_path: Optional[str] = None, angles_path: Optional[str] = None):
+                     dark_path: Optional[str] = None, angles_path: Optional[str] = None,
+                     **steps: Any):
     """Projections from any file ``ctforge recon`` reads (ctforge HDF5, DataExchange, NXtomo,
     TIFF stacks), as line integrals: ``(array (views, rows, cols), Geometry)``, plus a dict
     (format, warnings, clamped pixels) with ``return_info=True``.
@@ -891,14 +892,29 @@ def read_projections(path: PathLike, *, flat: Optional[PathLike] = None,
 
     ``data_path`` / ``flat_path`` / ``dark_path`` / ``angles_path``: datasets of an HDF5 file
     (any layout; NXtomo entries are otherwise found by their definition wherever they are, and
-    DataExchange files by /exchange), as ``--data-path`` ... on the command line."""
+    DataExchange files by /exchange), as ``--data-path`` ... on the command line.
+
+    ``steps``: the cleaning steps, applied after normalisation with the names of
+    :func:`preprocess_options` (the command line's ``--zingers``, ``--ring-size``, ...):
+    ``zingers=0.3, zinger_size=3, zinger_views=1, rings="all", ring_size=21, ...``, and
+    ``threads``. With ``band`` the rows of margin the steps need are read too, so a band equals
+    those rows of the whole cleaned read bit for bit."""
     p, g, inf = _core.read_projections(
         _os.fspath(path), band=None if band is None else (int(band[0]), int(band[1])),
         **_read_args(flat, dark, geometry, views, rows, cols, bin_rows, bin_cols, pixel_size,
                      mode, min_transmission, transpose, flip_u, flip_v),
         **_input_args(angles, angle_unit, sinogram, open_beam_cols),
-        **_dataset_args(data_path, flat_path, dark_path, angles_path))
+        **_dataset_args(data_path, flat_path, dark_path, angles_path),
+        **{k: v for k, v in steps.items() if v is not None})
     return (p, Geometry(g), inf) if return_info else (p, Geometry(g))
+
+
+def preprocess_options() -> List[dict]:
+    """The cleaning steps' options that :func:`read_projections` and
+    :func:`ctforge.distributed.reconstruct` take as keywords, as the command line's
+    Preprocessing group lists them: dicts of name, flag, type, step (the option that turns the
+    step on), methods (the ``rings`` methods it applies to; "" for all) and help."""
+    return list(_core.preprocess_option_table())
 
 
 def _dataset_args(data_path, flat_path, dark_path, angles_path) -> dict:

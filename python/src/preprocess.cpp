@@ -25,6 +25,20 @@ projections_ref writable_projections(const py::handle& obj, const char* call, bo
 }  // namespace
 
 void register_preprocessing(py::module_& m) {
+  m.def("preprocess_option_table", [] {
+    py::list out;
+    for (const preprocess_option& e : preprocess_option_table()) {
+      py::dict d;
+      d["name"] = std::string(e.name);
+      d["flag"] = std::string(e.flag);
+      d["type"] = std::string(e.type);
+      d["step"] = std::string(e.step);
+      d["methods"] = std::string(e.methods);
+      d["help"] = std::string(e.help);
+      out.append(d);
+    }
+    return out;
+  });
   m.def(
       "remove_stripes",
       [](const py::handle& arr, const py::kwargs& kwargs) {
