@@ -136,7 +136,7 @@ struct phase_options {
 /// method's filter on the padded DFT grid, f = k / (N pitch) cycles per mm for the DFT index
 /// k in [-N/2, N/2] of a padded size N. usage_error naming the option for invalid options and
 /// naming view, row and col for a non-finite input; error naming the view where a filtered
-/// transmission is not positive and finite.
+/// transmission is not positive and finite (p is then left partly changed).
 void retrieve_phase(projections_ref p, const phase_options& opt);
 
 /// The extra detector rows each side of a band of rows such that phase retrieval of the widened
