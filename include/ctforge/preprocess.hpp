@@ -99,6 +99,73 @@ struct stripe_options {
 /// option for invalid options, and naming view, row and column for a non-finite value.
 void remove_stripes(projections_ref p, const stripe_options& opt);
 
+/// Phase retrieval for propagation-based phase contrast, single material (one delta/beta).
+/// The filters act on each view's transmission T = exp(-p), a 2-D image [row][col]; the output
+/// is -ln of the filtered transmission: a dimensionless attenuation line integral mu * t (mu =
+/// 4 pi beta / lambda), so reconstructing it gives mu; the projected thickness t is the output
+/// divided by mu.
+enum class phase_method {
+  /// Paganin, Mayo, Gureyev, Miller and Wilkins, J. Microsc. 206, 33 (2002): T's spectrum times
+  /// 1 / (1 + pi lambda R (delta/beta) |f|^2), f in cycles per unit length.
+  paganin,
+  /// The generalised Paganin method of Paganin et al. (2020), "Boosting spatial resolution by
+  /// incorporating periodic boundary conditions into single-distance hard-x-ray phase
+  /// retrieval": |2 pi f|^2 replaced per axis by the discrete Laplacian's 2 (1 - cos(2 pi f W))
+  /// / W^2 (W the pitch); the same filter at low frequencies, less blur near the pixel scale.
+  generalized,
+};
+
+/// "paganin", "generalized" (usage_error naming phase method otherwise).
+phase_method parse_phase_method(std::string_view name);
+std::string to_string(phase_method m);
+
+struct phase_options {
+  phase_method method = phase_method::paganin;
+  double energy_kev = 0;     ///< photon energy, keV (lambda = h c / E, h c = 1.23984198e-6 eV m)
+  double distance_mm = 0;    ///< sample-detector distance R, mm, > 0
+  double pixel_size_mm = 0;  ///< detector pitch, mm (both axes unless pixel_u_mm / pixel_v_mm)
+  double pixel_u_mm = 0;     ///< pitch along the columns, mm (0: pixel_size_mm)
+  double pixel_v_mm = 0;     ///< pitch along the rows, mm (0: pixel_size_mm)
+  double delta_beta = 0;     ///< delta / beta of the material, > 0
+  /// Rows (columns) added each side before the FFT, filled with the edge row's (column's)
+  /// values; the FFT size is the smallest 2^a 3^b 5^c 7^d >= rows + 2 pad_rows. -1: automatic,
+  /// the filter's margin (phase_row_margin's rule per axis) for a tolerance of 1e-6, so that the
+  /// result equals the filter applied to the view extended by its edge values.
+  std::int64_t pad_rows = -1, pad_cols = -1;
+  int threads = 0;  ///< 0: all cores
+};
+
+/// Replaces every view of line integrals p = -ln(I / I0) by -ln(F^-1[H(f) F[exp(-p)]]), H the
+/// method's filter on the padded DFT grid, f = k / (N pitch) cycles per mm for the DFT index
+/// k in [-N/2, N/2] of a padded size N. usage_error naming the option for invalid options and
+/// naming view, row and col for a non-finite input; error naming the view where a filtered
+/// transmission is not positive and finite (p is then left partly changed).
+void retrieve_phase(projections_ref p, const phase_options& opt);
+
+/// The extra detector rows each side of a band of rows such that phase retrieval of the widened
+/// band (clipped to the detector, padded by its edge rows) gives the band's rows within
+/// `tolerance` times the view's largest transmission max exp(-p) of the whole-view result
+/// (the output -ln T then within tolerance * max T / T there). Derived from the filter's decay
+/// along the rows: the continuous Paganin kernel (pi / sqrt(c)) exp(-2 pi |n| / sqrt(c)), c =
+/// pi lambda R (delta/beta) / pitch_v^2 in pixels^2, plus the 1 / n^2 ripple of its cut at the
+/// Nyquist frequency (for data smooth on the pixel scale beyond the margin); the generalised
+/// filter's kernel decays exactly as rho^|n|. tolerance in (0, 1).
+std::int64_t phase_row_margin(const phase_options& opt, double tolerance);
+
+/// Detector rows [begin, end).
+struct row_band {
+  std::int64_t begin = 0, end = 0;
+};
+
+/// The rows to read for output rows `out`: widened by `margin` each side, clipped to
+/// [0, detector_rows).
+row_band phase_input_rows(row_band out, std::int64_t detector_rows, std::int64_t margin);
+
+/// Phase retrieval of a band: `input` holds the detector rows `in_rows` of every view (as
+/// phase_input_rows gives them) and is changed (retrieved in place); returns its rows `out`
+/// (inside in_rows), views x (out.end - out.begin) x cols.
+projection_stack retrieve_phase_rows(projections_ref input, row_band in_rows, row_band out,
+                                     const phase_options& opt);
 // ---- the steps together, as the command line, Python and the distributed layer name them ----
 
 /// The cleaning steps applied between normalisation and reconstruction, in this order by

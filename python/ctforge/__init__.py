@@ -53,6 +53,7 @@ __all__ = [
 ]
 __all__ += ["ProjectorPair"]  # persistent projector pair (see ProjectorPair below)
 __all__ += ["remove_stripes", "remove_zingers", "preprocess_options"]  # cleaning raw scans
+__all__ += ["retrieve_phase", "phase_row_margin"]  # phase retrieval (below)
 
 PathLike = Union[str, "_os.PathLike[str]"]
 
@@ -1066,3 +1067,55 @@ def remove_zingers(array: Any, *, threshold: float, size: int = 3, views: int = 
         raise UsageError("views: a 2-D array is one image; views must be 1")
     n = _core.remove_zingers(a, threshold=threshold, size=size, views=views, threads=threads)
     return (a, int(n)) if return_count else a
+
+
+def _phase_keywords(energy_kev: float, distance_mm: float, pixel_size_mm: Any,
+                    delta_beta: float, method: str) -> dict:
+    """The options shared by retrieve_phase and phase_row_margin; ``pixel_size_mm`` is one
+    pitch or (along the columns u, along the rows v)."""
+    kw = dict(method=method, energy_kev=float(energy_kev), distance_mm=float(distance_mm),
+              delta_beta=float(delta_beta))
+    if np.ndim(pixel_size_mm) == 0:
+        kw["pixel_size_mm"] = float(pixel_size_mm)
+    else:
+        u, v = (float(x) for x in pixel_size_mm)
+        kw.update(pixel_u_mm=u, pixel_v_mm=v)
+    return kw
+
+
+def retrieve_phase(array: Any, *, energy_kev: float, distance_mm: float, pixel_size_mm: Any,
+                   delta_beta: float, method: str = "paganin", padding: Any = None,
+                   threads: int = 0) -> np.ndarray:
+    """Single-material phase retrieval for propagation-based phase contrast, on each view of
+    ``array`` (views, rows, cols) or one image (rows, cols) of line integrals -ln(I / I0).
+    ``method``: "paganin" (Paganin et al., J. Microsc. 206, 33 (2002): the transmission's
+    spectrum times 1 / (1 + pi lambda R (delta/beta) |f|^2), f in cycles per mm) or
+    "generalized" (Paganin et al. 2020: |2 pi f|^2 replaced per axis by 2 (1 - cos(2 pi f W)) /
+    W^2). ``energy_kev`` (lambda = h c / E), ``distance_mm`` (sample to detector),
+    ``pixel_size_mm`` (one pitch or (u, v)), ``delta_beta`` (> 0). ``padding``: rows and
+    columns added each side with the edge values before the FFT (an int, (rows, cols), or None
+    for the filter's own margin). Returns a float32 copy of -ln of the filtered transmission:
+    mu * thickness (mu = 4 pi beta / lambda), which reconstructs to mu. The GIL is released."""
+    a = _projections_copy(array, "retrieve_phase")
+    if padding is None:
+        pad_rows = pad_cols = -1
+    elif np.ndim(padding) == 0:
+        pad_rows = pad_cols = int(padding)
+    else:
+        pad_rows, pad_cols = (int(x) for x in padding)
+    _core.retrieve_phase(a, pad_rows=pad_rows, pad_cols=pad_cols, threads=threads,
+                         **_phase_keywords(energy_kev, distance_mm, pixel_size_mm, delta_beta,
+                                           method))
+    return a
+
+
+def phase_row_margin(*, energy_kev: float, distance_mm: float, pixel_size_mm: Any,
+                     delta_beta: float, method: str = "paganin", tolerance: float = 1e-5) -> int:
+    """Extra detector rows each side of a band of rows so that retrieve_phase on the widened
+    band (clipped to the detector) gives the band's rows within ``tolerance`` times the largest
+    transmission of the whole-view result (in transmission; in -ln units divided by the
+    filtered transmission). From the filter's decay length sqrt(c) / (2 pi) rows, c = pi lambda
+    R (delta/beta) / pitch_v^2."""
+    return int(_core.phase_row_margin(
+        tolerance=float(tolerance),
+        **_phase_keywords(energy_kev, distance_mm, pixel_size_mm, delta_beta, method)))

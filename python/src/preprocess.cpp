@@ -1,5 +1,5 @@
-// Cleaning raw scans: zinger and stripe removal (include/ctforge/preprocess.hpp), in place on
-// an array the Python layer has copied.
+// Cleaning raw scans: zinger and stripe removal, phase retrieval (include/ctforge/preprocess.hpp),
+// in place on an array the Python layer has copied.
 #include "ctforge/preprocess.hpp"
 
 #include "common.hpp"
@@ -20,6 +20,22 @@ projections_ref writable_projections(const py::handle& obj, const char* call, bo
   if (a.ndim() == 3) return projections_ref(a.shape(0), a.shape(1), a.shape(2), data);
   return sinogram ? projections_ref(a.shape(0), 1, a.shape(1), data)
                   : projections_ref(1, a.shape(0), a.shape(1), data);
+}
+
+/// The phase_options that the keywords name (retrieve_phase, phase_row_margin).
+phase_options read_phase_options(keyword_options& kw) {
+  phase_options o;
+  o.method = parse_phase_method(kw.text("method", to_string(o.method)));
+  o.energy_kev = kw.number("energy_kev", o.energy_kev);
+  o.distance_mm = kw.number("distance_mm", o.distance_mm);
+  o.pixel_size_mm = kw.number("pixel_size_mm", o.pixel_size_mm);
+  o.pixel_u_mm = kw.number("pixel_u_mm", o.pixel_u_mm);
+  o.pixel_v_mm = kw.number("pixel_v_mm", o.pixel_v_mm);
+  o.delta_beta = kw.number("delta_beta", o.delta_beta);
+  o.pad_rows = kw.integer("pad_rows", o.pad_rows);
+  o.pad_cols = kw.integer("pad_cols", o.pad_cols);
+  o.threads = kw.count("threads", o.threads);
+  return o;
 }
 
 }  // namespace
@@ -73,6 +89,24 @@ void register_preprocessing(py::module_& m) {
         return remove_outliers(p, o);
       },
       py::arg("array"));
+  m.def(
+      "retrieve_phase",
+      [](const py::handle& arr, const py::kwargs& kwargs) {
+        const projections_ref p = writable_projections(arr, "retrieve_phase", false);
+        keyword_options kw(kwargs, "retrieve_phase");
+        const phase_options o = read_phase_options(kw);
+        kw.finish();
+        py::gil_scoped_release nogil;
+        retrieve_phase(p, o);
+      },
+      py::arg("array"));
+  m.def("phase_row_margin", [](const py::kwargs& kwargs) {
+    keyword_options kw(kwargs, "phase_row_margin");
+    const phase_options o = read_phase_options(kw);
+    const double tolerance = kw.number("tolerance", 0.0);
+    kw.finish();
+    return phase_row_margin(o, tolerance);
+  });
 }
 
 }  // namespace ctforge::python
