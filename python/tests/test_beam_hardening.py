@@ -64,7 +64,8 @@ def test_equals_numpy_polyval_within_float_rounding():
 def test_identity_is_bit_identical_and_input_is_kept(shape):
     rng = np.random.default_rng(5)
     a = rng.uniform(-1, 5, size=shape).astype(np.float32)
-    a.flat[0] = -0.0
+    if a.size > 1:
+        a.flat[0] = -0.0  # kept as -0 (c0 = 0 is not added)
     before = a.copy()
     out = ctforge.correct_beam_hardening(a, [0.0, 1.0])
     assert out.tobytes() == a.tobytes()
