@@ -26,8 +26,7 @@ void check_coefficients(std::span<const double> c) {
 
 }  // namespace
 
-void correct_beam_hardening(projections_ref p, std::span<const double> coefficients,
-                            int threads) {
+void correct_beam_hardening(projections_ref p, std::span<const double> coefficients, int threads) {
   check_coefficients(coefficients);
   const int nt = detail::thread_count(threads);
   detail::require_finite(p, "beam hardening", nt);
@@ -63,9 +62,9 @@ namespace {
 void check_linearisation(std::span<const double> w, std::span<const double> mu,
                          const linearisation_options& o) {
   CTFORGE_EXPECTS(!w.empty(), "weights: at least one energy bin is needed");
-  CTFORGE_EXPECTS(mu.size() == w.size(),
-                  fmt::format("mu_per_mm: one value per energy bin ({} weights, got {})",
-                              w.size(), mu.size()));
+  CTFORGE_EXPECTS(
+      mu.size() == w.size(),
+      fmt::format("mu_per_mm: one value per energy bin ({} weights, got {})", w.size(), mu.size()));
   double sum = 0;
   for (std::size_t e = 0; e < w.size(); ++e) {
     CTFORGE_EXPECTS(std::isfinite(w[e]) && w[e] >= 0,
@@ -113,9 +112,9 @@ std::vector<double> fit_linearisation(std::span<const double> weights,
   // keeps the powers near 1, undone on the coefficients below.
   const double p_max = polychromatic_line_integral(weights, mu_per_mm, opt.max_thickness_mm);
   CTFORGE_EXPECTS(std::isfinite(p_max) && p_max > 0,
-                fmt::format("max_thickness_mm: the line integral through {} mm is not finite "
-                            "(got {}): the path is too thick for these attenuations",
-                            opt.max_thickness_mm, p_max));
+                  fmt::format("max_thickness_mm: the line integral through {} mm is not finite "
+                              "(got {}): the path is too thick for these attenuations",
+                              opt.max_thickness_mm, p_max));
   std::vector<double> a(static_cast<std::size_t>(m * n)), b(static_cast<std::size_t>(m));
   for (std::int64_t i = 0; i < m; ++i) {
     const double t = opt.max_thickness_mm * static_cast<double>(i + 1) / static_cast<double>(m);

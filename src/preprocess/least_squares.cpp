@@ -57,13 +57,14 @@ double reflect_column(std::vector<double>& a, std::vector<double>& b, std::int64
 
 std::vector<double> least_squares(std::vector<double> a, std::vector<double> b, std::int64_t m,
                                   std::int64_t n) {
-  CTFORGE_EXPECTS(n >= 1 && m >= n && static_cast<std::int64_t>(a.size()) == m * n &&
-                      static_cast<std::int64_t>(b.size()) == m,
-                  fmt::format("least squares: {} x {} system with {} and {} values", m, n,
-                              a.size(), b.size()));
+  CTFORGE_EXPECTS(
+      n >= 1 && m >= n && static_cast<std::int64_t>(a.size()) == m * n &&
+          static_cast<std::int64_t>(b.size()) == m,
+      fmt::format("least squares: {} x {} system with {} and {} values", m, n, a.size(), b.size()));
   const std::vector<double> scale = normalise_columns(a, m, n);
   std::vector<double> diag(static_cast<std::size_t>(n));
-  for (std::int64_t j = 0; j < n; ++j) diag[static_cast<std::size_t>(j)] = reflect_column(a, b, m, n, j);
+  for (std::int64_t j = 0; j < n; ++j)
+    diag[static_cast<std::size_t>(j)] = reflect_column(a, b, m, n, j);
   // Back substitution on R (diagonal `diag`, above it a[k * m + j]); unit columns bound |R|.
   std::vector<double> x(static_cast<std::size_t>(n));
   for (std::int64_t j = n - 1; j >= 0; --j) {
@@ -71,10 +72,12 @@ std::vector<double> least_squares(std::vector<double> a, std::vector<double> b, 
     if (!(std::abs(r) > 1e-12))
       throw error("least squares: the columns are linearly dependent (rank-deficient fit)");
     double s = b[static_cast<std::size_t>(j)];
-    for (std::int64_t k = j + 1; k < n; ++k) s -= a[static_cast<std::size_t>(k * m + j)] * x[static_cast<std::size_t>(k)];
+    for (std::int64_t k = j + 1; k < n; ++k)
+      s -= a[static_cast<std::size_t>(k * m + j)] * x[static_cast<std::size_t>(k)];
     x[static_cast<std::size_t>(j)] = s / r;
   }
-  for (std::int64_t j = 0; j < n; ++j) x[static_cast<std::size_t>(j)] /= scale[static_cast<std::size_t>(j)];
+  for (std::int64_t j = 0; j < n; ++j)
+    x[static_cast<std::size_t>(j)] /= scale[static_cast<std::size_t>(j)];
   return x;
 }
 

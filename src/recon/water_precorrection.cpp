@@ -16,15 +16,15 @@ namespace {
 void check_options(const water_precorrection_options& o) {
   CTFORGE_EXPECTS(o.degree >= 1 && o.degree <= 8,
                   fmt::format("degree: must be in [1, 8] (got {})", o.degree));
-  CTFORGE_EXPECTS(o.threshold > 0 && o.threshold < 1,
-                  fmt::format("threshold: a fraction of the maximum in (0, 1) (got {})",
-                              o.threshold));
+  CTFORGE_EXPECTS(
+      o.threshold > 0 && o.threshold < 1,
+      fmt::format("threshold: a fraction of the maximum in (0, 1) (got {})", o.threshold));
   CTFORGE_EXPECTS(o.margin >= 0 && o.margin <= 1000,
                   fmt::format("margin: voxels in [0, 1000] (got {})", o.margin));
   if (o.recon)
-    CTFORGE_EXPECTS(!is_iterative(o.recon->algo),
-                    fmt::format("recon: the basis images need FDK or FBP (got {})",
-                                to_string(o.recon->algo)));
+    CTFORGE_EXPECTS(
+        !is_iterative(o.recon->algo),
+        fmt::format("recon: the basis images need FDK or FBP (got {})", to_string(o.recon->algo)));
 }
 
 /// reconstruct(p^k): the basis image of power k.
@@ -69,11 +69,11 @@ std::vector<signed char> template_regions(const volume& f1, double threshold, in
   float peak = 0;
   for (float v : f1.data) peak = std::max(peak, v);
   if (!(peak > 0))
-    throw error("water precorrection: the reconstruction of the calibration scan has no "
-                "positive value (is it line integrals?)");
+    throw error(
+        "water precorrection: the reconstruction of the calibration scan has no "
+        "positive value (is it line integrals?)");
   std::vector<char> object(f1.data.size());
-  for (std::size_t i = 0; i < object.size(); ++i)
-    object[i] = f1.data[i] > threshold * peak;
+  for (std::size_t i = 0; i < object.size(); ++i) object[i] = f1.data[i] > threshold * peak;
   const std::vector<char> inside = morph_xy(object, f1.geom, margin, true);
   const std::vector<char> near = morph_xy(object, f1.geom, margin, false);
   std::vector<signed char> region(object.size());
@@ -83,9 +83,10 @@ std::vector<signed char> template_regions(const volume& f1, double threshold, in
     n_inside += inside[i];
   }
   if (n_inside == 0)
-    throw error(fmt::format("water precorrection: no voxel is left inside the object (threshold "
-                            "{}, margin {} voxels): lower the margin or check the scan",
-                            threshold, margin));
+    throw error(
+        fmt::format("water precorrection: no voxel is left inside the object (threshold "
+                    "{}, margin {} voxels): lower the margin or check the scan",
+                    threshold, margin));
   return region;
 }
 
@@ -93,19 +94,18 @@ std::vector<signed char> template_regions(const volume& f1, double threshold, in
 /// equations accumulated in double.
 std::vector<double> fit_template(const std::vector<volume>& f,
                                  const std::vector<signed char>& region) {
-  const auto n = static_cast<std::int64_t>(f.size());
-  std::vector<double> gram(static_cast<std::size_t>(n * n), 0.0), rhs(static_cast<std::size_t>(n), 0.0);
-  std::vector<double> row(static_cast<std::size_t>(n));
+  const std::size_t n = f.size();
+  std::vector<double> gram(n * n, 0.0), rhs(n, 0.0), row(n);
   for (std::size_t i = 0; i < region.size(); ++i) {
     if (region[i] < 0) continue;
-    for (std::int64_t k = 0; k < n; ++k) row[static_cast<std::size_t>(k)] = f[static_cast<std::size_t>(k)].data[i];
-    for (std::int64_t j = 0; j < n; ++j) {
-      rhs[static_cast<std::size_t>(j)] += row[static_cast<std::size_t>(j)] * region[i];
-      for (std::int64_t k = 0; k < n; ++k)
-        gram[static_cast<std::size_t>(k * n + j)] += row[static_cast<std::size_t>(j)] * row[static_cast<std::size_t>(k)];
+    for (std::size_t k = 0; k < n; ++k) row[k] = f[k].data[i];
+    for (std::size_t j = 0; j < n; ++j) {
+      rhs[j] += row[j] * region[i];
+      for (std::size_t k = 0; k < n; ++k) gram[k * n + j] += row[j] * row[k];
     }
   }
-  return detail::least_squares(std::move(gram), std::move(rhs), n, n);
+  const auto m = static_cast<std::int64_t>(n);
+  return detail::least_squares(std::move(gram), std::move(rhs), m, m);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "ctforge/error.hpp"
 #include "ctforge/preprocess.hpp"
+#include "preprocess/least_squares.hpp"
 #include "test_support.hpp"
 
 namespace ctforge {
@@ -90,16 +91,27 @@ TEST(BeamHardening, RefusesBadCoefficientsAndValues) {
   expect_usage_error_naming([&] { correct_beam_hardening(p, std::vector<double>{}); },
                             "coefficients");
   expect_usage_error_naming(
-      [&] { correct_beam_hardening(p, std::vector<double>{0.0, 1.0, NAN}); }, "coefficients",
-      "c_2");
+      [&] {
+        correct_beam_hardening(p, std::vector<double>{0.0, 1.0, NAN});
+      },
+      "coefficients", "c_2");
   expect_usage_error_naming(
-      [&] { correct_beam_hardening(p, std::vector<double>{0.0, INFINITY}); }, "coefficients");
-  expect_usage_error_naming([&] { correct_beam_hardening(p, std::vector<double>{0, 1}, -1); },
-                            "threads");
+      [&] {
+        correct_beam_hardening(p, std::vector<double>{0.0, INFINITY});
+      },
+      "coefficients");
+  expect_usage_error_naming(
+      [&] {
+        correct_beam_hardening(p, std::vector<double>{0, 1}, -1);
+      },
+      "threads");
   projection_stack bad = p;
   bad.at(1, 2, 3) = NAN;
-  expect_usage_error_naming([&] { correct_beam_hardening(bad, std::vector<double>{0, 1}); },
-                            "view 1, row 2, col 3");
+  expect_usage_error_naming(
+      [&] {
+        correct_beam_hardening(bad, std::vector<double>{0, 1});
+      },
+      "view 1, row 2, col 3");
 }
 
 TEST(BeamHardening, AResultBeyondFloatIsAnErrorNamingItAndChangesNothing) {
@@ -108,11 +120,33 @@ TEST(BeamHardening, AResultBeyondFloatIsAnErrorNamingItAndChangesNothing) {
   p.at(1, 0, 2) = 1e5f;  // (1e5)^8 x 1e-3 = 1e37 fits a float; x 1e10 = 1e50 does not
   const projection_stack in = p;
   expect_runtime_error_naming(
-      [&] { correct_beam_hardening(p, std::vector<double>{0, 1, 0, 0, 0, 0, 0, 0, 1e10}); },
+      [&] {
+        correct_beam_hardening(p, std::vector<double>{0, 1, 0, 0, 0, 0, 0, 0, 1e10});
+      },
       "view 1, row 0, col 2");
   EXPECT_EQ(p.data, in.data);
   correct_beam_hardening(p, std::vector<double>{0, 1, 0, 0, 0, 0, 0, 0, 1e-3});  // fits
   EXPECT_FLOAT_EQ(p.at(1, 0, 2), static_cast<float>(1e5 + 1e37));
+}
+
+// ---- the least-squares solver of the fits
+
+TEST(LeastSquares, RecoversAnExactSolutionAndRefusesDependentColumns) {
+  // 6 x 3, columns 1, x, x^2 scaled by 1, 1e3, 1e-3 (very different sizes), b = A (2, -1, 0.5):
+  // consistent, so the solution is exact up to rounding (1e-12 relative is ~1e4 x double's eps).
+  std::vector<double> a, b;
+  const std::vector<double> xs{0.0, 0.5, 1.0, 1.5, 2.0, 3.0};
+  for (double s : {1.0, 1e3, 1e-3})
+    for (double x : xs) a.push_back(s * (s == 1.0 ? 1.0 : s == 1e3 ? x : x * x));
+  for (double x : xs) b.push_back(2.0 - 1.0 * 1e3 * x + 0.5 * 1e-3 * x * x);
+  const std::vector<double> sol = detail::least_squares(a, b, 6, 3);
+  EXPECT_NEAR(sol[0], 2.0, 1e-12);
+  EXPECT_NEAR(sol[1], -1.0, 1e-12);
+  EXPECT_NEAR(sol[2], 0.5, 1e-10);
+  // The third column twice the first: no unique solution.
+  std::vector<double> dep = a;
+  for (std::size_t i = 0; i < 6; ++i) dep[12 + i] = 2 * dep[i];
+  EXPECT_THROW(detail::least_squares(dep, b, 6, 3), error);
 }
 
 // ---- fit_linearisation
@@ -154,8 +188,8 @@ TEST(Linearisation, AMonochromaticBeamNeedsNoCorrection) {
   linearisation_options o;
   o.degree = 3;
   o.max_thickness_mm = 100;
-  const std::vector<double> c = fit_linearisation(std::vector<double>{1.0, 2.0},
-                                                  std::vector<double>{0.02, 0.02}, o);
+  const std::vector<double> c =
+      fit_linearisation(std::vector<double>{1.0, 2.0}, std::vector<double>{0.02, 0.02}, o);
   // P(t) = 0.02 t exactly: the fit is the identity up to the solver's rounding.
   EXPECT_NEAR(c[1], 1.0, 1e-9);
   EXPECT_NEAR(c[2], 0.0, 1e-9);

@@ -1,6 +1,8 @@
 // Beam-hardening correction of a simulated polychromatic scan of a water cylinder: the cupping
 // of the uncorrected reconstruction, and its removal by the coefficients of fit_linearisation
 // (ctforge/preprocess.hpp) and of fit_water_precorrection (ctforge/beam_hardening.hpp).
+#include "ctforge/beam_hardening.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "ctforge/beam_hardening.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/preprocess.hpp"
@@ -63,8 +64,7 @@ struct scan_case {
 /// columns of 1 mm at 800 mm from the source, the axis at 500 mm (0.625 mm at the axis),
 /// 720 views over 360 deg. One detector row. Both cover the 200 mm disc with air around it.
 geometry scan_geometry(const scan_case& c) {
-  if (!c.fan)
-    return make_parallel_geometry(321, 1, 0.8, 0.8, angle_range(0, deg_to_rad(0.5), 360));
+  if (!c.fan) return make_parallel_geometry(321, 1, 0.8, 0.8, angle_range(0, deg_to_rad(0.5), 360));
   return make_cone_geometry(401, 1, 1.0, 1.0, 500, 800, angle_range(0, deg_to_rad(0.5), 720));
 }
 
@@ -84,8 +84,9 @@ projection_stack water_scan(const scan_case& c, const geometry& g) {
   for (std::int64_t col = 0; col < p.cols; ++col) {
     double transmitted = 0;
     for (int s = 0; s < 8; ++s) {
-      const double u = (static_cast<double>(col) - 0.5 * static_cast<double>(p.cols - 1) +
-                        (s + 0.5) / 8 - 0.5) * pitch;
+      const double u =
+          (static_cast<double>(col) - 0.5 * static_cast<double>(p.cols - 1) + (s + 0.5) / 8 - 0.5) *
+          pitch;
       const double d = std::abs(ray_distance(c, u));
       const double chord = d < radius_mm ? 2 * std::sqrt(radius_mm * radius_mm - d * d) : 0;
       transmitted += std::exp(-poly_integral(chord)) / 8;
@@ -93,7 +94,8 @@ projection_stack water_scan(const scan_case& c, const geometry& g) {
     profile[static_cast<std::size_t>(col)] = static_cast<float>(-std::log(transmitted));
   }
   for (std::int64_t v = 0; v < p.views; ++v)
-    for (std::int64_t col = 0; col < p.cols; ++col) p.at(v, 0, col) = profile[static_cast<std::size_t>(col)];
+    for (std::int64_t col = 0; col < p.cols; ++col)
+      p.at(v, 0, col) = profile[static_cast<std::size_t>(col)];
   return p;
 }
 
