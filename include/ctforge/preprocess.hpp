@@ -99,6 +99,45 @@ struct stripe_options {
 /// option for invalid options, and naming view, row and column for a non-finite value.
 void remove_stripes(projections_ref p, const stripe_options& opt);
 
+/// Beam hardening. A polychromatic beam hardens along its path (the low energies are absorbed
+/// first), so the measured line integral p = -ln(I / I0) grows less than linearly with the
+/// thickness crossed and homogeneous objects reconstruct darker in their centre (cupping).
+/// The correction maps every line integral through a polynomial, p' = sum_k c_k p^k
+/// (k = 0..n, coefficients in increasing order of power: RTK's water precorrection
+/// convention; usually c_0 = 0 and c_1 near 1). The coefficients come from the spectrum and
+/// the material (fit_linearisation) or from a calibration scan of a homogeneous object
+/// (fit_water_precorrection, include/ctforge/beam_hardening.hpp). See
+/// docs/guide/real-data.md, "Beam hardening".
+///
+/// Replaces every value p of `p` by sum_k coefficients[k] p^k, evaluated in double and stored
+/// as float (coefficients = {0, 1} leaves every value bit-identical). usage_error naming
+/// `coefficients` when the list is empty or holds a non-finite value, naming view, row and
+/// column for a non-finite input value; ctforge::error naming view, row and column when a
+/// result does not fit a float (the projections are then left unchanged).
+void correct_beam_hardening(projections_ref p, std::span<const double> coefficients,
+                            int threads = 0);
+
+/// What fit_linearisation samples and fits.
+struct linearisation_options {
+  int degree = 3;               ///< degree n of the polynomial, in [1, 10]
+  double max_thickness_mm = 0;  ///< thickest path of the material to linearise, mm, > 0
+  int samples = 256;  ///< thicknesses t_i = i max_thickness_mm / samples, i = 1..samples; > degree
+};
+
+/// Coefficients c_0..c_n (c_0 = 0) linearising one material: for thicknesses t sampled in
+/// (0, max_thickness_mm] the polychromatic line integral P(t) = -ln(sum_E w_E exp(-mu_E t) /
+/// sum_E w_E) is computed and the polynomial with c_0 = 0 fitted (least squares in double)
+/// that maps P(t) to mu_ref t, mu_ref = sum_E w_E mu_E / sum_E w_E the spectrum-weighted mean
+/// attenuation (the slope of P at t = 0: thin paths keep their values, c_1 is near 1).
+/// `weights`: the detected signal of each energy bin (photon fluence times the detector's
+/// response; for an energy-integrating detector, times the energy), >= 0 with a positive sum.
+/// `mu_per_mm`: the material's linear attenuation coefficient at each bin's energy, 1/mm
+/// (mass attenuation coefficient, cm^2/g, times density, g/cm^3, divided by 10), >= 0, the
+/// same count as `weights`, with a positive weighted mean. Pass the
+/// coefficients to correct_beam_hardening. usage_error naming the argument for bad inputs.
+std::vector<double> fit_linearisation(std::span<const double> weights,
+                                      std::span<const double> mu_per_mm,
+                                      const linearisation_options& opt);
 /// Phase retrieval for propagation-based phase contrast, single material (one delta/beta).
 /// The filters act on each view's transmission T = exp(-p), a 2-D image [row][col]; the output
 /// is -ln of the filtered transmission: a dimensionless attenuation line integral mu * t (mu =

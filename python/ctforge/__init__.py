@@ -54,6 +54,8 @@ __all__ = [
 __all__ += ["ProjectorPair"]  # persistent projector pair (see ProjectorPair below)
 __all__ += ["remove_stripes", "remove_zingers", "preprocess_options"]  # cleaning raw scans
 __all__ += ["retrieve_phase", "phase_row_margin"]  # phase retrieval (below)
+__all__ += ["correct_beam_hardening", "fit_linearisation",  # beam hardening (below)
+            "fit_water_precorrection"]
 
 PathLike = Union[str, "_os.PathLike[str]"]
 
@@ -1119,3 +1121,65 @@ def phase_row_margin(*, energy_kev: float, distance_mm: float, pixel_size_mm: An
     return int(_core.phase_row_margin(
         tolerance=float(tolerance),
         **_phase_keywords(energy_kev, distance_mm, pixel_size_mm, delta_beta, method)))
+
+
+def correct_beam_hardening(array: Any, coefficients: Sequence[float], *,
+                           threads: int = 0) -> np.ndarray:
+    """Beam-hardening correction: every line integral p of ``array`` (projections (views, rows,
+    cols), a sinogram or one image) becomes ``sum_k coefficients[k] * p**k`` (coefficients in
+    increasing order of power, RTK's water precorrection convention: usually c0 = 0, c1 near
+    1), evaluated in double, returned as a float32 copy. ``[0, 1]`` returns the values
+    bit-identical. The coefficients come from :func:`fit_linearisation` (spectrum and material)
+    or :func:`fit_water_precorrection` (a calibration scan). UsageError naming
+    ``coefficients`` for an empty list or a non-finite coefficient; Error naming view, row and
+    column when a result does not fit a float. The GIL is released."""
+    a = _projections_copy(array, "correct_beam_hardening")
+    c = [float(x) for x in np.asarray(coefficients, dtype=np.float64).ravel()]
+    _core.correct_beam_hardening(a, c, int(threads))
+    return a
+
+
+def fit_linearisation(weights: Sequence[float], mu_per_mm: Sequence[float], *,
+                      max_thickness_mm: float, degree: int = 3,
+                      samples: int = 256) -> List[float]:
+    """Coefficients c0..c_degree (c0 = 0) for :func:`correct_beam_hardening` that linearise one
+    material: for thicknesses t_i = i max_thickness_mm / samples (i = 1..samples) the
+    polychromatic line integral P(t) = -ln(sum w exp(-mu t) / sum w) is mapped, by the least-
+    squares polynomial, to mu_ref t, mu_ref = sum w mu / sum w the spectrum-weighted mean
+    attenuation (P's slope at t = 0, so c1 is near 1). ``weights``: the detected signal per
+    energy bin (fluence times detector response), >= 0; ``mu_per_mm``: the material's linear
+    attenuation at each bin's energy in 1/mm (NIST's mu/rho in cm^2/g times the density in
+    g/cm^3, divided by 10); ``max_thickness_mm``: the longest path through the material (mm);
+    ``degree`` in [1, 10]."""
+    return _core.fit_linearisation([float(x) for x in weights], [float(x) for x in mu_per_mm],
+                                   degree=degree, max_thickness_mm=float(max_thickness_mm),
+                                   samples=samples)
+
+
+def fit_water_precorrection(projections: Any, geometry: Any, grid: Any = None, *,
+                            degree: int = 3, threshold: float = 0.5, margin: int = 2,
+                            algorithm: Optional[str] = None, filter: str = "ram-lak",
+                            cutoff: float = 1.0, displaced_detector: str = "auto",
+                            offset_transition: float = 16.0, backend: str = "auto",
+                            device: int = 0, threads: int = 0, gpu_memory_limit: Any = None,
+                            memory_limit: Any = None,
+                            gpu_interpolation: str = "exact") -> List[float]:
+    """Empirical cupping correction (Kachelriess et al., Med. Phys. 33, 1269 (2006)) from a
+    calibration scan of a homogeneous object (line integrals (views, rows, cols)): returns
+    coefficients c0..c_degree (c0 = 0) for :func:`correct_beam_hardening`. The basis images
+    f_k = reconstruct(p**k), k = 1..degree, are reconstructed on ``grid`` (as
+    :func:`reconstruct` takes it) with FDK / FBP and the given reconstruction options; the
+    object is f_1 above ``threshold`` times its maximum, eroded by ``margin`` voxels (x, y),
+    the air the voxels farther than ``margin`` from it; the least-squares combination of the
+    f_k is fitted to 1 inside and 0 in the air, then scaled so that the corrected mean inside
+    equals the uncorrected one. The GIL is released."""
+    g = _core_geometry(geometry)
+    vg = _grid(grid, g)
+    data = _as_float32(projections, 3, "projections")
+    algo = algorithm if algorithm is not None else _core.default_algorithm(g)
+    return _core.fit_water_precorrection(
+        data, g, vg, degree=degree, threshold=float(threshold), margin=margin, algorithm=algo,
+        filter=filter, cutoff=float(cutoff), displaced_detector=str(displaced_detector),
+        offset_transition=float(offset_transition),
+        memory_limit=_memory(memory_limit, "memory_limit"),
+        **_context(backend, device, threads, gpu_memory_limit, gpu_interpolation))

@@ -1,8 +1,14 @@
-// Cleaning raw scans: zinger and stripe removal, phase retrieval (include/ctforge/preprocess.hpp),
-// in place on an array the Python layer has copied.
+// Cleaning raw scans: zinger and stripe removal, phase retrieval and the beam-hardening
+// correction (include/ctforge/preprocess.hpp), in place on an array the Python layer has
+// copied; the beam-hardening fits (preprocess.hpp, beam_hardening.hpp).
 #include "ctforge/preprocess.hpp"
 
+#include <pybind11/stl.h>
+
+#include <vector>
+
 #include "common.hpp"
+#include "ctforge/beam_hardening.hpp"
 
 namespace ctforge::python {
 namespace {
@@ -107,6 +113,43 @@ void register_preprocessing(py::module_& m) {
     kw.finish();
     return phase_row_margin(o, tolerance);
   });
+  m.def(
+      "correct_beam_hardening",
+      [](const py::handle& arr, const std::vector<double>& coefficients, int threads) {
+        const projections_ref p = writable_projections(arr, "correct_beam_hardening", false);
+        py::gil_scoped_release nogil;
+        correct_beam_hardening(p, coefficients, threads);
+      },
+      py::arg("array"), py::arg("coefficients"), py::arg("threads"));
+  m.def(
+      "fit_linearisation",
+      [](const std::vector<double>& weights, const std::vector<double>& mu_per_mm,
+         const py::kwargs& kwargs) {
+        keyword_options kw(kwargs, "fit_linearisation");
+        linearisation_options o;
+        o.degree = kw.count("degree", o.degree);
+        o.max_thickness_mm = kw.number("max_thickness_mm", o.max_thickness_mm);
+        o.samples = kw.count("samples", o.samples);
+        kw.finish();
+        return fit_linearisation(weights, mu_per_mm, o);
+      },
+      py::arg("weights"), py::arg("mu_per_mm"));
+  m.def(
+      "fit_water_precorrection",
+      [](const py::handle& proj, const geometry& g, const volume_geometry& vg,
+         const py::kwargs& kwargs) {
+        const farray a = require_array(proj, 3, "projections");
+        keyword_options kw(kwargs, "fit_water_precorrection");
+        water_precorrection_options o;
+        o.degree = kw.count("degree", o.degree);
+        o.threshold = kw.number("threshold", o.threshold);
+        o.margin = kw.count("margin", o.margin);
+        o.recon = read_recon_options(kw, &g);
+        kw.finish();
+        py::gil_scoped_release nogil;
+        return fit_water_precorrection(projection_arg(a), g, vg, o);
+      },
+      py::arg("projections"), py::arg("geometry"), py::arg("grid"));
 }
 
 }  // namespace ctforge::python
