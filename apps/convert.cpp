@@ -102,10 +102,11 @@ void convert_projections(const convert_options& o) {
   r.select.views = parse_range("--views", o.views);
   r.select.rows = parse_range("--rows", o.rows);
   r.select.cols = parse_range("--cols", o.cols);
-  const preprocess_options prep = preprocess_options_of(o.prep, 0);
+  preprocess_options prep = preprocess_options_of(o.prep, 0);
   io::loaded_projections in = io::read_projections_any(o.input, r);
   if (!in.warnings.empty()) note(o.quiet, "note: " + in.warnings);
   if (!prep.empty()) {
+    set_detector(prep, *in.geom);
     const preprocess_report done = preprocess(in.projections, prep);
     note(o.quiet, fmt::format("convert: cleaned: {}{}", describe_preprocessing(prep),
                               prep.zingers ? fmt::format("; {} zingers replaced",

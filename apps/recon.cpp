@@ -313,6 +313,7 @@ void plan_input(recon_run& r) {
                        ? 0
                        : parse_byte_size("--memory-limit", o.checkpoint.memory_limit);
   r.g = io::read_projection_geometry(o.input, r.read);
+  set_detector(r.prep, r.g);
   r.ro.algo = !o.algorithm.empty() ? parse_algorithm(o.algorithm) : default_algorithm(r.g);
   refuse_inapplicable(o, r.ro.algo);
   r.analytic = !is_iterative(r.ro.algo);

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ctforge/geometry.hpp"
 #include "ctforge/volume.hpp"
 
 namespace ctforge {
@@ -208,13 +209,26 @@ projection_stack retrieve_phase_rows(projections_ref input, row_band in_rows, ro
 // ---- the steps together, as the command line, Python and the distributed layer name them ----
 
 /// The cleaning steps applied between normalisation and reconstruction, in this order by
-/// preprocess(): zingers, then rings. A step is off when its optional is empty.
+/// preprocess(): zingers, rings, phase retrieval, beam hardening. A step is off when its
+/// optional is empty.
 struct preprocess_options {
   std::optional<outlier_options> zingers;
   std::optional<stripe_options> rings;
+  /// Its pitches come from the scan's geometry: set_detector().
+  std::optional<phase_options> phase;
+  std::optional<std::vector<double>> beam_hardening;  ///< coefficients c_0..c_n
+  /// Phase retrieval works in the sample's plane: pitch and distance divided by this
+  /// (set_detector; 1 for parallel beams).
+  double magnification = 1;
   int threads = 0;  ///< for every step; 0: all cores
-  bool empty() const noexcept { return !zingers && !rings; }
+  bool empty() const noexcept { return !zingers && !rings && !phase && !beam_hardening; }
 };
+
+/// Phase retrieval's pitch from the scan's detector: the pitch of `g`, and for a cone beam the
+/// magnification M = SDD / SID, so that preprocess() filters with the Fresnel-scaled pitch / M
+/// and distance / M (the distance given is the sample's to the detector). Nothing to do
+/// without phase retrieval.
+void set_detector(preprocess_options& opt, const geometry& g);
 
 /// One option of the preprocessing steps. The command line (flag), Python's keyword arguments
 /// and run records (name) all take them from this table.
@@ -257,7 +271,13 @@ preprocess_report preprocess(projections_ref p, const preprocess_options& opt);
 
 /// Detector rows on each side of a band of rows that the steps of `opt` read: a band cleaned
 /// with this many neighbouring rows on each side (fewer at the detector's edges) equals the
-/// same rows of the whole cleaned projections bit for bit. 0 for steps that work row by row.
+/// same rows of the whole cleaned projections bit for bit, or with phase retrieval within
+/// k_phase_band_tolerance of the largest transmission (phase_row_margin). 0 for steps that
+/// work row by row (rings, beam hardening).
 std::int64_t preprocess_row_margin(const preprocess_options& opt);
+
+/// The tolerance preprocess_row_margin asks of phase retrieval's margin (phase_row_margin).
+inline constexpr double k_phase_band_tolerance = 1e-6;
+
 
 }  // namespace ctforge

@@ -92,6 +92,25 @@ io::projection_read_options read_options(keyword_options& kw) {
   return o;
 }
 
+/// A keyword's value as the table's options read it: a string, a number, or a sequence of
+/// numbers ("c0,c1,...").
+std::string setting_text(const std::string& key, const py::object& v) {
+  const auto bad = [&] {
+    return usage_error(key + ": expected a number, a string or a list of numbers (got " +
+                       py::repr(v).cast<std::string>() + ")");
+  };
+  if (PyBool_Check(v.ptr())) throw bad();
+  if (py::isinstance<py::str>(v) || PyNumber_Check(v.ptr()) != 0)
+    return py::str(v).cast<std::string>();
+  if (!py::isinstance<py::sequence>(v) && !py::hasattr(v, "__iter__")) throw bad();
+  std::string out;
+  for (const py::handle item : v) {
+    if (PyBool_Check(item.ptr()) || PyNumber_Check(item.ptr()) == 0) throw bad();
+    out += (out.empty() ? "" : ",") + py::str(item).cast<std::string>();
+  }
+  return out;
+}
+
 /// The preprocessing steps the keyword options name (preprocess_option_table()'s names).
 preprocess_options steps_of(keyword_options& kw) {
   std::vector<preprocess_setting> given;
@@ -99,11 +118,7 @@ preprocess_options steps_of(keyword_options& kw) {
     const std::string key(e.name);
     const py::object v = kw.object(key.c_str());
     if (v.is_none()) continue;
-    CTFORGE_EXPECTS(!PyBool_Check(v.ptr()) &&
-                        (py::isinstance<py::str>(v) || PyNumber_Check(v.ptr()) != 0),
-                    key + ": expected a number or a string (got " +
-                        py::repr(v).cast<std::string>() + ")");
-    given.push_back({key, py::str(v).cast<std::string>()});
+    given.push_back({key, setting_text(key, v)});
   }
   preprocess_options steps = parse_preprocess_options(given);
   steps.threads = kw.count("threads", 0);
@@ -155,7 +170,7 @@ void register_projection_files(py::module_& m) {
         io::projection_read_options o = read_options(kw);
         const std::optional<std::array<std::int64_t, 2>> band = range_of(kw, "band");
         const bool geometry_only = kw.flag("geometry_only", false);
-        const preprocess_options steps = steps_of(kw);
+        preprocess_options steps = steps_of(kw);
         kw.finish();
         io::loaded_projections lp;
         {
@@ -165,9 +180,11 @@ void register_projection_files(py::module_& m) {
             lp.format = o.datasets.data.empty() ? io::projection_format(path) : "hdf5";
           } else if (band) {
             const geometry whole = io::read_projection_geometry(path, o);
+            set_detector(steps, whole);
             lp = read_band(path, o, whole.rows, (*band)[0], (*band)[1], steps);
           } else {
             lp = io::read_projections_any(path, o);
+            set_detector(steps, *lp.geom);
             const preprocess_report done = preprocess(lp.projections, steps);
             if (steps.zingers)
               lp.warnings += fmt::format("{}zingers: {} values replaced",

@@ -45,6 +45,24 @@ constexpr std::array k_options{
     preprocess_option{"ring_drop_ratio", "--ring-drop-ratio", "F", "rings", "large all",
                       "Ring removal: fraction of the sorted values left out when comparing a "
                       "column with its neighbours, in [0, 0.8] (default 0.1)"},
+    preprocess_option{"phase", "--phase", "METHOD", "", "",
+                      "Phase retrieval of every view (propagation-based phase contrast, one "
+                      "material): paganin (Paganin et al., J. Microsc. 206, 33, 2002) or "
+                      "generalized (Paganin et al. 2020); needs --phase-energy, "
+                      "--phase-distance and --delta-beta; the pitch is the detector's (cone "
+                      "beams: pitch and distance divided by the magnification). Its output is "
+                      "the attenuation line integral mu t"},
+    preprocess_option{"phase_energy", "--phase-energy", "KEV", "phase", "",
+                      "Phase retrieval: photon energy, keV"},
+    preprocess_option{"phase_distance", "--phase-distance", "MM", "phase", "",
+                      "Phase retrieval: sample-to-detector (propagation) distance, mm"},
+    preprocess_option{"delta_beta", "--delta-beta", "R", "phase", "",
+                      "Phase retrieval: delta / beta of the material (e.g. a few hundred for "
+                      "soft tissue at 20-30 keV)"},
+    preprocess_option{"beam_hardening", "--beam-hardening", "C0,C1,...", "", "",
+                      "Beam-hardening correction: every line integral p becomes c0 + c1 p + "
+                      "c2 p^2 + ... (RTK's water precorrection convention; coefficients from "
+                      "ctforge.fit_linearisation or ctforge.fit_water_precorrection)"},
 };
 
 const preprocess_option* find_option(std::string_view spelling) {
@@ -83,13 +101,40 @@ int odd_window(const preprocess_setting& s, int low, int high, const char* what)
   return v;
 }
 
-/// Sets the step-switching option `s` (zingers, rings) in `o`.
+/// "c0,c1,...": at least one finite number.
+std::vector<double> coefficients(const preprocess_setting& s) {
+  std::vector<double> out;
+  std::string_view rest = s.value;
+  while (true) {
+    const std::size_t comma = rest.find(',');
+    out.push_back(number({s.spelling, std::string(rest.substr(0, comma))}));
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  return out;
+}
+
+/// Sets the step-switching option `s` (zingers, rings, phase, beam_hardening) in `o`.
 void set_step(preprocess_options& o, const preprocess_option& e, const preprocess_setting& s) {
   if (e.name == "zingers") {
     o.zingers.emplace().threshold = positive(s);
-  } else {
+  } else if (e.name == "rings") {
     o.rings.emplace().method = parse_stripe_method(s.value, s.spelling);
+  } else if (e.name == "phase") {
+    CTFORGE_EXPECTS(s.value == "paganin" || s.value == "generalized",
+                    fmt::format("{}: unknown method '{}' (expected paganin or generalized)",
+                                s.spelling, s.value));
+    o.phase.emplace().method = parse_phase_method(s.value);
+  } else {
+    o.beam_hardening = coefficients(s);
   }
+}
+
+bool step_on(const preprocess_options& o, std::string_view step) {
+  if (step == "zingers") return o.zingers.has_value();
+  if (step == "rings") return o.rings.has_value();
+  if (step == "phase") return o.phase.has_value();
+  return o.beam_hardening.has_value();
 }
 
 /// Sets the step option `s` in `o`, whose step is on.
@@ -100,6 +145,9 @@ void set_detail(preprocess_options& o, const preprocess_option& e, const preproc
   if (e.name == "ring_sigma") o.rings->sigma = positive(s);
   if (e.name == "ring_la_size") o.rings->la_size = odd_window(s, 3, 999, "columns");
   if (e.name == "ring_snr") o.rings->snr = positive(s);
+  if (e.name == "phase_energy") o.phase->energy_kev = positive(s);
+  if (e.name == "phase_distance") o.phase->distance_mm = positive(s);
+  if (e.name == "delta_beta") o.phase->delta_beta = positive(s);
   if (e.name == "ring_drop_ratio") {
     o.rings->drop_ratio = number(s);
     CTFORGE_EXPECTS(o.rings->drop_ratio >= 0 && o.rings->drop_ratio <= 0.8,
@@ -124,8 +172,7 @@ bool applies(const preprocess_option& e, stripe_method method) {
 void require_step(const preprocess_options& o, const preprocess_option& e,
                   const preprocess_setting& s) {
   const preprocess_option& step = *find_option(e.step);
-  const bool on = e.step == "zingers" ? o.zingers.has_value() : o.rings.has_value();
-  CTFORGE_EXPECTS(on, fmt::format("{}: needs {}", s.spelling, spelled_like(s.spelling, step)));
+  CTFORGE_EXPECTS(step_on(o, e.step), fmt::format("{}: needs {}", s.spelling, spelled_like(s.spelling, step)));
   if (e.step != "rings" || applies(e, o.rings->method)) return;
   std::string methods(e.methods);
   std::replace(methods.begin(), methods.end(), ' ', '/');
@@ -135,6 +182,37 @@ void require_step(const preprocess_options& o, const preprocess_option& e,
 }
 
 std::string text(double v) { return fmt::format("{}", v); }
+
+/// Phase retrieval's options in the sample's plane (set_detector's pitch and magnification).
+phase_options in_sample_plane(const preprocess_options& o) {
+  phase_options ph = *o.phase;
+  CTFORGE_EXPECTS(ph.pixel_u_mm > 0 && ph.pixel_v_mm > 0 && o.magnification > 0,
+                  "phase retrieval: the detector pitch is not set (set_detector)");
+  ph.pixel_u_mm /= o.magnification;
+  ph.pixel_v_mm /= o.magnification;
+  ph.pixel_size_mm = ph.pixel_u_mm;
+  ph.distance_mm /= o.magnification;
+  ph.threads = o.threads;
+  return ph;
+}
+
+/// Phase retrieval has no defaults for its physics: each value must be given, named as the
+/// caller spells options.
+void require_phase_values(const phase_options& p, std::span<const preprocess_setting> given) {
+  const bool flags = !given.empty() && given.front().spelling.starts_with("--");
+  std::string missing;
+  const std::pair<const char*, double> values[] = {
+      {"phase_energy", p.energy_kev}, {"phase_distance", p.distance_mm},
+      {"delta_beta", p.delta_beta}};
+  for (const auto& [name, v] : values)
+    if (v <= 0) {
+      const preprocess_option& e = *find_option(name);
+      missing += fmt::format("{}{}", missing.empty() ? "" : ", ", flags ? e.flag : e.name);
+    }
+  const preprocess_option& step = *find_option("phase");
+  CTFORGE_EXPECTS(missing.empty(),
+                  fmt::format("{}: needs {}", flags ? step.flag : step.name, missing));
+}
 
 }  // namespace
 
@@ -157,6 +235,7 @@ preprocess_options parse_preprocess_options(std::span<const preprocess_setting> 
     require_step(o, *entries[i], given[i]);
     set_detail(o, *entries[i], given[i]);
   }
+  if (o.phase) require_phase_values(*o.phase, given);
   return o;
 }
 
@@ -179,7 +258,28 @@ std::vector<preprocess_setting> preprocess_settings(const preprocess_options& o)
     for (const auto& [name, v] : values)
       if (applies(*find_option(name), r.method)) out.push_back({name, text(v)});
   }
+  if (o.phase) {
+    out.push_back({"phase", to_string(o.phase->method)});
+    out.push_back({"phase_energy", text(o.phase->energy_kev)});
+    out.push_back({"phase_distance", text(o.phase->distance_mm)});
+    out.push_back({"delta_beta", text(o.phase->delta_beta)});
+  }
+  if (o.beam_hardening) {
+    std::string list;
+    for (const double c : *o.beam_hardening) list += (list.empty() ? "" : ",") + text(c);
+    out.push_back({"beam_hardening", list});
+  }
   return out;
+}
+
+void set_detector(preprocess_options& opt, const geometry& g) {
+  if (!opt.phase) return;
+  opt.phase->pixel_u_mm = g.pixel_u_mm;
+  opt.phase->pixel_v_mm = g.pixel_v_mm;
+  opt.phase->pixel_size_mm = g.pixel_u_mm;
+  opt.magnification = 1;  // a point source: Fresnel scaling by the magnification
+  if (g.beam == beam_kind::cone && g.orbit && g.orbit->source_to_isocenter_mm > 0)
+    opt.magnification = g.orbit->source_to_detector_mm / g.orbit->source_to_isocenter_mm;
 }
 
 preprocess_report preprocess(projections_ref p, const preprocess_options& opt) {
@@ -194,12 +294,17 @@ preprocess_report preprocess(projections_ref p, const preprocess_options& opt) {
     r.threads = opt.threads;
     remove_stripes(p, r);
   }
+  if (opt.phase) retrieve_phase(p, in_sample_plane(opt));
+  if (opt.beam_hardening) correct_beam_hardening(p, *opt.beam_hardening, opt.threads);
   return report;
 }
 
 std::int64_t preprocess_row_margin(const preprocess_options& opt) {
-  // Zingers: the window's rows about the pixel; rings: each row's sinogram alone.
-  return opt.zingers ? opt.zingers->size / 2 : 0;
+  // Zingers: the window's rows about the pixel; rings and beam hardening: each row alone;
+  // phase retrieval: its kernel's reach, on rows the zinger step has cleaned.
+  std::int64_t m = opt.zingers ? opt.zingers->size / 2 : 0;
+  if (opt.phase) m += phase_row_margin(in_sample_plane(opt), k_phase_band_tolerance);
+  return m;
 }
 
 }  // namespace ctforge

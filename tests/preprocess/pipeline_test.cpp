@@ -96,6 +96,69 @@ TEST(PreprocessOptions, BadOptionsNameTheirSpelling) {
                             "--ring-drop-ratio: must be in [0, 0.8]");
   expect_usage_error_naming(parse({{"--zingers", "1"}, {"zingers", "2"}}), "zingers: given twice");
   expect_usage_error_naming(parse({{"--ring", "all"}}), "--ring: not a preprocessing option");
+  expect_usage_error_naming(parse({{"--phase-energy", "20"}}), "--phase-energy: needs --phase");
+  expect_usage_error_naming(parse({{"--phase", "paganin"}, {"--phase-energy", "20"}}),
+                            "--phase: needs --phase-distance, --delta-beta");
+  expect_usage_error_naming(parse({{"phase", "paganin"}}),
+                            "phase: needs phase_energy, phase_distance, delta_beta");
+  expect_usage_error_naming(parse({{"--phase", "tie"}}), "--phase: unknown method 'tie'");
+  expect_usage_error_naming(parse({{"--beam-hardening", "0,1,x"}}),
+                            "--beam-hardening: expected a number (got 'x')");
+  expect_usage_error_naming(parse({{"--beam-hardening", ""}}),
+                            "--beam-hardening: expected a number (got '')");
+}
+
+TEST(PreprocessOptions, PhaseAndBeamHardeningReadBack) {
+  const preprocess_options o = parse_preprocess_options(settings{
+      {"--phase", "generalized"}, {"--phase-energy", "25"}, {"--phase-distance", "300"},
+      {"--delta-beta", "250"}, {"--beam-hardening", "0,1.05,-0.02"}});
+  ASSERT_TRUE(o.phase && o.beam_hardening);
+  EXPECT_EQ(o.phase->method, phase_method::generalized);
+  EXPECT_EQ(o.phase->energy_kev, 25);
+  EXPECT_EQ(o.phase->distance_mm, 300);
+  EXPECT_EQ(o.phase->delta_beta, 250);
+  EXPECT_EQ(*o.beam_hardening, (std::vector<double>{0, 1.05, -0.02}));
+  const settings s = preprocess_settings(o);
+  const preprocess_options again = parse_preprocess_options(s);
+  EXPECT_EQ(preprocess_settings(again).back().value, "0,1.05,-0.02");
+  EXPECT_EQ(*again.beam_hardening, *o.beam_hardening);
+  EXPECT_EQ(again.phase->energy_kev, 25);
+}
+
+// Phase retrieval in the pipeline filters in the sample's plane: on a cone beam of
+// magnification 2 it is retrieve_phase with half the pitch and half the distance; the
+// pitch must come from a geometry first.
+TEST(Preprocess, PhaseRetrievalUsesTheDetectorInTheSamplePlane) {
+  preprocess_options o = parse_preprocess_options(settings{{"phase", "paganin"},
+                                                           {"phase_energy", "20"},
+                                                           {"phase_distance", "400"},
+                                                           {"delta_beta", "300"}});
+  projection_stack p(3, 9, 11);
+  for (std::int64_t i = 0; i < p.size(); ++i)
+    p.data[i] = 0.5f + 0.4f * static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
+  projection_stack unset = p;
+  testing::expect_usage_error_naming([&] { (void)preprocess(unset, o); }, "detector pitch");
+  const geometry g = make_cone_geometry(11, 9, 0.1, 0.2, 500, 1000, {0.0, 1.0, 2.0});
+  set_detector(o, g);
+  EXPECT_EQ(o.magnification, 2);
+  projection_stack via_pipeline = p;
+  (void)preprocess(via_pipeline, o);
+  phase_options direct = *o.phase;
+  direct.pixel_u_mm = 0.05;
+  direct.pixel_v_mm = 0.1;
+  direct.pixel_size_mm = 0.05;
+  direct.distance_mm = 200;
+  projection_stack expected = p;
+  retrieve_phase(expected, direct);
+  EXPECT_EQ(via_pipeline.data, expected.data);
+  // The unscaled filter differs (the control that the scaling is tested).
+  direct.distance_mm = 400;
+  projection_stack unscaled = p;
+  retrieve_phase(unscaled, direct);
+  EXPECT_NE(unscaled.data, expected.data);
+  // The margin is the zinger window's plus the phase kernel's reach, in the sample's plane.
+  direct.distance_mm = 200;
+  EXPECT_EQ(preprocess_row_margin(o), phase_row_margin(direct, k_phase_band_tolerance));
 }
 
 /// A scan with zingers and a stripe: smooth traces, +3 at scattered pixels, +0.5 on column 7.
