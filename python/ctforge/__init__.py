@@ -952,15 +952,18 @@ def read_projection_geometry(path: PathLike, *, flat: Optional[PathLike] = None,
                              angle_unit: str = "deg", sinogram: bool = False,
                              open_beam_cols: Any = None, data_path: Optional[str] = None,
                              flat_path: Optional[str] = None, dark_path: Optional[str] = None,
-                             angles_path: Optional[str] = None) -> "Geometry":
+                             angles_path: Optional[str] = None, **steps: Any) -> "Geometry":
     """The geometry :func:`read_projections` returns with the same options, without reading the
-    projections (one pixel is read): for planning work on files larger than memory."""
+    projections (one pixel is read): for planning work on files larger than memory. The
+    cleaning steps' keywords (:func:`preprocess_options`) are accepted and checked by name:
+    they change values, not the geometry."""
     _, g, _ = _core.read_projections(
         _os.fspath(path), geometry_only=True,
         **_read_args(flat, dark, geometry, views, rows, cols, bin_rows, bin_cols, pixel_size,
                      mode, min_transmission, transpose, flip_u, flip_v),
         **_input_args(angles, angle_unit, sinogram, open_beam_cols),
-        **_dataset_args(data_path, flat_path, dark_path, angles_path))
+        **_dataset_args(data_path, flat_path, dark_path, angles_path),
+        **{k: v for k, v in steps.items() if v is not None})
     return Geometry(g)
 
 
