@@ -19,6 +19,7 @@
 #include "ctforge/execution.hpp"
 #include "ctforge/formats.hpp"
 #include "ctforge/geometry.hpp"
+#include "ctforge/preprocess.hpp"
 #include "ctforge/volume.hpp"
 
 namespace ctforge::cli {
@@ -82,6 +83,7 @@ inline constexpr const char* k_grid_group = "Grid";
 inline constexpr const char* k_execution_group = "Execution";
 inline constexpr const char* k_checkpoint_group = "Checkpoint";
 inline constexpr const char* k_output_group = "Output";
+inline constexpr const char* k_preprocess_group = "Preprocessing";
 
 // ---- projection input (recon, center, convert) ----------------------------------------------
 
@@ -112,6 +114,20 @@ std::vector<named_path> projection_input_paths(const projection_input_options& o
 /// "A:B[,C:D...]": half-open column ranges [A, B); usage_error "<option>: ..." unless A < B.
 std::vector<std::pair<std::int64_t, std::int64_t>> parse_column_ranges(const std::string& option,
                                                                        const std::string& text);
+
+// ---- preprocessing (recon, convert) ---------------------------------------------------------
+
+/// The options of preprocess_option_table() (--zingers, --rings, ...), as given.
+struct preprocess_cli_options {
+  std::vector<std::string> values;  // one per table entry, in table order
+  std::vector<CLI::Option*> options;
+};
+/// Adds the group: every entry of preprocess_option_table() with its flag and help text.
+CLI::Option_group* add_preprocess_options(CLI::App* sub, preprocess_cli_options& o);
+/// The options given, parsed (usage_error naming the flag); `threads` for every step.
+preprocess_options preprocess_options_of(const preprocess_cli_options& o, int threads);
+/// "zingers 0.3 (size 3, views 1); rings all (size 21, ...)" for notes; empty when no step is on.
+std::string describe_preprocessing(const preprocess_options& opt);
 
 // ---- volume grid --------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -288,6 +289,50 @@ CLI::Option_group* add_projection_input_options(CLI::App* sub, projection_input_
       ->type_name("N")
       ->capture_default_str();
   return g;
+}
+
+CLI::Option_group* add_preprocess_options(CLI::App* sub, preprocess_cli_options& o) {
+  CLI::Option_group* g = sub->add_option_group(
+      k_preprocess_group,
+      "Cleaning after normalisation, before reconstruction, in this order (off unless given; "
+      "docs: real-data guide, Preparing raw scans)");
+  const auto table = preprocess_option_table();
+  o.values.assign(table.size(), std::string());  // bound below: never resized afterwards
+  o.options.clear();
+  for (std::size_t i = 0; i < table.size(); ++i)
+    o.options.push_back(g->add_option(std::string(table[i].flag), o.values[i],
+                                      std::string(table[i].help))
+                            ->type_name(std::string(table[i].type)));
+  return g;
+}
+
+preprocess_options preprocess_options_of(const preprocess_cli_options& o, int threads) {
+  const auto table = preprocess_option_table();
+  std::vector<preprocess_setting> given;
+  for (std::size_t i = 0; i < o.options.size(); ++i)
+    if (o.options[i]->count() > 0) given.push_back({std::string(table[i].flag), o.values[i]});
+  preprocess_options p = parse_preprocess_options(given);
+  p.threads = threads;
+  return p;
+}
+
+std::string describe_preprocessing(const preprocess_options& opt) {
+  std::string out;
+  std::vector<std::string> details;  // of the step last named: "size 3"
+  const auto close_step = [&] {
+    if (!details.empty()) out += fmt::format(" ({})", fmt::join(details, ", "));
+    details.clear();
+  };
+  for (const preprocess_setting& s : preprocess_settings(opt)) {
+    if (s.spelling == "zingers" || s.spelling == "rings") {
+      close_step();
+      out += fmt::format("{}{} {}", out.empty() ? "" : "; ", s.spelling, s.value);
+    } else {  // zinger_size -> size
+      details.push_back(fmt::format("{} {}", s.spelling.substr(s.spelling.find('_') + 1), s.value));
+    }
+  }
+  close_step();
+  return out;
 }
 
 void check_projection_input(const projection_input_options& o) {

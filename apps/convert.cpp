@@ -31,6 +31,7 @@ struct convert_options {
   // projections
   projection_input_options read;
   std::string views, rows, cols;
+  preprocess_cli_options prep;  // --zingers, --rings, ...
   // geometry files
   std::string detector, pixel, beam = "cone";
   bool quiet = false;
@@ -101,8 +102,17 @@ void convert_projections(const convert_options& o) {
   r.select.views = parse_range("--views", o.views);
   r.select.rows = parse_range("--rows", o.rows);
   r.select.cols = parse_range("--cols", o.cols);
-  const io::loaded_projections in = io::read_projections_any(o.input, r);
+  preprocess_options prep = preprocess_options_of(o.prep, 0);
+  io::loaded_projections in = io::read_projections_any(o.input, r);
   if (!in.warnings.empty()) note(o.quiet, "note: " + in.warnings);
+  if (!prep.empty()) {
+    set_detector(prep, *in.geom);
+    const preprocess_report done = preprocess(in.projections, prep);
+    note(o.quiet, fmt::format("convert: cleaned: {}{}", describe_preprocessing(prep),
+                              prep.zingers ? fmt::format("; {} zingers replaced",
+                                                         done.zingers_replaced)
+                                           : ""));
+  }
   const auto& p = in.projections;
   if (ends_with(o.output, ".h5") || ends_with(o.output, ".hdf5")) {
     io::write_projections(o.output, p, *in.geom);
@@ -152,6 +162,10 @@ void run(const convert_options& o) {
     require_output_directory("output", o.output);
   else
     require_writable_dir("output", o.output);
+  for (const CLI::Option* given : o.prep.options)
+    CTFORGE_EXPECTS(kind == "projections" || given->count() == 0,
+                    fmt::format("{}: applies to projections; {} is a {}", given->get_name(),
+                                o.input, kind));
   if (kind == "geometry") return convert_geometry(o);
   if (kind == "projections") {
     CTFORGE_EXPECTS(!o.hu && !o.mu_water_opt->count(),
@@ -193,6 +207,7 @@ runner add_convert(CLI::App& app) {
   read->add_option("--rows", o->rows, "Detector rows to read: FIRST[:COUNT]")->type_name("RANGE");
   read->add_option("--cols", o->cols, "Detector columns to read: FIRST[:COUNT]")
       ->type_name("RANGE");
+  add_preprocess_options(sub, o->prep);
   sub->add_option("--detector", o->detector, "Geometry import: detector COLS,ROWS")
       ->type_name("C,R");
   sub->add_option("--pixel", o->pixel, "Geometry import: pixel pitch DU[,DV] in mm")

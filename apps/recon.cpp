@@ -39,6 +39,7 @@ struct recon_cli_options {
   projection_input_options read;
   execution_options exec;
   checkpoint_cli_options checkpoint;  // --checkpoint-dir, --memory-limit
+  preprocess_cli_options prep;        // --zingers, --rings, ...
   std::string center_of_rotation;     // empty, a column, or "auto"
   bool quiet = false;
   bool reference = false;
@@ -237,6 +238,7 @@ struct recon_run {
   backend where = backend::cpu;  // where it runs (resolved)
   std::string notice;            // resolve_backend's, for --backend auto
   io::projection_read_options read;
+  preprocess_options prep;  // the cleaning steps after normalisation
   std::int64_t memory_limit = 0;  // --memory-limit in bytes; 0: none
   geometry g;
   bool analytic = true;
@@ -305,11 +307,13 @@ void plan_input(recon_run& r) {
   // Any projection format (native, DataExchange, NXtomo, TIFF stack); --geometry describes
   // the whole stored scan and overrides the file's.
   r.read = projection_read_options_of(o.read);
+  r.prep = preprocess_options_of(o.prep, r.ro.threads);
   require_positive("--mu-water", o.out.mu_water);
   r.memory_limit = o.checkpoint.memory_limit.empty()
                        ? 0
                        : parse_byte_size("--memory-limit", o.checkpoint.memory_limit);
   r.g = io::read_projection_geometry(o.input, r.read);
+  set_detector(r.prep, r.g);
   r.ro.algo = !o.algorithm.empty() ? parse_algorithm(o.algorithm) : default_algorithm(r.g);
   refuse_inapplicable(o, r.ro.algo);
   r.analytic = !is_iterative(r.ro.algo);
@@ -322,6 +326,19 @@ void plan_input(recon_run& r) {
                   fmt::format("--memory-limit: {} holds the projections and the volume whole "
                               "({} bytes); raise the limit or use fdk / fbp",
                               to_string(r.ro.algo), r.whole_bytes));
+}
+
+/// The preprocessing steps on the projections read whole (a slab-wise run cleans each unit's
+/// band as it reads it, and the rows its centre is estimated from here).
+void clean_input(recon_run& r) {
+  if (r.prep.empty()) return;
+  const preprocess_report done = preprocess(r.in.projections, r.prep);
+  if (r.prep.zingers && !r.slabwise)
+    note(r.o.quiet, fmt::format("note: zingers: {} values replaced ({:.3g}%)",
+                                done.zingers_replaced,
+                                100.0 * static_cast<double>(done.zingers_replaced) /
+                                    static_cast<double>(std::max<std::int64_t>(
+                                        1, r.in.projections.size()))));
 }
 
 /// The projections: all of them, or for a slab-wise run with --center-of-rotation auto the 32
@@ -345,6 +362,7 @@ void read_input(recon_run& r) {
   r.in = io::read_projections_any(o.input, whole);
   if (!r.in.warnings.empty()) note(o.quiet, "note: " + r.in.warnings);
   if (!r.slabwise) r.g = *r.in.geom;
+  clean_input(r);
 }
 
 /// --center-of-rotation (a column, or estimated), then the warnings about the detector's
@@ -433,6 +451,7 @@ void set_method_and_grid(recon_run& r) {
 void announce(const recon_run& r) {
   const recon_cli_options& o = r.o;
   if (!r.notice.empty() && r.ro.where == backend::automatic) note(o.quiet, "note: " + r.notice);
+  if (!r.prep.empty()) note(o.quiet, "note: preprocessing: " + describe_preprocessing(r.prep));
   if (r.ro.algo == algorithm::fista_tv)
     note(o.quiet, "note: FISTA-TV first estimates its step, |A|^2, by power iteration (up to 12 "
                   "forward and back-projections; a resumed run reuses the saved one)");
@@ -465,6 +484,9 @@ nlohmann::json run_record(const recon_run& r) {
       {"offset_transition_px", r.ro.offset_transition_px},
       {"backend", r.where_name},
       {"gpu_interpolation", r.ro.gpu_hardware_interpolation ? "hardware" : "exact"}};
+  // The cleaning steps (recorded only when on: older directories resume).
+  for (const preprocess_setting& s : preprocess_settings(r.prep))
+    record["preprocess"][s.spelling] = s.value;
   // The datasets named in the input (recorded only when named: older directories resume).
   const auto& ds = o.read.datasets;
   if (!ds.data.empty() || !ds.flats.empty() || !ds.darks.empty() || !ds.angles.empty())
@@ -480,10 +502,12 @@ void reconstruct_checkpointed(recon_run& r, std::int64_t planes) {
   const recon_cli_options& o = r.o;
   const nlohmann::json record = run_record(r);
   const stop_on_signals stop(r.ro.cancel);
-  const row_band_source rows = [&](std::int64_t r0, std::int64_t r1) {
-    return io::read_projections_any(o.input, io::row_band_options(r.read, r.g.rows, r0, r1))
-        .projections;
-  };
+  const row_band_source rows = preprocessed_rows(
+      [&](std::int64_t r0, std::int64_t r1) {
+        return io::read_projections_any(o.input, io::row_band_options(r.read, r.g.rows, r0, r1))
+            .projections;
+      },
+      r.g.rows, r.prep);
   if (r.slabwise && !r.streamed) r.vol = volume(r.vg);
   const std::int64_t plane = r.vg.nx * r.vg.ny;
   const slab_sink sink = [&](const slab_unit& u, std::span<const float> data) {
@@ -682,6 +706,7 @@ runner add_recon(CLI::App& app) {
                 "Use the slow double-precision CPU reference path (for validation)");
   add_volume_output_options(sub, o->out);
   add_projection_input_options(sub, o->read);
+  add_preprocess_options(sub, o->prep);
   add_grid_options(sub, o->grid);
   CLI::Option_group* method = sub->add_option_group(
       k_method_group, "Options of some algorithms only; another algorithm refuses them");

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ctforge/preprocess.hpp"
 #include "ctforge/recon.hpp"
 
 namespace ctforge {
@@ -94,6 +95,13 @@ class slab_run {
 /// Source of detector-row bands: rows [r0, r1) of every view ([views][r1 - r0][cols]), e.g. read
 /// from a file with io::row_band_options, so that only one unit's rows are in memory.
 using row_band_source = std::function<projection_stack(std::int64_t r0, std::int64_t r1)>;
+
+/// `rows` with the preprocessing steps of `opt` applied: each band is read with the rows on
+/// either side that the steps need (preprocess_row_margin, clipped to the `total_rows` of the
+/// detector), cleaned and cut back to its own rows, so that it equals the same rows of the whole
+/// cleaned projections bit for bit. `rows` itself when no step is on.
+row_band_source preprocessed_rows(row_band_source rows, std::int64_t total_rows,
+                                  preprocess_options opt);
 
 /// Receives each unit's planes in z order: `planes` holds [u.k1 - u.k0][ny][nx] floats.
 using slab_sink = std::function<void(const slab_unit& u, std::span<const float> planes)>;

@@ -6,10 +6,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "ctforge/geometry.hpp"
 #include "ctforge/volume.hpp"
 
 namespace ctforge {
@@ -74,8 +77,9 @@ enum class stripe_method {
   all,
 };
 
-/// "sorting", "filtering", "large", "dead", "all" (usage_error naming --rings otherwise).
-stripe_method parse_stripe_method(std::string_view name);
+/// "sorting", "filtering", "large", "dead", "all" (usage_error naming `spelling`, the option
+/// as the caller spelled it, otherwise).
+stripe_method parse_stripe_method(std::string_view name, std::string_view spelling = "method");
 std::string to_string(stripe_method m);
 
 struct stripe_options {
@@ -95,5 +99,185 @@ struct stripe_options {
 /// Removes stripes from the sinogram of every detector row of `p`. usage_error naming the
 /// option for invalid options, and naming view, row and column for a non-finite value.
 void remove_stripes(projections_ref p, const stripe_options& opt);
+
+/// Beam hardening. A polychromatic beam hardens along its path (the low energies are absorbed
+/// first), so the measured line integral p = -ln(I / I0) grows less than linearly with the
+/// thickness crossed and homogeneous objects reconstruct darker in their centre (cupping).
+/// The correction maps every line integral through a polynomial, p' = sum_k c_k p^k
+/// (k = 0..n, coefficients in increasing order of power: RTK's water precorrection
+/// convention; usually c_0 = 0 and c_1 near 1). The coefficients come from the spectrum and
+/// the material (fit_linearisation) or from a calibration scan of a homogeneous object
+/// (fit_water_precorrection, include/ctforge/beam_hardening.hpp). See
+/// docs/guide/real-data.md, "Beam hardening".
+///
+/// Replaces every value p of `p` by sum_k coefficients[k] p^k, evaluated in double and stored
+/// as float (coefficients = {0, 1} leaves every value bit-identical). usage_error naming
+/// `coefficients` when the list is empty or holds a non-finite value, naming view, row and
+/// column for a non-finite input value; ctforge::error naming view, row and column when a
+/// result does not fit a float (the projections are then left unchanged).
+void correct_beam_hardening(projections_ref p, std::span<const double> coefficients,
+                            int threads = 0);
+
+/// What fit_linearisation samples and fits.
+struct linearisation_options {
+  int degree = 3;               ///< degree n of the polynomial, in [1, 10]
+  double max_thickness_mm = 0;  ///< thickest path of the material to linearise, mm, > 0
+  int samples = 256;  ///< thicknesses t_i = i max_thickness_mm / samples, i = 1..samples; > degree
+};
+
+/// Coefficients c_0..c_n (c_0 = 0) linearising one material: for thicknesses t sampled in
+/// (0, max_thickness_mm] the polychromatic line integral P(t) = -ln(sum_E w_E exp(-mu_E t) /
+/// sum_E w_E) is computed and the polynomial with c_0 = 0 fitted (least squares in double)
+/// that maps P(t) to mu_ref t, mu_ref = sum_E w_E mu_E / sum_E w_E the spectrum-weighted mean
+/// attenuation (the slope of P at t = 0: thin paths keep their values, c_1 is near 1).
+/// `weights`: the detected signal of each energy bin (photon fluence times the detector's
+/// response; for an energy-integrating detector, times the energy), >= 0 with a positive sum.
+/// `mu_per_mm`: the material's linear attenuation coefficient at each bin's energy, 1/mm
+/// (mass attenuation coefficient, cm^2/g, times density, g/cm^3, divided by 10), >= 0, the
+/// same count as `weights`, with a positive weighted mean. Pass the
+/// coefficients to correct_beam_hardening. usage_error naming the argument for bad inputs.
+std::vector<double> fit_linearisation(std::span<const double> weights,
+                                      std::span<const double> mu_per_mm,
+                                      const linearisation_options& opt);
+/// Phase retrieval for propagation-based phase contrast, single material (one delta/beta).
+/// The filters act on each view's transmission T = exp(-p), a 2-D image [row][col]; the output
+/// is -ln of the filtered transmission: a dimensionless attenuation line integral mu * t (mu =
+/// 4 pi beta / lambda), so reconstructing it gives mu; the projected thickness t is the output
+/// divided by mu.
+enum class phase_method {
+  /// Paganin, Mayo, Gureyev, Miller and Wilkins, J. Microsc. 206, 33 (2002): T's spectrum times
+  /// 1 / (1 + pi lambda R (delta/beta) |f|^2), f in cycles per unit length.
+  paganin,
+  /// The generalised Paganin method of Paganin et al. (2020), "Boosting spatial resolution by
+  /// incorporating periodic boundary conditions into single-distance hard-x-ray phase
+  /// retrieval": |2 pi f|^2 replaced per axis by the discrete Laplacian's 2 (1 - cos(2 pi f W))
+  /// / W^2 (W the pitch); the same filter at low frequencies, less blur near the pixel scale.
+  generalized,
+};
+
+/// "paganin", "generalized" (usage_error naming phase method otherwise).
+phase_method parse_phase_method(std::string_view name);
+std::string to_string(phase_method m);
+
+struct phase_options {
+  phase_method method = phase_method::paganin;
+  double energy_kev = 0;     ///< photon energy, keV (lambda = h c / E, h c = 1.23984198e-6 eV m)
+  double distance_mm = 0;    ///< sample-detector distance R, mm, > 0
+  double pixel_size_mm = 0;  ///< detector pitch, mm (both axes unless pixel_u_mm / pixel_v_mm)
+  double pixel_u_mm = 0;     ///< pitch along the columns, mm (0: pixel_size_mm)
+  double pixel_v_mm = 0;     ///< pitch along the rows, mm (0: pixel_size_mm)
+  double delta_beta = 0;     ///< delta / beta of the material, > 0
+  /// Rows (columns) added each side before the FFT, filled with the edge row's (column's)
+  /// values; the FFT size is the smallest 2^a 3^b 5^c 7^d >= rows + 2 pad_rows. -1: automatic,
+  /// the filter's margin (phase_row_margin's rule per axis) for a tolerance of 1e-6, so that the
+  /// result equals the filter applied to the view extended by its edge values.
+  std::int64_t pad_rows = -1, pad_cols = -1;
+  int threads = 0;  ///< 0: all cores
+};
+
+/// Replaces every view of line integrals p = -ln(I / I0) by -ln(F^-1[H(f) F[exp(-p)]]), H the
+/// method's filter on the padded DFT grid, f = k / (N pitch) cycles per mm for the DFT index
+/// k in [-N/2, N/2] of a padded size N. usage_error naming the option for invalid options and
+/// naming view, row and col for a non-finite input; error naming the view where a filtered
+/// transmission is not positive and finite (p is then left partly changed).
+void retrieve_phase(projections_ref p, const phase_options& opt);
+
+/// The extra detector rows each side of a band of rows such that phase retrieval of the widened
+/// band (clipped to the detector, padded by its edge rows) gives the band's rows within
+/// `tolerance` times the view's largest transmission max exp(-p) of the whole-view result
+/// (the output -ln T then within tolerance * max T / T there). Derived from the filter's decay
+/// along the rows: the continuous Paganin kernel (pi / sqrt(c)) exp(-2 pi |n| / sqrt(c)), c =
+/// pi lambda R (delta/beta) / pitch_v^2 in pixels^2, plus the 1 / n^2 ripple of its cut at the
+/// Nyquist frequency (for data smooth on the pixel scale beyond the margin); the generalised
+/// filter's kernel decays exactly as rho^|n|. tolerance in (0, 1).
+std::int64_t phase_row_margin(const phase_options& opt, double tolerance);
+
+/// Detector rows [begin, end).
+struct row_band {
+  std::int64_t begin = 0, end = 0;
+};
+
+/// The rows to read for output rows `out`: widened by `margin` each side, clipped to
+/// [0, detector_rows).
+row_band phase_input_rows(row_band out, std::int64_t detector_rows, std::int64_t margin);
+
+/// Phase retrieval of a band: `input` holds the detector rows `in_rows` of every view (as
+/// phase_input_rows gives them) and is changed (retrieved in place); returns its rows `out`
+/// (inside in_rows), views x (out.end - out.begin) x cols.
+projection_stack retrieve_phase_rows(projections_ref input, row_band in_rows, row_band out,
+                                     const phase_options& opt);
+// ---- the steps together, as the command line, Python and the distributed layer name them ----
+
+/// The cleaning steps applied between normalisation and reconstruction, in this order by
+/// preprocess(): zingers, rings, phase retrieval, beam hardening. A step is off when its
+/// optional is empty.
+struct preprocess_options {
+  std::optional<outlier_options> zingers;
+  std::optional<stripe_options> rings;
+  /// Its pitches come from the scan's geometry: set_detector().
+  std::optional<phase_options> phase;
+  std::optional<std::vector<double>> beam_hardening;  ///< coefficients c_0..c_n
+  /// Phase retrieval works in the sample's plane: pitch and distance divided by this
+  /// (set_detector; 1 for parallel beams).
+  double magnification = 1;
+  int threads = 0;  ///< for every step; 0: all cores
+  bool empty() const noexcept { return !zingers && !rings && !phase && !beam_hardening; }
+};
+
+/// Phase retrieval's pitch from the scan's detector: the pitch of `g`, and for a cone beam the
+/// magnification M = SDD / SID, so that preprocess() filters with the Fresnel-scaled pitch / M
+/// and distance / M (the distance given is the sample's to the detector). Nothing to do
+/// without phase retrieval.
+void set_detector(preprocess_options& opt, const geometry& g);
+
+/// One option of the preprocessing steps. The command line (flag), Python's keyword arguments
+/// and run records (name) all take them from this table.
+struct preprocess_option {
+  std::string_view name;  ///< keyword and run-record key, e.g. "ring_size"
+  std::string_view flag;  ///< command line, e.g. "--ring-size"
+  std::string_view type;  ///< the value's placeholder in help texts: "T", "N", "METHOD"
+  /// The option that turns this one's step on ("zingers", "rings"); empty for those two.
+  std::string_view step;
+  /// For a stripe option: the --rings methods it applies to, e.g. "large dead all"; empty: all.
+  std::string_view methods;
+  std::string_view help;  ///< one paragraph, as `ctforge recon --help` prints it
+};
+
+/// Every preprocessing option, in the order `--help` lists them.
+std::span<const preprocess_option> preprocess_option_table();
+
+/// An option as given: spelled by its name or its flag, with its value as text.
+struct preprocess_setting {
+  std::string spelling, value;
+};
+
+/// The options `given` describes (each spelled by name or flag, at most once). usage_error
+/// naming the spelling for an unknown option, a malformed or out-of-range value, an option
+/// whose step is off ("--ring-size: needs --rings") or that does not apply to the chosen
+/// method ("--ring-sigma: applies to --rings filtering only").
+preprocess_options parse_preprocess_options(std::span<const preprocess_setting> given);
+
+/// Every setting of the steps that are on, by name, with its effective value (defaults
+/// included), in table order: for run records and notes. Empty when no step is on.
+std::vector<preprocess_setting> preprocess_settings(const preprocess_options& opt);
+
+/// What preprocess() did.
+struct preprocess_report {
+  std::int64_t zingers_replaced = 0;
+};
+
+/// Applies the steps of `opt` to `p` in place, in order (zingers, rings).
+preprocess_report preprocess(projections_ref p, const preprocess_options& opt);
+
+/// Detector rows on each side of a band of rows that the steps of `opt` read: a band cleaned
+/// with this many neighbouring rows on each side (fewer at the detector's edges) equals the
+/// same rows of the whole cleaned projections bit for bit, or with phase retrieval within
+/// k_phase_band_tolerance of the largest transmission (phase_row_margin). 0 for steps that
+/// work row by row (rings, beam hardening).
+std::int64_t preprocess_row_margin(const preprocess_options& opt);
+
+/// The tolerance preprocess_row_margin asks of phase retrieval's margin (phase_row_margin).
+inline constexpr double k_phase_band_tolerance = 1e-6;
+
 
 }  // namespace ctforge

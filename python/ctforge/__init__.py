@@ -31,7 +31,7 @@ import json as _json
 import numbers as _numbers
 import os as _os
 import sys as _sys
-from typing import Any, Callable, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -52,7 +52,10 @@ __all__ = [
     "DeviceArray", "to_device", "linear_operator",
 ]
 __all__ += ["ProjectorPair"]  # persistent projector pair (see ProjectorPair below)
-__all__ += ["remove_stripes", "remove_zingers"]  # cleaning raw scans (below)
+__all__ += ["remove_stripes", "remove_zingers", "preprocess_options"]  # cleaning raw scans
+__all__ += ["retrieve_phase", "phase_row_margin"]  # phase retrieval (below)
+__all__ += ["correct_beam_hardening", "fit_linearisation",  # beam hardening (below)
+            "fit_water_precorrection"]
 
 PathLike = Union[str, "_os.PathLike[str]"]
 
@@ -866,7 +869,8 @@ def read_projections(path: PathLike, *, flat: Optional[PathLike] = None,
                      sinogram: bool = False, open_beam_cols: Any = None,
                      band: Optional[Tuple[int, int]] = None, return_info: bool = False,
                      data_path: Optional[str] = None, flat_path: Optional[str] = None,
-                     dark_path: Optional[str] = None, angles_path: Optional[str] = None):
+                     dark_path: Optional[str] = None, angles_path: Optional[str] = None,
+                     **steps: Any):
     """Projections from any file ``ctforge recon`` reads (ctforge HDF5, DataExchange, NXtomo,
     TIFF stacks), as line integrals: ``(array (views, rows, cols), Geometry)``, plus a dict
     (format, warnings, clamped pixels) with ``return_info=True``.
@@ -891,14 +895,29 @@ def read_projections(path: PathLike, *, flat: Optional[PathLike] = None,
 
     ``data_path`` / ``flat_path`` / ``dark_path`` / ``angles_path``: datasets of an HDF5 file
     (any layout; NXtomo entries are otherwise found by their definition wherever they are, and
-    DataExchange files by /exchange), as ``--data-path`` ... on the command line."""
+    DataExchange files by /exchange), as ``--data-path`` ... on the command line.
+
+    ``steps``: the cleaning steps, applied after normalisation with the names of
+    :func:`preprocess_options` (the command line's ``--zingers``, ``--ring-size``, ...):
+    ``zingers=0.3, zinger_size=3, zinger_views=1, rings="all", ring_size=21, ...``, and
+    ``threads``. With ``band`` the rows of margin the steps need are read too, so a band equals
+    those rows of the whole cleaned read bit for bit."""
     p, g, inf = _core.read_projections(
         _os.fspath(path), band=None if band is None else (int(band[0]), int(band[1])),
         **_read_args(flat, dark, geometry, views, rows, cols, bin_rows, bin_cols, pixel_size,
                      mode, min_transmission, transpose, flip_u, flip_v),
         **_input_args(angles, angle_unit, sinogram, open_beam_cols),
-        **_dataset_args(data_path, flat_path, dark_path, angles_path))
+        **_dataset_args(data_path, flat_path, dark_path, angles_path),
+        **{k: v for k, v in steps.items() if v is not None})
     return (p, Geometry(g), inf) if return_info else (p, Geometry(g))
+
+
+def preprocess_options() -> List[dict]:
+    """The cleaning steps' options that :func:`read_projections` and
+    :func:`ctforge.distributed.reconstruct` take as keywords, as the command line's
+    Preprocessing group lists them: dicts of name, flag, type, step (the option that turns the
+    step on), methods (the ``rings`` methods it applies to; "" for all) and help."""
+    return list(_core.preprocess_option_table())
 
 
 def _dataset_args(data_path, flat_path, dark_path, angles_path) -> dict:
@@ -933,15 +952,18 @@ def read_projection_geometry(path: PathLike, *, flat: Optional[PathLike] = None,
                              angle_unit: str = "deg", sinogram: bool = False,
                              open_beam_cols: Any = None, data_path: Optional[str] = None,
                              flat_path: Optional[str] = None, dark_path: Optional[str] = None,
-                             angles_path: Optional[str] = None) -> "Geometry":
+                             angles_path: Optional[str] = None, **steps: Any) -> "Geometry":
     """The geometry :func:`read_projections` returns with the same options, without reading the
-    projections (one pixel is read): for planning work on files larger than memory."""
+    projections (one pixel is read): for planning work on files larger than memory. The
+    cleaning steps' keywords (:func:`preprocess_options`) are accepted and checked by name:
+    they change values, not the geometry."""
     _, g, _ = _core.read_projections(
         _os.fspath(path), geometry_only=True,
         **_read_args(flat, dark, geometry, views, rows, cols, bin_rows, bin_cols, pixel_size,
                      mode, min_transmission, transpose, flip_u, flip_v),
         **_input_args(angles, angle_unit, sinogram, open_beam_cols),
-        **_dataset_args(data_path, flat_path, dark_path, angles_path))
+        **_dataset_args(data_path, flat_path, dark_path, angles_path),
+        **{k: v for k, v in steps.items() if v is not None})
     return Geometry(g)
 
 
@@ -1050,3 +1072,117 @@ def remove_zingers(array: Any, *, threshold: float, size: int = 3, views: int = 
         raise UsageError("views: a 2-D array is one image; views must be 1")
     n = _core.remove_zingers(a, threshold=threshold, size=size, views=views, threads=threads)
     return (a, int(n)) if return_count else a
+
+
+def _phase_keywords(energy_kev: float, distance_mm: float, pixel_size_mm: Any,
+                    delta_beta: float, method: str) -> dict:
+    """The options shared by retrieve_phase and phase_row_margin; ``pixel_size_mm`` is one
+    pitch or (along the columns u, along the rows v)."""
+    kw = dict(method=method, energy_kev=float(energy_kev), distance_mm=float(distance_mm),
+              delta_beta=float(delta_beta))
+    if np.ndim(pixel_size_mm) == 0:
+        kw["pixel_size_mm"] = float(pixel_size_mm)
+    else:
+        u, v = (float(x) for x in pixel_size_mm)
+        kw.update(pixel_u_mm=u, pixel_v_mm=v)
+    return kw
+
+
+def retrieve_phase(array: Any, *, energy_kev: float, distance_mm: float, pixel_size_mm: Any,
+                   delta_beta: float, method: str = "paganin", padding: Any = None,
+                   threads: int = 0) -> np.ndarray:
+    """Single-material phase retrieval for propagation-based phase contrast, on each view of
+    ``array`` (views, rows, cols) or one image (rows, cols) of line integrals -ln(I / I0).
+    ``method``: "paganin" (Paganin et al., J. Microsc. 206, 33 (2002): the transmission's
+    spectrum times 1 / (1 + pi lambda R (delta/beta) |f|^2), f in cycles per mm) or
+    "generalized" (Paganin et al. 2020: |2 pi f|^2 replaced per axis by 2 (1 - cos(2 pi f W)) /
+    W^2). ``energy_kev`` (lambda = h c / E), ``distance_mm`` (sample to detector),
+    ``pixel_size_mm`` (one pitch or (u, v)), ``delta_beta`` (> 0). ``padding``: rows and
+    columns added each side with the edge values before the FFT (an int, (rows, cols), or None
+    for the filter's own margin). Returns a float32 copy of -ln of the filtered transmission:
+    mu * thickness (mu = 4 pi beta / lambda), which reconstructs to mu. The GIL is released."""
+    a = _projections_copy(array, "retrieve_phase")
+    if padding is None:
+        pad_rows = pad_cols = -1
+    elif np.ndim(padding) == 0:
+        pad_rows = pad_cols = int(padding)
+    else:
+        pad_rows, pad_cols = (int(x) for x in padding)
+    _core.retrieve_phase(a, pad_rows=pad_rows, pad_cols=pad_cols, threads=threads,
+                         **_phase_keywords(energy_kev, distance_mm, pixel_size_mm, delta_beta,
+                                           method))
+    return a
+
+
+def phase_row_margin(*, energy_kev: float, distance_mm: float, pixel_size_mm: Any,
+                     delta_beta: float, method: str = "paganin", tolerance: float = 1e-5) -> int:
+    """Extra detector rows each side of a band of rows so that retrieve_phase on the widened
+    band (clipped to the detector) gives the band's rows within ``tolerance`` times the largest
+    transmission of the whole-view result (in transmission; in -ln units divided by the
+    filtered transmission). From the filter's decay length sqrt(c) / (2 pi) rows, c = pi lambda
+    R (delta/beta) / pitch_v^2."""
+    return int(_core.phase_row_margin(
+        tolerance=float(tolerance),
+        **_phase_keywords(energy_kev, distance_mm, pixel_size_mm, delta_beta, method)))
+
+
+def correct_beam_hardening(array: Any, coefficients: Sequence[float], *,
+                           threads: int = 0) -> np.ndarray:
+    """Beam-hardening correction: every line integral p of ``array`` (projections (views, rows,
+    cols), a sinogram or one image) becomes ``sum_k coefficients[k] * p**k`` (coefficients in
+    increasing order of power, RTK's water precorrection convention: usually c0 = 0, c1 near
+    1), evaluated in double, returned as a float32 copy. ``[0, 1]`` returns the values
+    bit-identical. The coefficients come from :func:`fit_linearisation` (spectrum and material)
+    or :func:`fit_water_precorrection` (a calibration scan). UsageError naming
+    ``coefficients`` for an empty list or a non-finite coefficient; Error naming view, row and
+    column when a result does not fit a float. The GIL is released."""
+    a = _projections_copy(array, "correct_beam_hardening")
+    c = [float(x) for x in np.asarray(coefficients, dtype=np.float64).ravel()]
+    _core.correct_beam_hardening(a, c, int(threads))
+    return a
+
+
+def fit_linearisation(weights: Sequence[float], mu_per_mm: Sequence[float], *,
+                      max_thickness_mm: float, degree: int = 3,
+                      samples: int = 256) -> List[float]:
+    """Coefficients c0..c_degree (c0 = 0) for :func:`correct_beam_hardening` that linearise one
+    material: for thicknesses t_i = i max_thickness_mm / samples (i = 1..samples) the
+    polychromatic line integral P(t) = -ln(sum w exp(-mu t) / sum w) is mapped, by the least-
+    squares polynomial, to mu_ref t, mu_ref = sum w mu / sum w the spectrum-weighted mean
+    attenuation (P's slope at t = 0, so c1 is near 1). ``weights``: the detected signal per
+    energy bin (fluence times detector response), >= 0; ``mu_per_mm``: the material's linear
+    attenuation at each bin's energy in 1/mm (NIST's mu/rho in cm^2/g times the density in
+    g/cm^3, divided by 10); ``max_thickness_mm``: the longest path through the material (mm);
+    ``degree`` in [1, 10]."""
+    return _core.fit_linearisation([float(x) for x in weights], [float(x) for x in mu_per_mm],
+                                   degree=degree, max_thickness_mm=float(max_thickness_mm),
+                                   samples=samples)
+
+
+def fit_water_precorrection(projections: Any, geometry: Any, grid: Any = None, *,
+                            degree: int = 3, threshold: float = 0.5, margin: int = 2,
+                            algorithm: Optional[str] = None, filter: str = "ram-lak",
+                            cutoff: float = 1.0, displaced_detector: str = "auto",
+                            offset_transition: float = 16.0, backend: str = "auto",
+                            device: int = 0, threads: int = 0, gpu_memory_limit: Any = None,
+                            memory_limit: Any = None,
+                            gpu_interpolation: str = "exact") -> List[float]:
+    """Empirical cupping correction (Kachelriess et al., Med. Phys. 33, 1269 (2006)) from a
+    calibration scan of a homogeneous object (line integrals (views, rows, cols)): returns
+    coefficients c0..c_degree (c0 = 0) for :func:`correct_beam_hardening`. The basis images
+    f_k = reconstruct(p**k), k = 1..degree, are reconstructed on ``grid`` (as
+    :func:`reconstruct` takes it) with FDK / FBP and the given reconstruction options; the
+    object is f_1 above ``threshold`` times its maximum, eroded by ``margin`` voxels (x, y),
+    the air the voxels farther than ``margin`` from it; the least-squares combination of the
+    f_k is fitted to 1 inside and 0 in the air, then scaled so that the corrected mean inside
+    equals the uncorrected one. The GIL is released."""
+    g = _core_geometry(geometry)
+    vg = _grid(grid, g)
+    data = _as_float32(projections, 3, "projections")
+    algo = algorithm if algorithm is not None else _core.default_algorithm(g)
+    return _core.fit_water_precorrection(
+        data, g, vg, degree=degree, threshold=float(threshold), margin=margin, algorithm=algo,
+        filter=filter, cutoff=float(cutoff), displaced_detector=str(displaced_detector),
+        offset_transition=float(offset_transition),
+        memory_limit=_memory(memory_limit, "memory_limit"),
+        **_context(backend, device, threads, gpu_memory_limit, gpu_interpolation))

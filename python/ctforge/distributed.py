@@ -52,7 +52,8 @@ PathLike = ctforge.PathLike
 # Options of ctforge.read_projections that a distributed run passes through to its workers.
 _READ_OPTIONS = ("flat", "dark", "geometry", "views", "rows", "cols", "bin_rows", "bin_cols",
                  "pixel_size", "mode", "min_transmission", "transpose", "flip_u", "flip_v",
-                 "angles", "angle_unit", "sinogram", "open_beam_cols")
+                 "angles", "angle_unit", "sinogram", "open_beam_cols") + tuple(
+                     e["name"] for e in ctforge.preprocess_options())
 
 
 def _dask():
@@ -349,7 +350,9 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
     seconds).
 
     ``input``: any file :func:`ctforge.read_projections` reads, with its keyword options
-    (``flat=``, ``dark=``, ``geometry=``, ``bin_rows=``, ``flip_v=``, ...). The grid is
+    (``flat=``, ``dark=``, ``geometry=``, ``bin_rows=``, ``flip_v=``, ...) and its cleaning
+    steps (``zingers=``, ``rings=``, ...: :func:`ctforge.preprocess_options`), which each unit
+    applies to its band of rows with the margin they need. The grid is
     ``grid`` (a :class:`ctforge.VolumeGeometry`) or ``default_grid(geometry, shape, spacing,
     origin)``; ``algorithm``, ``filter``, ``cutoff``, ``iterations``, ``relaxation``,
     ``nonnegative``, ``backend``, ``threads``, ``displaced_detector``, ``offset_transition``

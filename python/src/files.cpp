@@ -1,5 +1,6 @@
 // Files: projections and volumes in every format the library reads and writes, the HDF5 volume
 // written slab by slab, and what a file holds.
+#include <fmt/format.h>
 #include <pybind11/stl.h>
 
 #include <array>
@@ -11,8 +12,10 @@
 #include <vector>
 
 #include "common.hpp"
+#include "ctforge/checkpoint.hpp"
 #include "ctforge/formats.hpp"
 #include "ctforge/io.hpp"
+#include "ctforge/preprocess.hpp"
 
 namespace ctforge::python {
 namespace {
@@ -89,6 +92,57 @@ io::projection_read_options read_options(keyword_options& kw) {
   return o;
 }
 
+/// A keyword's value as the table's options read it: a string, a number, or a sequence of
+/// numbers ("c0,c1,...").
+std::string setting_text(const std::string& key, const py::object& v) {
+  const auto bad = [&] {
+    return usage_error(key + ": expected a number, a string or a list of numbers (got " +
+                       py::repr(v).cast<std::string>() + ")");
+  };
+  if (PyBool_Check(v.ptr())) throw bad();
+  if (py::isinstance<py::str>(v) || PyNumber_Check(v.ptr()) != 0)
+    return py::str(v).cast<std::string>();
+  if (!py::isinstance<py::sequence>(v) && !py::hasattr(v, "__iter__")) throw bad();
+  std::string out;
+  for (const py::handle item : v) {
+    if (PyBool_Check(item.ptr()) || PyNumber_Check(item.ptr()) == 0) throw bad();
+    out += (out.empty() ? "" : ",") + py::str(item).cast<std::string>();
+  }
+  return out;
+}
+
+/// The preprocessing steps the keyword options name (preprocess_option_table()'s names).
+preprocess_options steps_of(keyword_options& kw) {
+  std::vector<preprocess_setting> given;
+  for (const preprocess_option& e : preprocess_option_table()) {
+    const std::string key(e.name);
+    const py::object v = kw.object(key.c_str());
+    if (v.is_none()) continue;
+    given.push_back({key, setting_text(key, v)});
+  }
+  preprocess_options steps = parse_preprocess_options(given);
+  steps.threads = kw.count("threads", 0);
+  return steps;
+}
+
+/// Rows [r0, r1) of what read_projections_any(path, o) reads (`rows` rows), cleaned by `steps`
+/// as those rows of the whole cleaned projections are (preprocessed_rows: the margin read too).
+io::loaded_projections read_band(const std::string& path, const io::projection_read_options& o,
+                                 std::int64_t rows, std::int64_t r0, std::int64_t r1,
+                                 const preprocess_options& steps) {
+  if (steps.empty()) return io::read_projections_any(path, io::row_band_options(o, rows, r0, r1));
+  io::loaded_projections wide;
+  const row_band_source source = [&](std::int64_t a, std::int64_t b) {
+    wide = io::read_projections_any(path, io::row_band_options(o, rows, a, b));
+    return std::move(wide.projections);
+  };
+  projection_stack band = preprocessed_rows(source, rows, steps)(r0, r1);
+  wide.projections = std::move(band);
+  wide.geom = io::read_projection_geometry(path, io::row_band_options(o, rows, r0, r1));
+  wide.geometry_json = geometry_to_json(*wide.geom);
+  return wide;
+}
+
 /// A native HDF5 volume written slab by slab; close() without commit() abandons it.
 struct py_volume_writer {
   std::unique_ptr<io::volume_file_writer> w;
@@ -116,20 +170,26 @@ void register_projection_files(py::module_& m) {
         io::projection_read_options o = read_options(kw);
         const std::optional<std::array<std::int64_t, 2>> band = range_of(kw, "band");
         const bool geometry_only = kw.flag("geometry_only", false);
+        preprocess_options steps = steps_of(kw);
         kw.finish();
         io::loaded_projections lp;
         {
           py::gil_scoped_release nogil;
-          if (geometry_only || band) {
+          if (geometry_only) {
+            lp.geom = io::read_projection_geometry(path, o);
+            lp.format = o.datasets.data.empty() ? io::projection_format(path) : "hdf5";
+          } else if (band) {
             const geometry whole = io::read_projection_geometry(path, o);
-            if (geometry_only) {
-              lp.geom = whole;
-              lp.format = o.datasets.data.empty() ? io::projection_format(path) : "hdf5";
-            } else {
-              o = io::row_band_options(o, whole.rows, (*band)[0], (*band)[1]);
-            }
+            set_detector(steps, whole);
+            lp = read_band(path, o, whole.rows, (*band)[0], (*band)[1], steps);
+          } else {
+            lp = io::read_projections_any(path, o);
+            set_detector(steps, *lp.geom);
+            const preprocess_report done = preprocess(lp.projections, steps);
+            if (steps.zingers)
+              lp.warnings += fmt::format("{}zingers: {} values replaced",
+                                         lp.warnings.empty() ? "" : "; ", done.zingers_replaced);
           }
-          if (!geometry_only) lp = io::read_projections_any(path, o);
         }
         geometry g = *lp.geom;
         py::dict d = info_dict(lp);

@@ -1,8 +1,14 @@
-// Cleaning raw scans: zinger and stripe removal (include/ctforge/preprocess.hpp), in place on
-// an array the Python layer has copied.
+// Cleaning raw scans: zinger and stripe removal, phase retrieval and the beam-hardening
+// correction (include/ctforge/preprocess.hpp), in place on an array the Python layer has
+// copied; the beam-hardening fits (preprocess.hpp, beam_hardening.hpp).
 #include "ctforge/preprocess.hpp"
 
+#include <pybind11/stl.h>
+
+#include <vector>
+
 #include "common.hpp"
+#include "ctforge/beam_hardening.hpp"
 
 namespace ctforge::python {
 namespace {
@@ -22,9 +28,39 @@ projections_ref writable_projections(const py::handle& obj, const char* call, bo
                   : projections_ref(1, a.shape(0), a.shape(1), data);
 }
 
+/// The phase_options that the keywords name (retrieve_phase, phase_row_margin).
+phase_options read_phase_options(keyword_options& kw) {
+  phase_options o;
+  o.method = parse_phase_method(kw.text("method", to_string(o.method)));
+  o.energy_kev = kw.number("energy_kev", o.energy_kev);
+  o.distance_mm = kw.number("distance_mm", o.distance_mm);
+  o.pixel_size_mm = kw.number("pixel_size_mm", o.pixel_size_mm);
+  o.pixel_u_mm = kw.number("pixel_u_mm", o.pixel_u_mm);
+  o.pixel_v_mm = kw.number("pixel_v_mm", o.pixel_v_mm);
+  o.delta_beta = kw.number("delta_beta", o.delta_beta);
+  o.pad_rows = kw.integer("pad_rows", o.pad_rows);
+  o.pad_cols = kw.integer("pad_cols", o.pad_cols);
+  o.threads = kw.count("threads", o.threads);
+  return o;
+}
+
 }  // namespace
 
 void register_preprocessing(py::module_& m) {
+  m.def("preprocess_option_table", [] {
+    py::list out;
+    for (const preprocess_option& e : preprocess_option_table()) {
+      py::dict d;
+      d["name"] = std::string(e.name);
+      d["flag"] = std::string(e.flag);
+      d["type"] = std::string(e.type);
+      d["step"] = std::string(e.step);
+      d["methods"] = std::string(e.methods);
+      d["help"] = std::string(e.help);
+      out.append(d);
+    }
+    return out;
+  });
   m.def(
       "remove_stripes",
       [](const py::handle& arr, const py::kwargs& kwargs) {
@@ -59,6 +95,61 @@ void register_preprocessing(py::module_& m) {
         return remove_outliers(p, o);
       },
       py::arg("array"));
+  m.def(
+      "retrieve_phase",
+      [](const py::handle& arr, const py::kwargs& kwargs) {
+        const projections_ref p = writable_projections(arr, "retrieve_phase", false);
+        keyword_options kw(kwargs, "retrieve_phase");
+        const phase_options o = read_phase_options(kw);
+        kw.finish();
+        py::gil_scoped_release nogil;
+        retrieve_phase(p, o);
+      },
+      py::arg("array"));
+  m.def("phase_row_margin", [](const py::kwargs& kwargs) {
+    keyword_options kw(kwargs, "phase_row_margin");
+    const phase_options o = read_phase_options(kw);
+    const double tolerance = kw.number("tolerance", 0.0);
+    kw.finish();
+    return phase_row_margin(o, tolerance);
+  });
+  m.def(
+      "correct_beam_hardening",
+      [](const py::handle& arr, const std::vector<double>& coefficients, int threads) {
+        const projections_ref p = writable_projections(arr, "correct_beam_hardening", false);
+        py::gil_scoped_release nogil;
+        correct_beam_hardening(p, coefficients, threads);
+      },
+      py::arg("array"), py::arg("coefficients"), py::arg("threads"));
+  m.def(
+      "fit_linearisation",
+      [](const std::vector<double>& weights, const std::vector<double>& mu_per_mm,
+         const py::kwargs& kwargs) {
+        keyword_options kw(kwargs, "fit_linearisation");
+        linearisation_options o;
+        o.degree = kw.count("degree", o.degree);
+        o.max_thickness_mm = kw.number("max_thickness_mm", o.max_thickness_mm);
+        o.samples = kw.count("samples", o.samples);
+        kw.finish();
+        return fit_linearisation(weights, mu_per_mm, o);
+      },
+      py::arg("weights"), py::arg("mu_per_mm"));
+  m.def(
+      "fit_water_precorrection",
+      [](const py::handle& proj, const geometry& g, const volume_geometry& vg,
+         const py::kwargs& kwargs) {
+        const farray a = require_array(proj, 3, "projections");
+        keyword_options kw(kwargs, "fit_water_precorrection");
+        water_precorrection_options o;
+        o.degree = kw.count("degree", o.degree);
+        o.threshold = kw.number("threshold", o.threshold);
+        o.margin = kw.count("margin", o.margin);
+        o.recon = read_recon_options(kw, &g);
+        kw.finish();
+        py::gil_scoped_release nogil;
+        return fit_water_precorrection(projection_arg(a), g, vg, o);
+      },
+      py::arg("projections"), py::arg("geometry"), py::arg("grid"));
 }
 
 }  // namespace ctforge::python

@@ -28,11 +28,11 @@ constexpr detail::enum_name<stripe_method> k_methods[] = {{stripe_method::sortin
                                                           {stripe_method::all, "all"}};
 }  // namespace
 
-stripe_method parse_stripe_method(std::string_view name) {
+stripe_method parse_stripe_method(std::string_view name, std::string_view spelling) {
   for (const auto& [m, n] : k_methods)
     if (name == n) return m;
   throw usage_error(fmt::format(
-      "--rings: unknown method '{}' (expected sorting, filtering, large, dead or all)", name));
+      "{}: unknown method '{}' (expected sorting, filtering, large, dead or all)", spelling, name));
 }
 
 std::string to_string(stripe_method m) {

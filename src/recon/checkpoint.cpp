@@ -62,9 +62,9 @@ std::string hex(std::uint64_t v) {
 /// Detector rows [r0, r1) that planes [k0, k1) of `vg` project onto in any view, with one row
 /// of margin beyond the bilinear taps (kernels::slab_row_band over the box of the planes'
 /// voxels, their edges included); all rows when a corner is at or behind a source.
-std::pair<std::int64_t, std::int64_t> row_band(const geometry& g, const volume_geometry& vg,
-                                               const std::vector<projection_matrix>& mats,
-                                               std::int64_t k0, std::int64_t k1) {
+std::pair<std::int64_t, std::int64_t> detector_rows_of(const geometry& g, const volume_geometry& vg,
+                                                       const std::vector<projection_matrix>& mats,
+                                                       std::int64_t k0, std::int64_t k1) {
   if (g.rows == 1) return {0, 1};
   const double hx = 0.5 * vg.spacing_mm[0], hy = 0.5 * vg.spacing_mm[1];
   const kernels::slab_box box{
@@ -381,7 +381,7 @@ std::vector<slab_unit> plan_slab_units(const geometry& g, const volume_geometry&
       u.r0 = std::min<std::int64_t>(b.r0, g.rows - 1);
       u.r1 = std::max<std::int64_t>(b.r1, u.r0 + 1);
     } else {
-      std::tie(u.r0, u.r1) = row_band(g, vg, mats, u.k0, u.k1);
+      std::tie(u.r0, u.r1) = detector_rows_of(g, vg, mats, u.k0, u.k1);
     }
     units.push_back(u);
   }

@@ -1,0 +1,218 @@
+// The preprocessing options of `ctforge recon` and `ctforge convert` (--zingers, --rings, ...):
+// the help lists the library's table; a slab-wise run cleans each unit's band with the rows
+// of margin it needs, so it reconstructs the whole cleaned scan bit for bit; convert writes the
+// cleaned projections (the staged route); a checkpoint records the steps; bad options exit 2
+// naming the option.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ctforge/io.hpp"
+#include "ctforge/metrics.hpp"
+#include "ctforge/preprocess.hpp"
+#include "test_support.hpp"
+
+namespace ctforge {
+namespace {
+
+namespace fs = std::filesystem;
+
+class PreprocessCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(testing::scratch_dir("preprocess_cli", "all"));
+    // The Shepp-Logan phantom on a cone orbit, 90 views of 64 x 40 pixels ...
+    std::ofstream(*dir_ / "p.json") << R"({"type":"cone","source_to_isocenter_mm":300,
+        "source_to_detector_mm":600,"detector":{"cols":64,"rows":40,"pixel_mm":[1,1]},
+        "angles_deg":{"start":0,"step":4,"count":90}})";
+    const auto r = testing::run_cli(*dir_,
+                                    "simulate --phantom shepp-logan --phantom-size 30 "
+                                    "--geometry p.json -o p.h5 --quiet");
+    ASSERT_EQ(r.status, 0) << r.output;
+    // ... with zingers (+3 at every 97th value: never two in one 3 x 3 window) and a stripe
+    // (+0.3 on column 20 of every view: a ring).
+    io::projection_file f = io::read_projections((*dir_ / "p.h5").string());
+    projection_stack& p = f.projections;
+    zingers_ = 0;
+    for (std::int64_t i = 0; i < p.size(); i += 97, ++zingers_) p.data[i] += 3.0f;
+    for (std::int64_t v = 0; v < p.views; ++v)
+      for (std::int64_t r = 0; r < p.rows; ++r) p.at(v, r, 20) += 0.3f;
+    io::write_projections((*dir_ / "dirty.h5").string(), p, *f.geom);
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    fs::remove_all(*dir_, ec);
+    delete dir_;
+  }
+  static testing::cli_result run(const std::string& args) { return testing::run_cli(*dir_, args); }
+  static volume read(const std::string& name) { return io::read_volume((*dir_ / name).string()); }
+
+  static constexpr const char* k_steps =
+      " --zingers 1 --zinger-size 5 --rings sorting --ring-size 5";
+  static constexpr const char* k_recon = " --size 48 --backend cpu --threads 2 --quiet";
+  static fs::path* dir_;
+  static std::int64_t zingers_;
+};
+fs::path* PreprocessCli::dir_ = nullptr;
+std::int64_t PreprocessCli::zingers_ = 0;
+
+/// The long flags of the option group `heading` in a --help text.
+std::set<std::string> group_flags(const std::string& help, const std::string& heading) {
+  std::set<std::string> out;
+  std::istringstream in(help);
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("[Option Group: ")) {
+      inside = line == "[Option Group: " + heading + "]";
+    } else if (inside && !line.empty() && line[0] != ' ') {
+      inside = false;
+    } else if (inside && line.starts_with("    --")) {
+      out.insert(line.substr(4, line.find(' ', 4) - 4));
+    }
+  }
+  return out;
+}
+
+TEST_F(PreprocessCli, HelpListsTheTable) {
+  std::set<std::string> table;
+  for (const preprocess_option& e : preprocess_option_table()) table.insert(std::string(e.flag));
+  for (const char* sub : {"recon", "convert"}) {
+    const auto r = run(std::string(sub) + " --help");
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_EQ(group_flags(r.output, "Preprocessing"), table) << sub << "\n" << r.output;
+    for (const preprocess_option& e : preprocess_option_table())
+      EXPECT_NE(r.output.find(std::string(e.help).substr(0, 40)), std::string::npos) << e.flag;
+  }
+}
+
+// convert cleans: the injected zingers are replaced and counted, every other value of a view
+// without the stripe step stays bit-identical.
+TEST_F(PreprocessCli, ConvertRemovesTheZingersAndKeepsTheRest) {
+  const auto r = run("convert dirty.h5 z.h5 --zingers 1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find(std::to_string(zingers_) + " zingers replaced"), std::string::npos)
+      << r.output;
+  const projection_stack dirty = io::read_projections((*dir_ / "dirty.h5").string()).projections;
+  const projection_stack clean = io::read_projections((*dir_ / "z.h5").string()).projections;
+  ASSERT_EQ(clean.size(), dirty.size());
+  std::int64_t changed = 0, changed_elsewhere = 0;
+  for (std::int64_t i = 0; i < dirty.size(); ++i)
+    if (clean.data[i] != dirty.data[i]) {
+      ++changed;
+      changed_elsewhere += i % 97 != 0;
+    }
+  EXPECT_EQ(changed, zingers_);
+  EXPECT_EQ(changed_elsewhere, 0);
+}
+
+// Each unit reads its rows plus the zinger window's margin: the slab-wise volume of the dirty
+// scan is the slab-wise volume of the scan cleaned whole, bit for bit; so is a run in memory.
+// Without the steps the dirty scan's volume is far from it (the negative control).
+TEST_F(PreprocessCli, SlabWiseRunsCleanEachBandAsTheWholeScan) {
+  auto r = run(std::string("convert dirty.h5 cleaned.h5 --quiet") + k_steps);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string slabs = " --unit-planes 3 --checkpoint-dir ";
+  r = run(std::string("recon cleaned.h5 -o a.h5") + k_recon + slabs + "ck_a");
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run(std::string("recon dirty.h5 -o b.h5") + k_recon + k_steps + slabs + "ck_b");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(read("a.h5").data, read("b.h5").data);
+  r = run(std::string("recon cleaned.h5 -o c.h5") + k_recon);
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run(std::string("recon dirty.h5 -o d.h5") + k_recon + k_steps);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(read("c.h5").data, read("d.h5").data);
+  r = run(std::string("recon dirty.h5 -o e.h5") + k_recon);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const volume b = read("b.h5"), e = read("e.h5");
+  float peak = 0;
+  for (float v : b.data) peak = std::max(peak, std::abs(v));
+  EXPECT_GT(rms_error(b.data, e.data), 1e-2 * peak);
+}
+
+// The run record holds the steps: a checkpoint directory of a run with other steps is refused,
+// naming the key. (The first run is stopped after its first unit, as a reclaimed node is.)
+TEST_F(PreprocessCli, CheckpointRecordsTheSteps) {
+  const fs::path script = *dir_ / "stop.sh";
+  std::ofstream(script) << "cd '" << dir_->string() << "'\n'" << CTFORGE_CLI_PATH
+                        << "' recon dirty.h5 -o s.h5" << k_recon << k_steps
+                        << " --unit-planes 1 --checkpoint-dir ck_s > s.log 2>&1 &\npid=$!\n"
+                        << "while [ $(ls ck_s/slab_*.json 2>/dev/null | wc -l) -lt 1 ] && "
+                           "kill -0 $pid 2>/dev/null; do sleep 0.01; done\nkill -KILL $pid\n"
+                           "wait $pid\n";
+  ASSERT_EQ(std::system(("bash '" + script.string() + "'").c_str()) != -1, true);
+  ASSERT_TRUE(fs::exists(*dir_ / "ck_s" / "run.json"));
+  auto r = run(std::string("recon dirty.h5 -o s.h5") + k_recon +
+               " --zingers 1 --zinger-size 3 --rings sorting --ring-size 5 --unit-planes 1 "
+               "--checkpoint-dir ck_s");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("preprocess"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(*dir_ / "s.h5"));
+  // The same steps resume.
+  r = run(std::string("recon dirty.h5 -o s.h5") + k_recon + k_steps +
+          " --unit-planes 1 --checkpoint-dir ck_s");
+  EXPECT_EQ(r.status, 0) << r.output;
+}
+
+// Phase retrieval and beam hardening reach the library with the scan's own numbers: convert's
+// output equals the library's steps on the same projections, phase retrieval in the sample
+// plane of this cone beam (magnification SDD / SID = 2: pitch 1 / 2 mm, distance R / 2), bit
+// for bit (the same code on the same floats). Retrieval with the detector's pitch differs (the
+// negative control that the magnification is applied).
+TEST_F(PreprocessCli, ConvertAppliesPhaseAndBeamHardeningInTheSamplePlane) {
+  const auto r =
+      run("convert p.h5 ph.h5 --quiet --phase paganin --phase-energy 20 "
+          "--phase-distance 300 --delta-beta 800 --beam-hardening 0,1,0.25");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const projection_stack got = io::read_projections((*dir_ / "ph.h5").string()).projections;
+  const projection_stack raw = io::read_projections((*dir_ / "p.h5").string()).projections;
+  const auto expected_with = [&](double pitch, double distance) {
+    projection_stack e = raw;
+    phase_options ph;
+    ph.energy_kev = 20;
+    ph.distance_mm = distance;
+    ph.pixel_size_mm = pitch;
+    ph.delta_beta = 800;
+    retrieve_phase(e, ph);
+    correct_beam_hardening(e, std::vector<double>{0, 1, 0.25});
+    return e;
+  };
+  const projection_stack expected = expected_with(0.5, 150);
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_EQ(got.data, expected.data);
+  const projection_stack detector_plane = expected_with(1.0, 300);
+  float peak = 0;
+  for (float v : got.data) peak = std::max(peak, std::abs(v));
+  EXPECT_GT(rms_error(detector_plane.data, got.data), 1e-4 * peak);
+}
+
+TEST_F(PreprocessCli, BadOptionsExitTwoNamingTheOption) {
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"recon dirty.h5 -o x.h5 --ring-size 21", "--ring-size: needs --rings"},
+      {"recon dirty.h5 -o x.h5 --rings filtering --ring-la-size 51",
+       "--ring-la-size: applies to --rings large/dead/all only"},
+      {"recon dirty.h5 -o x.h5 --rings rings", "--rings: unknown method 'rings'"},
+      {"recon dirty.h5 -o x.h5 --zingers 0", "--zingers: must be positive"},
+      {"recon dirty.h5 -o x.h5 --zingers 1 --zinger-size 2", "--zinger-size: an odd window"},
+      {"convert dirty.h5 x.h5 --zinger-views 3", "--zinger-views: needs --zingers"},
+      {"convert p.json x.json --zingers 1",
+       "--zingers: applies to projections; p.json is a geometry"},
+      {"convert dirty.h5 x.h5 --phase paganin --phase-energy 20", "--phase: needs"},
+      {"convert dirty.h5 x.h5 --delta-beta 100", "--delta-beta: needs --phase"},
+      {"recon dirty.h5 -o x.h5 --beam-hardening 0,1,x", "--beam-hardening"},
+  };
+  for (const auto& [args, message] : cases) {
+    const auto r = run(args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << args << "\n" << r.output;
+    EXPECT_FALSE(fs::exists(*dir_ / "x.h5")) << args;
+  }
+}
+
+}  // namespace
+}  // namespace ctforge
