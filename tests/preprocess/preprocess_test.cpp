@@ -238,7 +238,7 @@ TEST(Preprocess, BadInputIsRefusedNamingTheOption) {
   s.drop_ratio = 0.9;
   expect_usage_error_naming([&] { remove_stripes(p, s); }, "stripe drop_ratio");
   s.drop_ratio = 0.1;
-  expect_usage_error_naming([&] { (void)parse_stripe_method("fw"); }, "--rings");
+  expect_usage_error_naming([&] { (void)parse_stripe_method("rings"); }, "--rings");
   for (const char* name : {"sorting", "filtering", "large", "dead", "all"})
     EXPECT_EQ(to_string(parse_stripe_method(name)), name);
   s.sigma = 3;
