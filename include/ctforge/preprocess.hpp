@@ -75,10 +75,25 @@ enum class stripe_method {
   /// Algorithm 6, then 5, then 3: dead stripes (without the residual step), large stripes
   /// (`la_size`), then the sorting method with `size` (algotom's and tomopy's remove_all_stripe).
   all,
+  /// Münch, Trtik, Marone and Stampanoni, "Stripe and ring artifact removal with combined
+  /// wavelet-Fourier filtering", Opt. Express 17, 8567 (2009): `level` levels of the 2D wavelet
+  /// transform `wname` of the sinogram (views padded with zeros when `pad`); in each level's
+  /// vertical detail band (detail across the columns) the Fourier coefficients along the views
+  /// are damped by 1 - exp(-k^2 / (2 fw_sigma^2)); transformed back. tomopy's remove_stripe_fw
+  /// (its parameters; tests compare with its published output).
+  fourier_wavelet,
+  /// Titarenko's regularisation (Titarenko, Withers and Yagola, Appl. Math. Lett. 23, 1489
+  /// (2010), generalised by Miqueles, Rinkel, O'Dowd and Bermúdez, J. Synchrotron Rad. 21, 1333
+  /// (2014)), as tomopy's remove_stripe_ti (tests compare with its published output): the columns'
+  /// mean profile is replaced by its Tikhonov-smoothed
+  /// version with a first- and with a second-difference penalty (regularisation 1 / (2 x the
+  /// range of the views' sums)); the two corrected sinograms d1, d2 are combined as
+  /// sqrt(d1 d2 + alpha |min(d1 d2)|). Per block of views when `nblock` > 0.
+  titarenko,
 };
 
-/// "sorting", "filtering", "large", "dead", "all" (usage_error naming `spelling`, the option
-/// as the caller spelled it, otherwise).
+/// "sorting", "filtering", "large", "dead", "all", "fourier_wavelet" (or "fw"), "titarenko"
+/// (or "ti") (usage_error naming `spelling`, the option as the caller spelled it, otherwise).
 stripe_method parse_stripe_method(std::string_view name, std::string_view spelling = "method");
 std::string to_string(stripe_method m);
 
@@ -93,7 +108,19 @@ struct stripe_options {
   /// column with its neighbours, in [0, 0.8]
   double drop_ratio = 0.1;
   bool norm = true;  ///< large: divide every column by its deviation before replacing
-  int threads = 0;   ///< 0: all cores
+  /// fourier_wavelet: wavelet levels, 0: ceil(log2(max(views, cols))) (tomopy's default rule,
+  /// which takes the largest of all three dimensions), else 1 ... 30
+  int level = 0;
+  /// fourier_wavelet: the wavelet, "haar" or "db1" ... "db10" (Daubechies, 2 N taps)
+  std::string wname = "db5";
+  /// fourier_wavelet: the damping's width in Fourier samples along the views (the paper's and
+  /// tomopy's sigma), > 0
+  double fw_sigma = 2.0;
+  /// fourier_wavelet: pad the views with views / 8 zeros (half before, half after)
+  bool pad = true;
+  double alpha = 1.5;  ///< titarenko: the damping factor of the combination (tomopy's), >= 0
+  int nblock = 0;      ///< titarenko: blocks of views corrected apart (0: one), <= views
+  int threads = 0;     ///< 0: all cores
 };
 
 /// Removes stripes from the sinogram of every detector row of `p`. usage_error naming the

@@ -1039,21 +1039,36 @@ def _projections_copy(array: Any, what: str) -> np.ndarray:
     return a
 
 
-def remove_stripes(array: Any, *, method: str = "sorting", size: int = 21, sigma: float = 3.0,
-                   la_size: int = 51, snr: float = 3.0, drop_ratio: float = 0.1,
-                   norm: bool = True, threads: int = 0) -> np.ndarray:
-    """Stripe (ring) removal of Vo et al. 2018 on each detector row's sinogram: ``array`` is a
-    sinogram (views, cols) or projections (views, rows, cols) of line integrals; returns a
-    cleaned float32 copy. ``method``: "sorting" (algorithm 3: full and partial stripes; median
-    window ``size`` across columns), "filtering" (algorithm 2: sorting on the low-pass part
-    along the views, Gaussian ``sigma``), "large" (algorithm 5: large stripes, window
-    ``la_size``, detection ratio ``snr``, ``drop_ratio``, ``norm``), "dead" (algorithm 6:
-    unresponsive columns interpolated, then "large"), "all" (dead, large, then sorting with
-    ``size``: algotom's and tomopy's remove_all_stripe). Parameters as the paper and algotom
-    name them; results agree with algotom's. The GIL is released."""
+def remove_stripes(array: Any, *, method: str = "sorting", size: int = 21,
+                   sigma: Optional[float] = None, la_size: int = 51, snr: float = 3.0,
+                   drop_ratio: float = 0.1, norm: bool = True, level: int = 0,
+                   wname: str = "db5", pad: bool = True, alpha: float = 1.5, nblock: int = 0,
+                   threads: int = 0) -> np.ndarray:
+    """Stripe (ring) removal on each detector row's sinogram: ``array`` is a sinogram (views,
+    cols) or projections (views, rows, cols) of line integrals; returns a cleaned float32 copy.
+
+    Vo et al. 2018's methods, parameters as the paper and algotom name them (results agree with
+    algotom's): "sorting" (algorithm 3: full and partial stripes; median window ``size`` across
+    columns), "filtering" (algorithm 2: sorting on the low-pass part along the views, Gaussian
+    ``sigma``, default 3), "large" (algorithm 5: large stripes, window ``la_size``, detection
+    ratio ``snr``, ``drop_ratio``, ``norm``), "dead" (algorithm 6: unresponsive columns
+    interpolated, then "large"), "all" (dead, large, then sorting with ``size``: algotom's and
+    tomopy's remove_all_stripe).
+
+    "fourier_wavelet" or "fw" (Münch et al. 2009, tomopy's remove_stripe_fw): ``level`` wavelet
+    levels (0: ceil(log2(max(views, cols)))), wavelet ``wname`` ("haar", "db1" ... "db10"),
+    damping width ``sigma`` in Fourier samples along the views (default 2), views zero-padded
+    by 1/8 when ``pad``. "titarenko" or "ti" (tomopy's remove_stripe_ti): damping factor
+    ``alpha``, ``nblock`` blocks of views corrected apart (0: one). Both agree with tomopy's
+    published outputs. The GIL is released."""
     a = _projections_copy(array, "remove_stripes")
-    _core.remove_stripes(a, method=method, size=size, sigma=sigma, la_size=la_size, snr=snr,
-                         drop_ratio=drop_ratio, norm=norm, threads=threads)
+    fw = method in ("fw", "fourier_wavelet")
+    _core.remove_stripes(a, method=method, size=size,
+                         sigma=3.0 if fw or sigma is None else sigma,
+                         fw_sigma=sigma if fw and sigma is not None else 2.0,
+                         la_size=la_size, snr=snr, drop_ratio=drop_ratio, norm=norm,
+                         level=level, wname=wname, pad=pad, alpha=alpha, nblock=nblock,
+                         threads=threads)
     return a
 
 

@@ -74,6 +74,12 @@ void register_preprocessing(py::module_& m) {
         o.snr = kw.number("snr", o.snr);
         o.drop_ratio = kw.number("drop_ratio", o.drop_ratio);
         o.norm = kw.flag("norm", o.norm);
+        o.level = kw.count("level", o.level);
+        o.wname = kw.text("wname", o.wname);
+        o.fw_sigma = kw.number("fw_sigma", o.fw_sigma);
+        o.pad = kw.flag("pad", o.pad);
+        o.alpha = kw.number("alpha", o.alpha);
+        o.nblock = kw.count("nblock", o.nblock);
         o.threads = kw.count("threads", o.threads);
         kw.finish();
         py::gil_scoped_release nogil;

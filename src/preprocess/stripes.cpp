@@ -1,4 +1,5 @@
-// Stripe (ring) removal on sinograms, Vo et al. 2018: include/ctforge/preprocess.hpp.
+// Stripe (ring) removal on sinograms, Vo et al. 2018: include/ctforge/preprocess.hpp. The
+// Fourier-wavelet and Titarenko methods are in stripes_fw.cpp and stripes_ti.cpp.
 #include <fftw3.h>
 #include <fmt/format.h>
 
@@ -17,22 +18,30 @@
 #include "ctforge/preprocess.hpp"
 #include "preprocess/common.hpp"
 #include "preprocess/median.hpp"
+#include "preprocess/stripe_methods.hpp"
 
 namespace ctforge {
 
 namespace {
-constexpr detail::enum_name<stripe_method> k_methods[] = {{stripe_method::sorting, "sorting"},
-                                                          {stripe_method::filtering, "filtering"},
-                                                          {stripe_method::large, "large"},
-                                                          {stripe_method::dead, "dead"},
-                                                          {stripe_method::all, "all"}};
+constexpr detail::enum_name<stripe_method> k_methods[] = {
+    {stripe_method::sorting, "sorting"},
+    {stripe_method::filtering, "filtering"},
+    {stripe_method::large, "large"},
+    {stripe_method::dead, "dead"},
+    {stripe_method::all, "all"},
+    {stripe_method::fourier_wavelet, "fourier_wavelet"},
+    {stripe_method::titarenko, "titarenko"}};
 }  // namespace
 
 stripe_method parse_stripe_method(std::string_view name, std::string_view spelling) {
   for (const auto& [m, n] : k_methods)
     if (name == n) return m;
-  throw usage_error(fmt::format(
-      "{}: unknown method '{}' (expected sorting, filtering, large, dead or all)", spelling, name));
+  if (name == "fw") return stripe_method::fourier_wavelet;
+  if (name == "ti") return stripe_method::titarenko;
+  throw usage_error(
+      fmt::format("{}: unknown method '{}' (expected sorting, filtering, large, dead, all, "
+                  "fourier_wavelet (fw) or titarenko (ti))",
+                  spelling, name));
 }
 
 std::string to_string(stripe_method m) {
@@ -331,6 +340,9 @@ void clean_sinogram(sinogram_work& w, const stripe_options& o, const lowpass_alo
       remove_dead(w, o, /*residual=*/false);
       remove_large(w, o);
       return sort_filter_unsort(w, o.size);
+    case stripe_method::fourier_wavelet:
+    case stripe_method::titarenko:
+      return;  // whole projections at once: remove_stripes dispatches them
   }
 }
 
@@ -340,6 +352,9 @@ void remove_stripes(projections_ref p, const stripe_options& opt) {
   check_options(opt);
   const int threads = detail::thread_count(opt.threads);
   detail::require_finite(p, "stripe removal", threads);
+  if (opt.method == stripe_method::fourier_wavelet)
+    return detail::remove_stripes_fw(p, opt, threads);
+  if (opt.method == stripe_method::titarenko) return detail::remove_stripes_ti(p, opt, threads);
   if (p.data.empty()) return;
   CTFORGE_EXPECTS(p.views <= INT32_MAX,
                   fmt::format("stripe removal: {} views, more than {}", p.views, INT32_MAX));

@@ -239,6 +239,7 @@ TEST(Preprocess, BadInputIsRefusedNamingTheOption) {
   expect_usage_error_naming([&] { remove_stripes(p, s); }, "stripe drop_ratio");
   s.drop_ratio = 0.1;
   expect_usage_error_naming([&] { (void)parse_stripe_method("median", "--rings"); }, "--rings");
+  expect_usage_error_naming([&] { (void)parse_stripe_method("rings"); }, "method");
   for (const char* name : {"sorting", "filtering", "large", "dead", "all"})
     EXPECT_EQ(to_string(parse_stripe_method(name)), name);
   s.sigma = 3;
