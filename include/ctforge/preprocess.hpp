@@ -281,7 +281,7 @@ struct preprocess_setting {
 /// The options `given` describes (each spelled by name or flag, at most once). usage_error
 /// naming the spelling for an unknown option, a malformed or out-of-range value, an option
 /// whose step is off ("--ring-size: needs --rings") or that does not apply to the chosen
-/// method ("--ring-sigma: applies to --rings filtering only").
+/// method ("--ring-alpha: applies to --rings titarenko only").
 preprocess_options parse_preprocess_options(std::span<const preprocess_setting> given);
 
 /// Every setting of the steps that are on, by name, with its effective value (defaults

@@ -30,13 +30,16 @@ constexpr std::array k_options{
                       "Ring removal on every detector row's sinogram, Vo et al., Opt. Express "
                       "26, 28396 (2018): sorting (small and partial stripes), filtering, large "
                       "(large stripes), dead (unresponsive columns, then large) or all (dead, "
-                      "large, then sorting: remove_all_stripe)"},
+                      "large, then sorting: remove_all_stripe); or fourier_wavelet / fw (Muench "
+                      "et al., Opt. Express 17, 8567, 2009) or titarenko / ti (Titarenko 2010), "
+                      "as tomopy's remove_stripe_fw and remove_stripe_ti"},
     preprocess_option{"ring_size", "--ring-size", "N", "rings", "sorting filtering all",
                       "Ring removal: median window across detector columns, odd, 3 to 999 "
                       "(default 21)"},
-    preprocess_option{"ring_sigma", "--ring-sigma", "S", "rings", "filtering",
-                      "Ring removal: sigma of the Gaussian window along the views, > 0 "
-                      "(default 3)"},
+    preprocess_option{"ring_sigma", "--ring-sigma", "S", "rings", "filtering fourier_wavelet",
+                      "Ring removal: sigma of the Gaussian window along the views (filtering, "
+                      "default 3) or of the damping in Fourier samples (fourier_wavelet, "
+                      "default 2), > 0"},
     preprocess_option{"ring_la_size", "--ring-la-size", "N", "rings", "large dead all",
                       "Ring removal: median window for large stripes, odd, 3 to 999 "
                       "(default 51)"},
@@ -45,6 +48,16 @@ constexpr std::array k_options{
     preprocess_option{"ring_drop_ratio", "--ring-drop-ratio", "F", "rings", "large all",
                       "Ring removal: fraction of the sorted values left out when comparing a "
                       "column with its neighbours, in [0, 0.8] (default 0.1)"},
+    preprocess_option{"ring_level", "--ring-level", "N", "rings", "fourier_wavelet",
+                      "Ring removal: wavelet levels, 1 to 30 (default 0: ceil(log2 of the "
+                      "larger of views and columns))"},
+    preprocess_option{"ring_wavelet", "--ring-wavelet", "NAME", "rings", "fourier_wavelet",
+                      "Ring removal: the wavelet, haar or db1 ... db10 (default db5)"},
+    preprocess_option{"ring_alpha", "--ring-alpha", "A", "rings", "titarenko",
+                      "Ring removal: damping factor of the combination, >= 0 (default 1.5)"},
+    preprocess_option{"ring_blocks", "--ring-blocks", "N", "rings", "titarenko",
+                      "Ring removal: blocks of views corrected apart, 0 to the view count "
+                      "(default 0: one)"},
     preprocess_option{"phase", "--phase", "METHOD", "", "",
                       "Phase retrieval of every view (propagation-based phase contrast, one "
                       "material): paganin (Paganin et al., J. Microsc. 206, 33, 2002) or "
@@ -96,9 +109,28 @@ int odd_window(const preprocess_setting& s, int low, int high, const char* what)
   const char* end = s.value.data() + s.value.size();
   const auto [ptr, ec] = std::from_chars(s.value.data(), end, v);
   CTFORGE_EXPECTS(ec == std::errc{} && ptr == end && v >= low && v <= high && v % 2 == 1,
-                  fmt::format("{}: an odd window of {} to {} {} (got '{}')", s.spelling, low,
-                              high, what, s.value));
+                  fmt::format("{}: an odd window of {} to {} {} (got '{}')", s.spelling, low, high,
+                              what, s.value));
   return v;
+}
+
+int integer(const preprocess_setting& s, int low, int high) {
+  int v = 0;
+  const char* end = s.value.data() + s.value.size();
+  const auto [ptr, ec] = std::from_chars(s.value.data(), end, v);
+  CTFORGE_EXPECTS(
+      ec == std::errc{} && ptr == end && v >= low && v <= high,
+      fmt::format("{}: an integer from {} to {} (got '{}')", s.spelling, low, high, s.value));
+  return v;
+}
+
+/// "haar", "db1" ... "db10".
+std::string wavelet_name(const preprocess_setting& s) {
+  bool known = s.value == "haar";
+  for (int n = 1; n <= 10 && !known; ++n) known = s.value == fmt::format("db{}", n);
+  CTFORGE_EXPECTS(known, fmt::format("{}: unknown wavelet '{}' (expected haar or db1 ... db10)",
+                                     s.spelling, s.value));
+  return s.value;
 }
 
 /// "c0,c1,...": at least one finite number.
@@ -142,7 +174,17 @@ void set_detail(preprocess_options& o, const preprocess_option& e, const preproc
   if (e.name == "zinger_size") o.zingers->size = odd_window(s, 3, 99, "pixels");
   if (e.name == "zinger_views") o.zingers->views = odd_window(s, 1, 99, "views");
   if (e.name == "ring_size") o.rings->size = odd_window(s, 3, 999, "columns");
-  if (e.name == "ring_sigma") o.rings->sigma = positive(s);
+  if (e.name == "ring_sigma")
+    (o.rings->method == stripe_method::fourier_wavelet ? o.rings->fw_sigma : o.rings->sigma) =
+        positive(s);
+  if (e.name == "ring_level") o.rings->level = integer(s, 0, 30);
+  if (e.name == "ring_wavelet") o.rings->wname = wavelet_name(s);
+  if (e.name == "ring_alpha") {
+    o.rings->alpha = number(s);
+    CTFORGE_EXPECTS(o.rings->alpha >= 0,
+                    fmt::format("{}: must be >= 0 (got {})", s.spelling, s.value));
+  }
+  if (e.name == "ring_blocks") o.rings->nblock = integer(s, 0, 1 << 30);
   if (e.name == "ring_la_size") o.rings->la_size = odd_window(s, 3, 999, "columns");
   if (e.name == "ring_snr") o.rings->snr = positive(s);
   if (e.name == "phase_energy") o.phase->energy_kev = positive(s);
@@ -172,7 +214,8 @@ bool applies(const preprocess_option& e, stripe_method method) {
 void require_step(const preprocess_options& o, const preprocess_option& e,
                   const preprocess_setting& s) {
   const preprocess_option& step = *find_option(e.step);
-  CTFORGE_EXPECTS(step_on(o, e.step), fmt::format("{}: needs {}", s.spelling, spelled_like(s.spelling, step)));
+  CTFORGE_EXPECTS(step_on(o, e.step),
+                  fmt::format("{}: needs {}", s.spelling, spelled_like(s.spelling, step)));
   if (e.step != "rings" || applies(e, o.rings->method)) return;
   std::string methods(e.methods);
   std::replace(methods.begin(), methods.end(), ' ', '/');
@@ -181,7 +224,9 @@ void require_step(const preprocess_options& o, const preprocess_option& e,
                                 to_string(o.rings->method)));
 }
 
-std::string text(double v) { return fmt::format("{}", v); }
+std::string text(double v) {
+  return fmt::format("{}", v);
+}
 
 /// Phase retrieval's options in the sample's plane (set_detector's pitch and magnification).
 phase_options in_sample_plane(const preprocess_options& o) {
@@ -201,9 +246,9 @@ phase_options in_sample_plane(const preprocess_options& o) {
 void require_phase_values(const phase_options& p, std::span<const preprocess_setting> given) {
   const bool flags = !given.empty() && given.front().spelling.starts_with("--");
   std::string missing;
-  const std::pair<const char*, double> values[] = {
-      {"phase_energy", p.energy_kev}, {"phase_distance", p.distance_mm},
-      {"delta_beta", p.delta_beta}};
+  const std::pair<const char*, double> values[] = {{"phase_energy", p.energy_kev},
+                                                   {"phase_distance", p.distance_mm},
+                                                   {"delta_beta", p.delta_beta}};
   for (const auto& [name, v] : values)
     if (v <= 0) {
       const preprocess_option& e = *find_option(name);
@@ -216,7 +261,9 @@ void require_phase_values(const phase_options& p, std::span<const preprocess_set
 
 }  // namespace
 
-std::span<const preprocess_option> preprocess_option_table() { return k_options; }
+std::span<const preprocess_option> preprocess_option_table() {
+  return k_options;
+}
 
 preprocess_options parse_preprocess_options(std::span<const preprocess_setting> given) {
   std::vector<const preprocess_option*> entries;
@@ -249,14 +296,19 @@ std::vector<preprocess_setting> preprocess_settings(const preprocess_options& o)
   if (o.rings) {
     const stripe_options& r = *o.rings;
     out.push_back({"rings", to_string(r.method)});
-    const std::array<std::pair<const char*, double>, 5> values{
-        {{"ring_size", r.size},
-         {"ring_sigma", r.sigma},
-         {"ring_la_size", r.la_size},
-         {"ring_snr", r.snr},
-         {"ring_drop_ratio", r.drop_ratio}}};
+    const double sigma = r.method == stripe_method::fourier_wavelet ? r.fw_sigma : r.sigma;
+    const std::array<std::pair<const char*, std::string>, 9> values{
+        {{"ring_size", text(r.size)},
+         {"ring_sigma", text(sigma)},
+         {"ring_la_size", text(r.la_size)},
+         {"ring_snr", text(r.snr)},
+         {"ring_drop_ratio", text(r.drop_ratio)},
+         {"ring_level", text(r.level)},
+         {"ring_wavelet", r.wname},
+         {"ring_alpha", text(r.alpha)},
+         {"ring_blocks", text(r.nblock)}}};
     for (const auto& [name, v] : values)
-      if (applies(*find_option(name), r.method)) out.push_back({name, text(v)});
+      if (applies(*find_option(name), r.method)) out.push_back({name, v});
   }
   if (o.phase) {
     out.push_back({"phase", to_string(o.phase->method)});

@@ -43,13 +43,20 @@ TEST(PreprocessOptions, NothingGivenMeansNoStep) {
 
 // Names and flags set the same fields; the settings read back as given, defaults included.
 TEST(PreprocessOptions, NamesAndFlagsSetTheSameFields) {
-  const preprocess_options a = parse_preprocess_options(settings{
-      {"zingers", "0.25"}, {"zinger_size", "5"}, {"zinger_views", "3"}, {"rings", "large"},
-      {"ring_la_size", "31"}, {"ring_snr", "2.5"}, {"ring_drop_ratio", "0.2"}});
-  const preprocess_options b = parse_preprocess_options(settings{
-      {"--ring-drop-ratio", "0.2"}, {"--ring-snr", "2.5"}, {"--ring-la-size", "31"},
-      {"--rings", "large"}, {"--zinger-views", "3"}, {"--zinger-size", "5"},
-      {"--zingers", "0.25"}});
+  const preprocess_options a = parse_preprocess_options(settings{{"zingers", "0.25"},
+                                                                 {"zinger_size", "5"},
+                                                                 {"zinger_views", "3"},
+                                                                 {"rings", "large"},
+                                                                 {"ring_la_size", "31"},
+                                                                 {"ring_snr", "2.5"},
+                                                                 {"ring_drop_ratio", "0.2"}});
+  const preprocess_options b = parse_preprocess_options(settings{{"--ring-drop-ratio", "0.2"},
+                                                                 {"--ring-snr", "2.5"},
+                                                                 {"--ring-la-size", "31"},
+                                                                 {"--rings", "large"},
+                                                                 {"--zinger-views", "3"},
+                                                                 {"--zinger-size", "5"},
+                                                                 {"--zingers", "0.25"}});
   ASSERT_TRUE(a.zingers && a.rings && b.zingers && b.rings);
   EXPECT_EQ(a.zingers->threshold, 0.25);
   EXPECT_EQ(a.zingers->size, 5);
@@ -82,7 +89,7 @@ TEST(PreprocessOptions, BadOptionsNameTheirSpelling) {
   expect_usage_error_naming(parse({{"--rings", "filtering"}, {"--ring-la-size", "51"}}),
                             "--ring-la-size: applies to --rings large/dead/all only");
   expect_usage_error_naming(parse({{"--rings", "sorting"}, {"--ring-sigma", "2"}}),
-                            "--ring-sigma: applies to --rings filtering only");
+                            "--ring-sigma: applies to --rings filtering/fourier_wavelet only");
   expect_usage_error_naming(parse({{"--rings", "median"}}), "--rings: unknown method 'median'");
   expect_usage_error_naming(parse({{"rings", "median"}}), "rings: unknown method");
   expect_usage_error_naming(parse({{"--zingers", "-1"}}), "--zingers: must be positive");
@@ -109,9 +116,12 @@ TEST(PreprocessOptions, BadOptionsNameTheirSpelling) {
 }
 
 TEST(PreprocessOptions, PhaseAndBeamHardeningReadBack) {
-  const preprocess_options o = parse_preprocess_options(settings{
-      {"--phase", "generalized"}, {"--phase-energy", "25"}, {"--phase-distance", "300"},
-      {"--delta-beta", "250"}, {"--beam-hardening", "0,1.05,-0.02"}});
+  const preprocess_options o =
+      parse_preprocess_options(settings{{"--phase", "generalized"},
+                                        {"--phase-energy", "25"},
+                                        {"--phase-distance", "300"},
+                                        {"--delta-beta", "250"},
+                                        {"--beam-hardening", "0,1.05,-0.02"}});
   ASSERT_TRUE(o.phase && o.beam_hardening);
   EXPECT_EQ(o.phase->method, phase_method::generalized);
   EXPECT_EQ(o.phase->energy_kev, 25);
@@ -123,6 +133,39 @@ TEST(PreprocessOptions, PhaseAndBeamHardeningReadBack) {
   EXPECT_EQ(preprocess_settings(again).back().value, "0,1.05,-0.02");
   EXPECT_EQ(*again.beam_hardening, *o.beam_hardening);
   EXPECT_EQ(again.phase->energy_kev, 25);
+}
+
+// tomopy's two methods by their short names, each with its own options: --ring-sigma is the
+// Fourier damping's width for fw (default 2) and the Gaussian's for filtering (default 3); the
+// settings read back; an option of another method is refused naming both.
+TEST(PreprocessOptions, FourierWaveletAndTitarenkoOptions) {
+  const preprocess_options fw = parse_preprocess_options(settings{{"--rings", "fw"},
+                                                                  {"--ring-sigma", "1.5"},
+                                                                  {"--ring-level", "4"},
+                                                                  {"--ring-wavelet", "db3"}});
+  ASSERT_TRUE(fw.rings);
+  EXPECT_EQ(fw.rings->method, stripe_method::fourier_wavelet);
+  EXPECT_EQ(fw.rings->fw_sigma, 1.5);
+  EXPECT_EQ(fw.rings->sigma, stripe_options{}.sigma);
+  EXPECT_EQ(fw.rings->level, 4);
+  EXPECT_EQ(fw.rings->wname, "db3");
+  const preprocess_options again = parse_preprocess_options(preprocess_settings(fw));
+  EXPECT_EQ(again.rings->fw_sigma, 1.5);
+  EXPECT_EQ(again.rings->wname, "db3");
+  const preprocess_options ti = parse_preprocess_options(
+      settings{{"rings", "ti"}, {"ring_alpha", "2"}, {"ring_blocks", "3"}});
+  EXPECT_EQ(ti.rings->method, stripe_method::titarenko);
+  EXPECT_EQ(ti.rings->alpha, 2);
+  EXPECT_EQ(ti.rings->nblock, 3);
+  EXPECT_EQ(parse_preprocess_options(preprocess_settings(ti)).rings->nblock, 3);
+  using testing::expect_usage_error_naming;
+  const auto parse = [](settings s) { return [s] { (void)parse_preprocess_options(s); }; };
+  expect_usage_error_naming(parse({{"--rings", "fw"}, {"--ring-alpha", "2"}}),
+                            "--ring-alpha: applies to --rings titarenko only");
+  expect_usage_error_naming(parse({{"--rings", "ti"}, {"--ring-size", "5"}}), "--ring-size");
+  expect_usage_error_naming(parse({{"--rings", "fw"}, {"--ring-wavelet", "sym4"}}),
+                            "--ring-wavelet: unknown wavelet 'sym4'");
+  expect_usage_error_naming(parse({{"--rings", "fw"}, {"--ring-level", "31"}}), "--ring-level");
 }
 
 // Phase retrieval in the pipeline filters in the sample's plane: on a cone beam of
