@@ -1201,3 +1201,75 @@ def fit_water_precorrection(projections: Any, geometry: Any, grid: Any = None, *
         offset_transition=float(offset_transition),
         memory_limit=_memory(memory_limit, "memory_limit"),
         **_context(backend, device, threads, gpu_memory_limit, gpu_interpolation))
+# ---- 360-degree scans with an offset axis -------------------------------------------------------
+
+__all__ += ["stitch_360", "find_center_360", "Center360"]
+
+
+def _scan_360(array: Any, what: str) -> Tuple[np.ndarray, bool]:
+    """(float32 C-contiguous (views, rows, cols) array, whether the input was a 2-D sinogram)."""
+    a = np.ascontiguousarray(np.asarray(array), dtype=np.float32)
+    if a.ndim == 2:
+        return a[:, None, :], True
+    if a.ndim != 3:
+        raise UsageError(f"{what}: expected a sinogram (views, cols) or projections "
+                         f"(views, rows, cols), got {a.ndim} dimensions")
+    return a, False
+
+
+def stitch_360(array: Any, *, center: float, blend: Optional[float] = None,
+               angles: Any = None, threads: int = 0) -> np.ndarray:
+    """A 360-degree parallel-beam scan with the rotation axis near one detector edge (half
+    acquisition) as a 180-degree scan of about twice the width: view v (angle t) and view
+    v + views/2 (t + 180 deg, mirrored about the axis) joined at the axis, with a linear blend
+    of ``blend`` pixels (default: the whole overlap, 2 x the axis's distance to the near edge)
+    centred on it. ``array``: a sinogram (views, cols) or projections (views, rows, cols), line
+    integrals; ``center``: the axis's detector column (0-based, sub-pixel; see
+    :func:`find_center_360`); ``angles`` (radians, one per view, optional): checked for the
+    pairing, and needed for an odd view count (a last view at 360 deg, dropped). Returns
+    (views/2, [rows,] W) float32 with the axis on the middle column (W - 1) / 2: reconstruct it
+    with ``Geometry.parallel(W, rows, pixel_size, angles[:views // 2])`` (no offset). The GIL is
+    released."""
+    a, sino = _scan_360(array, "stitch_360")
+    out = _core.stitch_360(a, center=float(center),
+                           blend=float("inf") if blend is None else float(blend),
+                           angles=None if angles is None else [float(x) for x in np.ravel(angles)],
+                           threads=int(threads))
+    return out[:, 0, :] if sino else out
+
+
+class Center360:
+    """Result of :func:`find_center_360`: ``column`` (0-based detector column of the rotation
+    axis), ``side`` ("left": the axis near column 0; "right": near the last column),
+    ``overlap`` (columns both half-turns see: 2 x the axis's distance to the near edge + 1),
+    ``confidence`` (0 .. 1), ``candidates`` / ``metric`` (the coarse search; lower is better).
+    Unpacks as ``column, side, confidence = find_center_360(...)``."""
+
+    __slots__ = ("column", "side", "overlap", "confidence", "candidates", "metric")
+
+    def __init__(self, column, side, overlap, confidence, candidates, metric):
+        self.column = float(column)
+        self.side = str(side)
+        self.overlap = float(overlap)
+        self.confidence = float(confidence)
+        self.candidates = np.asarray(candidates)
+        self.metric = np.asarray(metric)
+
+    def __iter__(self):
+        return iter((self.column, self.side, self.confidence))
+
+    def __repr__(self) -> str:
+        return (f"Center360(column={self.column:.3f}, side={self.side!r}, "
+                f"overlap={self.overlap:.3f}, confidence={self.confidence:.3f})")
+
+
+def find_center_360(array: Any, *, row: Optional[int] = None, min_overlap: int = 16,
+                    threads: int = 0) -> Center360:
+    """Rotation axis of a 360-degree offset-axis scan (a sinogram (views, cols) or projections
+    (views, rows, cols); view v paired with v + views // 2): the column where the second
+    half-turn's views, mirrored about it, correlate best with the first half's over the columns
+    both cover (at least ``min_overlap``); coarse search at half-pixel steps, then a parabola.
+    ``row``: the detector row compared (default: up to 4 rows spread over the detector)."""
+    a, _ = _scan_360(array, "find_center_360")
+    return Center360(*_core.find_center_360(a, row=-1 if row is None else int(row),
+                                            min_overlap=int(min_overlap), threads=int(threads)))

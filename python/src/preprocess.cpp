@@ -1,6 +1,7 @@
 // Cleaning raw scans: zinger and stripe removal, phase retrieval and the beam-hardening
 // correction (include/ctforge/preprocess.hpp), in place on an array the Python layer has
-// copied; the beam-hardening fits (preprocess.hpp, beam_hardening.hpp).
+// copied; the beam-hardening fits (preprocess.hpp, beam_hardening.hpp); stitching 360-degree
+// offset-axis scans (a new array) and finding their axis.
 #include "ctforge/preprocess.hpp"
 
 #include <pybind11/stl.h>
@@ -156,6 +157,50 @@ void register_preprocessing(py::module_& m) {
         return fit_water_precorrection(projection_arg(a), g, vg, o);
       },
       py::arg("projections"), py::arg("geometry"), py::arg("grid"));
+      "stitch_360",
+      [](const py::handle& obj, const py::kwargs& kwargs) {
+        const farray arr = require_array(obj, 3, "projections");
+        const projection_view p = projection_arg(arr);
+        keyword_options kw(kwargs, "stitch_360");
+        stitch_options o;
+        o.center = kw.number("center", o.center);
+        o.blend = kw.number("blend", o.blend);
+        const py::object angles = kw.object("angles");
+        if (!angles.is_none())
+          for (const py::handle x : angles) o.angles_rad.push_back(x.cast<double>());
+        o.threads = kw.count("threads", o.threads);
+        kw.finish();
+        projection_stack out;
+        {
+          py::gil_scoped_release nogil;
+          out = stitch_360(p, o);
+        }
+        return to_numpy(std::move(out));
+      },
+      py::arg("array"));
+  m.def(
+      "find_center_360",
+      [](const py::handle& obj, const py::kwargs& kwargs) {
+        const farray arr = require_array(obj, 3, "projections");
+        const projection_view p = projection_arg(arr);
+        keyword_options kw(kwargs, "find_center_360");
+        center_360_options o;
+        o.row = kw.integer("row", o.row);
+        o.min_overlap = kw.integer("min_overlap", o.min_overlap);
+        o.threads = kw.count("threads", o.threads);
+        kw.finish();
+        center_360_estimate e;
+        {
+          py::gil_scoped_release nogil;
+          e = find_center_360(p, o);
+        }
+        const auto list = [](const std::vector<double>& v) {
+          return py::array_t<double>(static_cast<py::ssize_t>(v.size()), v.data());
+        };
+        return py::make_tuple(e.center, to_string(e.side), e.overlap, e.confidence,
+                              list(e.candidates), list(e.metric));
+      },
+      py::arg("array"));
 }
 
 }  // namespace ctforge::python
