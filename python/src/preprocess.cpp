@@ -45,6 +45,8 @@ phase_options read_phase_options(keyword_options& kw) {
   return o;
 }
 
+void register_stitching(py::module_& m);
+
 }  // namespace
 
 void register_preprocessing(py::module_& m) {
@@ -157,6 +159,13 @@ void register_preprocessing(py::module_& m) {
         return fit_water_precorrection(projection_arg(a), g, vg, o);
       },
       py::arg("projections"), py::arg("geometry"), py::arg("grid"));
+  register_stitching(m);
+}
+
+namespace {
+/// stitch_360 and find_center_360: 360-degree scans with an offset axis.
+void register_stitching(py::module_& m) {
+  m.def(
       "stitch_360",
       [](const py::handle& obj, const py::kwargs& kwargs) {
         const farray arr = require_array(obj, 3, "projections");
@@ -202,5 +211,6 @@ void register_preprocessing(py::module_& m) {
       },
       py::arg("array"));
 }
+}  // namespace
 
 }  // namespace ctforge::python
