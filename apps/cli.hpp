@@ -124,8 +124,9 @@ struct preprocess_cli_options {
 };
 /// Adds the group: every entry of preprocess_option_table() with its flag and help text.
 CLI::Option_group* add_preprocess_options(CLI::App* sub, preprocess_cli_options& o);
-/// The options given, parsed (usage_error naming the flag); `threads` for every step.
-preprocess_options preprocess_options_of(const preprocess_cli_options& o, int threads);
+/// The options given, parsed (usage_error naming the flag), to run where `ctx` says.
+preprocess_options preprocess_options_of(const preprocess_cli_options& o,
+                                         const execution_context& ctx);
 /// "zingers 0.3 (size 3, views 1); rings all (size 21, ...)" for notes; empty when no step is on.
 std::string describe_preprocessing(const preprocess_options& opt);
 

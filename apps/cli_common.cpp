@@ -2,14 +2,16 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -300,19 +302,23 @@ CLI::Option_group* add_preprocess_options(CLI::App* sub, preprocess_cli_options&
   o.values.assign(table.size(), std::string());  // bound below: never resized afterwards
   o.options.clear();
   for (std::size_t i = 0; i < table.size(); ++i)
-    o.options.push_back(g->add_option(std::string(table[i].flag), o.values[i],
-                                      std::string(table[i].help))
-                            ->type_name(std::string(table[i].type)));
+    o.options.push_back(
+        g->add_option(std::string(table[i].flag), o.values[i], std::string(table[i].help))
+            ->type_name(std::string(table[i].type)));
   return g;
 }
 
-preprocess_options preprocess_options_of(const preprocess_cli_options& o, int threads) {
+preprocess_options preprocess_options_of(const preprocess_cli_options& o,
+                                         const execution_context& ctx) {
   const auto table = preprocess_option_table();
   std::vector<preprocess_setting> given;
   for (std::size_t i = 0; i < o.options.size(); ++i)
     if (o.options[i]->count() > 0) given.push_back({std::string(table[i].flag), o.values[i]});
   preprocess_options p = parse_preprocess_options(given);
-  p.threads = threads;
+  p.where = ctx.where;
+  p.device = ctx.device;
+  p.threads = ctx.threads;
+  p.gpu_memory_limit_bytes = ctx.gpu_memory_limit_bytes;
   return p;
 }
 
@@ -323,13 +329,20 @@ std::string describe_preprocessing(const preprocess_options& opt) {
     if (!details.empty()) out += fmt::format(" ({})", fmt::join(details, ", "));
     details.clear();
   };
+  const auto table = preprocess_option_table();
   for (const preprocess_setting& s : preprocess_settings(opt)) {
-    if (s.spelling == "zingers" || s.spelling == "rings") {
+    const auto e = std::find_if(table.begin(), table.end(),
+                                [&](const preprocess_option& x) { return x.name == s.spelling; });
+    if (e == table.end() || e->step.empty()) {  // a step: zingers, rings, phase, ...
       close_step();
       out += fmt::format("{}{} {}", out.empty() ? "" : "; ", s.spelling, s.value);
-    } else {  // zinger_size -> size
-      details.push_back(fmt::format("{} {}", s.spelling.substr(s.spelling.find('_') + 1), s.value));
+      continue;
     }
+    // zinger_size -> size, phase_energy -> energy; delta_beta stays
+    const std::string first = s.spelling.substr(0, s.spelling.find('_'));
+    const bool of_step = std::string_view(e->step).starts_with(first);
+    details.push_back(
+        fmt::format("{} {}", of_step ? s.spelling.substr(first.size() + 1) : s.spelling, s.value));
   }
   close_step();
   return out;
@@ -470,8 +483,8 @@ volume_geometry make_grid(const grid_options& o, const geometry& g, bool whole_i
   } else if (!o.size_xyz.empty()) {
     const auto v = parse_ints("--size-xyz", o.size_xyz, {3});
     for (std::int64_t n : v)
-      CTFORGE_EXPECTS(
-          n >= 1, fmt::format("--size-xyz: sizes must be positive integers (got '{}')", o.size_xyz));
+      CTFORGE_EXPECTS(n >= 1, fmt::format("--size-xyz: sizes must be positive integers (got '{}')",
+                                          o.size_xyz));
     r.size = {v[0], v[1], v[2]};
     r.size_option = "--size-xyz";
   }
@@ -574,7 +587,8 @@ void note(bool quiet, const std::string& text) {
 namespace {
 std::atomic<int> g_stop_signal{0};
 const cancellation_token* g_stop_token = nullptr;
-struct sigaction g_old_int {}, g_old_term {};
+struct sigaction g_old_int {
+}, g_old_term{};
 
 extern "C" void on_stop_signal(int sig) {
   if (g_stop_signal.exchange(sig) != 0) {

@@ -102,16 +102,16 @@ void convert_projections(const convert_options& o) {
   r.select.views = parse_range("--views", o.views);
   r.select.rows = parse_range("--rows", o.rows);
   r.select.cols = parse_range("--cols", o.cols);
-  preprocess_options prep = preprocess_options_of(o.prep, 0);
+  preprocess_options prep = preprocess_options_of(o.prep, execution_context{});
   io::loaded_projections in = io::read_projections_any(o.input, r);
   if (!in.warnings.empty()) note(o.quiet, "note: " + in.warnings);
   if (!prep.empty()) {
     set_detector(prep, *in.geom);
     const preprocess_report done = preprocess(in.projections, prep);
-    note(o.quiet, fmt::format("convert: cleaned: {}{}", describe_preprocessing(prep),
-                              prep.zingers ? fmt::format("; {} zingers replaced",
-                                                         done.zingers_replaced)
-                                           : ""));
+    note(o.quiet,
+         fmt::format(
+             "convert: cleaned: {}{}", describe_preprocessing(prep),
+             prep.zingers ? fmt::format("; {} zingers replaced", done.zingers_replaced) : ""));
   }
   const auto& p = in.projections;
   if (ends_with(o.output, ".h5") || ends_with(o.output, ".hdf5")) {
@@ -163,9 +163,9 @@ void run(const convert_options& o) {
   else
     require_writable_dir("output", o.output);
   for (const CLI::Option* given : o.prep.options)
-    CTFORGE_EXPECTS(kind == "projections" || given->count() == 0,
-                    fmt::format("{}: applies to projections; {} is a {}", given->get_name(),
-                                o.input, kind));
+    CTFORGE_EXPECTS(
+        kind == "projections" || given->count() == 0,
+        fmt::format("{}: applies to projections; {} is a {}", given->get_name(), o.input, kind));
   if (kind == "geometry") return convert_geometry(o);
   if (kind == "projections") {
     CTFORGE_EXPECTS(!o.hu && !o.mu_water_opt->count(),

@@ -3,13 +3,11 @@
 #include "ctforge/recon.hpp"
 
 #include <fmt/format.h>
-
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
 #include <csignal>
-
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -18,15 +16,15 @@
 #include <utility>
 #include <variant>
 
-#include "ctforge/checkpoint.hpp"
 #include "cli.hpp"
 #include "core/finite_scan.hpp"
-#include "recon/iterative/iterative.hpp"
+#include "ctforge/checkpoint.hpp"
 #include "ctforge/detail/atomic_write.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
 #include "ctforge/io.hpp"
 #include "ctforge/options.hpp"
+#include "recon/iterative/iterative.hpp"
 
 namespace ctforge::cli {
 namespace {
@@ -199,8 +197,7 @@ volume read_initial(const std::string& path, const volume_geometry& vg) {
     throw error(fmt::format("--initial: {}", e.what()));
   }
   // NaN / infinity in the file: a runtime error naming it and the voxel (exit 1).
-  if (const std::string bad = detail::first_non_finite_voxel(v.data.data(), v.geom);
-      !bad.empty())
+  if (const std::string bad = detail::first_non_finite_voxel(v.data.data(), v.geom); !bad.empty())
     throw error(fmt::format("--initial: {} holds a non-finite value {}", path, bad));
   const volume_geometry& h = v.geom;
   bool same = h.nx == vg.nx && h.ny == vg.ny && h.nz == vg.nz;
@@ -238,7 +235,7 @@ struct recon_run {
   backend where = backend::cpu;  // where it runs (resolved)
   std::string notice;            // resolve_backend's, for --backend auto
   io::projection_read_options read;
-  preprocess_options prep;  // the cleaning steps after normalisation
+  preprocess_options prep;        // the cleaning steps after normalisation
   std::int64_t memory_limit = 0;  // --memory-limit in bytes; 0: none
   geometry g;
   bool analytic = true;
@@ -307,7 +304,7 @@ void plan_input(recon_run& r) {
   // Any projection format (native, DataExchange, NXtomo, TIFF stack); --geometry describes
   // the whole stored scan and overrides the file's.
   r.read = projection_read_options_of(o.read);
-  r.prep = preprocess_options_of(o.prep, r.ro.threads);
+  r.prep = preprocess_options_of(o.prep, r.ro);
   require_positive("--mu-water", o.out.mu_water);
   r.memory_limit = o.checkpoint.memory_limit.empty()
                        ? 0
@@ -334,11 +331,10 @@ void clean_input(recon_run& r) {
   if (r.prep.empty()) return;
   const preprocess_report done = preprocess(r.in.projections, r.prep);
   if (r.prep.zingers && !r.slabwise)
-    note(r.o.quiet, fmt::format("note: zingers: {} values replaced ({:.3g}%)",
-                                done.zingers_replaced,
-                                100.0 * static_cast<double>(done.zingers_replaced) /
-                                    static_cast<double>(std::max<std::int64_t>(
-                                        1, r.in.projections.size()))));
+    note(r.o.quiet,
+         fmt::format("note: zingers: {} values replaced ({:.3g}%)", done.zingers_replaced,
+                     100.0 * static_cast<double>(done.zingers_replaced) /
+                         static_cast<double>(std::max<std::int64_t>(1, r.in.projections.size()))));
 }
 
 /// The projections: all of them, or for a slab-wise run with --center-of-rotation auto the 32
@@ -391,10 +387,11 @@ void set_center(recon_run& r) {
   }
   if (!r.analytic) return;
   if (r.ro.displaced_detector == displaced_detector_mode::off && detector_is_displaced(r.g))
-    note(o.quiet, "warning: --displaced-detector off: this detector reaches further to one side "
-                  "of the rotation axis than to the other; with the weights of a centred "
-                  "detector its unmatched columns count half, so the ring of the object beyond "
-                  "the narrow side is reconstructed wrong (truncation artefacts)");
+    note(o.quiet,
+         "warning: --displaced-detector off: this detector reaches further to one side "
+         "of the rotation axis than to the other; with the weights of a centred "
+         "detector its unmatched columns count half, so the ring of the object beyond "
+         "the narrow side is reconstructed wrong (truncation artefacts)");
   // A displaced detector on a short scan: the ring beyond the overlap lacks data. Printed
   // even with --quiet, as the low-confidence centre is: the volume is wrong there.
   const std::string w = displaced_short_scan_warning(r.g, r.ro);
@@ -453,12 +450,14 @@ void announce(const recon_run& r) {
   if (!r.notice.empty() && r.ro.where == backend::automatic) note(o.quiet, "note: " + r.notice);
   if (!r.prep.empty()) note(o.quiet, "note: preprocessing: " + describe_preprocessing(r.prep));
   if (r.ro.algo == algorithm::fista_tv)
-    note(o.quiet, "note: FISTA-TV first estimates its step, |A|^2, by power iteration (up to 12 "
-                  "forward and back-projections; a resumed run reuses the saved one)");
+    note(o.quiet,
+         "note: FISTA-TV first estimates its step, |A|^2, by power iteration (up to 12 "
+         "forward and back-projections; a resumed run reuses the saved one)");
   if (r.where == backend::cuda && r.ro.gpu_hardware_interpolation && is_iterative(r.ro.algo) &&
       detail::backprojector_for(r.ro) == detail::backprojector_kind::matched)
-    note(o.quiet, "note: --gpu-interpolation hardware: not with the matched back-projector, whose "
-                  "transpose needs the exact samples; projecting exactly");
+    note(o.quiet,
+         "note: --gpu-interpolation hardware: not with the matched back-projector, whose "
+         "transpose needs the exact samples; projecting exactly");
 }
 
 /// What a checkpointed run depends on: a resumed run must be the same run.

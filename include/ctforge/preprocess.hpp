@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ctforge/execution.hpp"
 #include "ctforge/geometry.hpp"
 #include "ctforge/volume.hpp"
 
@@ -239,7 +240,15 @@ projection_stack retrieve_phase_rows(projections_ref input, row_band in_rows, ro
 /// The cleaning steps applied between normalisation and reconstruction, in this order by
 /// preprocess(): zingers, rings, phase retrieval, beam hardening. A step is off when its
 /// optional is empty.
-struct preprocess_options {
+/// The largest zinger window (size^2 x views values) zinger removal runs on the GPU; larger
+/// windows run on the CPU.
+inline constexpr int k_gpu_zinger_window = 343;
+
+/// The steps, and where they run (the execution context: `where`, `device`, `threads`,
+/// `gpu_memory_limit_bytes`). With the CUDA backend (automatic: when a usable device exists)
+/// zinger removal (windows of at most k_gpu_zinger_window values), phase retrieval and the
+/// beam-hardening correction run on the GPU, stripe removal on the CPU.
+struct preprocess_options : execution_context {
   std::optional<outlier_options> zingers;
   std::optional<stripe_options> rings;
   /// Its pitches come from the scan's geometry: set_detector().
@@ -248,7 +257,6 @@ struct preprocess_options {
   /// Phase retrieval works in the sample's plane: pitch and distance divided by this
   /// (set_detector; 1 for parallel beams).
   double magnification = 1;
-  int threads = 0;  ///< for every step; 0: all cores
   bool empty() const noexcept { return !zingers && !rings && !phase && !beam_hardening; }
 };
 
@@ -294,7 +302,9 @@ struct preprocess_report {
   std::int64_t zingers_replaced = 0;
 };
 
-/// Applies the steps of `opt` to `p` in place, in order (zingers, rings).
+/// Applies the steps of `opt` to `p` in place, in order (zingers, rings, phase retrieval, beam
+/// hardening), where opt.where says (see preprocess_options; the GPU's results equal the CPU's
+/// for zingers, to float rounding for the others).
 preprocess_report preprocess(projections_ref p, const preprocess_options& opt);
 
 /// Detector rows on each side of a band of rows that the steps of `opt` read: a band cleaned

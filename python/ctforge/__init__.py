@@ -1109,9 +1109,9 @@ def retrieve_phase(array: Any, *, energy_kev: float, distance_mm: float, pixel_s
     """Single-material phase retrieval for propagation-based phase contrast, on each view of
     ``array`` (views, rows, cols) or one image (rows, cols) of line integrals -ln(I / I0).
     ``method``: "paganin" (Paganin et al., J. Microsc. 206, 33 (2002): the transmission's
-    spectrum times 1 / (1 + pi lambda R (delta/beta) |f|^2), f in cycles per mm) or
-    "generalized" (Paganin et al. 2020: |2 pi f|^2 replaced per axis by 2 (1 - cos(2 pi f W)) /
-    W^2). ``energy_kev`` (lambda = h c / E), ``distance_mm`` (sample to detector),
+    spectrum times ``1 / (1 + pi lambda R (delta/beta) |f|^2)``, f in cycles per mm) or
+    "generalized" (Paganin et al. 2020: ``|2 pi f|^2`` replaced per axis by
+    ``2 (1 - cos(2 pi f W)) / W^2``). ``energy_kev`` (lambda = h c / E), ``distance_mm`` (sample to detector),
     ``pixel_size_mm`` (one pitch or (u, v)), ``delta_beta`` (> 0). ``padding``: rows and
     columns added each side with the edge values before the FFT (an int, (rows, cols), or None
     for the filter's own margin). Returns a float32 copy of -ln of the filtered transmission:

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "ctforge/recon.hpp"
 #include "ctforge/volume.hpp"
 #include "math/fdk_weights.hpp"
+#include "math/phase_filter.hpp"
 
 namespace ctforge::detail {
 
@@ -193,5 +195,27 @@ volume cuda_backproject_filtered(const projection_view& proj, const geometry& g,
 
 /// "NVIDIA H200, compute capability 9.0, 132 SMs, 139.8 GiB" (throws when the query fails).
 std::string cuda_device_description(int device = 0);
+
+/// Preprocessing steps on the GPU (src/cuda/preprocess.cu), on host projections of views x
+/// rows x cols in place, in batches of views within the device memory budget; the caller has
+/// checked the options and that every value is finite (src/recon/preprocess_backend.cpp).
+/// Zinger removal: each value at least `threshold` above the median of its size x size x
+/// view_window window (reflect borders) becomes that median (kernels::select_rank,
+/// kernels::is_zinger), the medians taken on the input; size^2 view_window <=
+/// k_gpu_zinger_window. Returns how many were replaced.
+std::int64_t cuda_remove_outliers(std::span<float> data, std::int64_t views, std::int64_t rows,
+                                  std::int64_t cols, int size, int view_window, double threshold,
+                                  const execution_context& ctx);
+/// Beam hardening: every value x becomes kernels::polynomial(c, x). Returns -1, or the flat index
+/// of the first value whose result does not fit a float (the data are then left unchanged).
+std::int64_t cuda_polynomial(std::span<float> data, std::span<const double> c,
+                             const execution_context& ctx);
+/// Phase retrieval of `views` views of grid.rows x grid.cols (kernels::phase_grid: padding,
+/// 2D FFT, filter, inverse, -ln). Returns -1, or the flat index of the first value whose
+/// filtered transmission is not positive and finite, its value in *bad_value (views up to that
+/// one's batch are then written).
+std::int64_t cuda_retrieve_phase(std::span<float> data, std::int64_t views,
+                                 const kernels::phase_grid& grid, const execution_context& ctx,
+                                 float* bad_value);
 
 }  // namespace ctforge::detail

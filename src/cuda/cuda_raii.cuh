@@ -377,6 +377,27 @@ class cufft_plan {
     h_.reset(h);
   }
 
+  /// Batched 2D transforms of nr x nc (row-major, contiguous; R2C: nr x (nc / 2 + 1) complex
+  /// values out).
+  cufft_plan(int nr, int nc, int batch, cufftType type) {
+    cufftHandle h = 0;
+    CTFORGE_CUFFT_TRY(cufftCreate(&h), "creating a cuFFT plan");
+    try {
+      CTFORGE_CUFFT_TRY(cufftSetAutoAllocation(h, 0));
+      int dims[2] = {nr, nc};
+      std::size_t work = 0;
+      CTFORGE_CUFFT_TRY(
+          cufftMakePlanMany(h, 2, dims, nullptr, 1, 0, nullptr, 1, 0, type, batch, &work),
+          "planning " + std::to_string(batch) + " 2D transforms of " + std::to_string(nr) + " x " +
+              std::to_string(nc));
+      work_ = work;
+    } catch (...) {
+      cufftDestroy(h);  // not owned yet
+      throw;
+    }
+    h_.reset(h);
+  }
+
   cufftHandle get() const { return h_.get(); }
   std::size_t work_bytes() const { return work_; }
   void set_work_area(void* area) const { CTFORGE_CUFFT_TRY(cufftSetWorkArea(h_.get(), area)); }

@@ -19,4 +19,10 @@ CTFORGE_HD double polynomial(const double* c, std::int64_t n, double x) {
   return c[0] == 0 ? y : y + c[0];
 }
 
+/// Whether y is finite and within a float's range (the beam-hardening result can be stored).
+CTFORGE_HD bool fits_float(double y) {
+  constexpr double float_max = 3.4028234663852886e38;  // FLT_MAX
+  return y >= -float_max && y <= float_max;            // false for NaN and +-Inf
+}
+
 }  // namespace ctforge::kernels

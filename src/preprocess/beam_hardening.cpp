@@ -12,10 +12,11 @@
 #include "math/polynomial.hpp"
 #include "preprocess/common.hpp"
 #include "preprocess/least_squares.hpp"
+#include "preprocess/steps.hpp"
 
 namespace ctforge {
 
-namespace {
+namespace detail {
 
 void check_coefficients(std::span<const double> c) {
   CTFORGE_EXPECTS(!c.empty(), "coefficients: at least one is needed (c_0, c_1, ...)");
@@ -24,32 +25,32 @@ void check_coefficients(std::span<const double> c) {
                     fmt::format("coefficients: c_{} must be finite (got {})", k, c[k]));
 }
 
-}  // namespace
+void throw_beam_hardening_failure(const projections_ref& p, std::int64_t i) {
+  const std::int64_t plane = p.rows * p.cols;
+  throw error(fmt::format(
+      "beam hardening: the corrected value at view {}, row {}, col {} is not a finite float "
+      "(value {}); check the coefficients",
+      i / plane, i % plane / p.cols, i % p.cols, p.data[static_cast<std::size_t>(i)]));
+}
+
+}  // namespace detail
 
 void correct_beam_hardening(projections_ref p, std::span<const double> coefficients, int threads) {
-  check_coefficients(coefficients);
+  detail::check_coefficients(coefficients);
   const int nt = detail::thread_count(threads);
   detail::require_finite(p, "beam hardening", nt);
   const auto n = static_cast<std::int64_t>(coefficients.size());
   const double* c = coefficients.data();
   const auto count = static_cast<std::int64_t>(p.data.size());
-  constexpr double float_max = std::numeric_limits<float>::max();
-  const auto fits = [](double y) { return std::isfinite(y) && std::abs(y) <= float_max; };
   // A first pass finds a value whose result does not fit a float, so that a failure leaves
   // the projections unchanged.
   std::int64_t first_bad = count;
 #pragma omp parallel for num_threads(nt) schedule(static) reduction(min : first_bad)
   for (std::int64_t i = 0; i < count; ++i)
-    if (!fits(kernels::polynomial(c, n, static_cast<double>(p.data[static_cast<std::size_t>(i)]))))
+    if (!kernels::fits_float(
+            kernels::polynomial(c, n, static_cast<double>(p.data[static_cast<std::size_t>(i)]))))
       first_bad = std::min(first_bad, i);
-  if (first_bad < count) {
-    const std::int64_t plane = p.rows * p.cols;
-    throw error(fmt::format(
-        "beam hardening: the corrected value at view {}, row {}, col {} is not a finite float "
-        "(value {}); check the coefficients",
-        first_bad / plane, first_bad % plane / p.cols, first_bad % p.cols,
-        p.data[static_cast<std::size_t>(first_bad)]));
-  }
+  if (first_bad < count) detail::throw_beam_hardening_failure(p, first_bad);
 #pragma omp parallel for num_threads(nt) schedule(static)
   for (std::int64_t i = 0; i < count; ++i) {
     float& x = p.data[static_cast<std::size_t>(i)];

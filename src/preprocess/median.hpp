@@ -6,15 +6,11 @@
 #include <cstdint>
 #include <span>
 
+#include "math/select.hpp"
+
 namespace ctforge::detail {
 
-/// Index i of a line of n values under the "reflect" border (n >= 1).
-inline std::int64_t reflect_index(std::int64_t i, std::int64_t n) {
-  const std::int64_t period = 2 * n;
-  i %= period;
-  if (i < 0) i += period;
-  return i < n ? i : period - 1 - i;
-}
+using kernels::reflect_index;
 
 /// The median of `buf` (odd length), reordering it: the value of rank size / 2, as
 /// scipy.ndimage.median_filter picks it.

@@ -7,8 +7,9 @@
 
 #include "ctforge/error.hpp"
 #include "ctforge/preprocess.hpp"
+#include "math/select.hpp"
 #include "preprocess/common.hpp"
-#include "preprocess/median.hpp"
+#include "preprocess/steps.hpp"
 
 namespace ctforge {
 
@@ -19,9 +20,9 @@ projections_ref::projections_ref(std::int64_t v, std::int64_t r, std::int64_t c,
       fmt::format("projections: {} values for {} views x {} rows x {} cols", d.size(), v, r, c));
 }
 
-namespace {
+namespace detail {
 
-void check_options(const outlier_options& o) {
+void check_outlier_options(const outlier_options& o) {
   CTFORGE_EXPECTS(std::isfinite(o.threshold) && o.threshold > 0,
                   fmt::format("zinger threshold: must be positive (got {})", o.threshold));
   CTFORGE_EXPECTS(o.size >= 3 && o.size % 2 == 1 && o.size <= 99,
@@ -30,10 +31,10 @@ void check_options(const outlier_options& o) {
                   fmt::format("zinger views: an odd window of 1 to 99 views (got {})", o.views));
 }
 
-}  // namespace
+}  // namespace detail
 
 std::int64_t remove_outliers(projections_ref p, const outlier_options& opt) {
-  check_options(opt);
+  detail::check_outlier_options(opt);
   const int threads = detail::thread_count(opt.threads);
   detail::require_finite(p, "zinger removal", threads);
   if (p.data.empty()) return 0;
@@ -55,16 +56,17 @@ std::int64_t remove_outliers(projections_ref p, const outlier_options& opt) {
         for (std::int64_t c = 0; c < p.cols; ++c) {
           std::size_t k = 0;
           for (std::int64_t dv = -hv; dv <= hv; ++dv) {
-            const std::int64_t vv = detail::reflect_index(v + dv, p.views);
+            const std::int64_t vv = kernels::reflect_index(v + dv, p.views);
             for (std::int64_t dr = -hs; dr <= hs; ++dr) {
-              const std::int64_t rr = detail::reflect_index(r + dr, p.rows);
+              const std::int64_t rr = kernels::reflect_index(r + dr, p.rows);
               for (std::int64_t dc = -hs; dc <= hs; ++dc)
-                buf[k++] = src(vv, rr, detail::reflect_index(c + dc, p.cols));
+                buf[k++] = src(vv, rr, kernels::reflect_index(c + dc, p.cols));
             }
           }
-          const float med = detail::median_of(buf);
+          const float med = kernels::select_rank(buf.data(), static_cast<int>(window),
+                                                 static_cast<int>(window / 2));
           const float x = src(v, r, c);
-          if (static_cast<double>(x) - static_cast<double>(med) >= opt.threshold) {
+          if (kernels::is_zinger(x, med, opt.threshold)) {
             p.at(v, r, c) = med;
             ++replaced;
           }

@@ -17,6 +17,7 @@
 #include "ctforge/preprocess.hpp"
 #include "math/phase_filter.hpp"
 #include "preprocess/common.hpp"
+#include "preprocess/steps.hpp"
 
 namespace ctforge {
 
@@ -127,34 +128,11 @@ std::int64_t fft_size(std::int64_t n) {
   }
 }
 
-/// Index into the data of padded position i in [0, n_padded): the data occupy [0, n); after
-/// them ceil(extra / 2) copies of the last one, then copies of the first one (which lie before
-/// the data on the circular FFT grid).
-std::int64_t source_index(std::int64_t i, std::int64_t n, std::int64_t n_padded) {
-  if (i < n) return i;
-  return i - n < (n_padded - n + 1) / 2 ? n - 1 : 0;
-}
-
 /// The padded grid, filter table and FFTW plans for views of rows x cols (one per call of
 /// retrieve_phase, shared by the threads; each thread brings its own buffers).
 class phase_plan {
  public:
-  phase_plan(std::int64_t rows, std::int64_t cols, const phase_options& o)
-      : rows_(rows), cols_(cols) {
-    const filter_constants k = constants_of(o);
-    const std::int64_t pr =
-        o.pad_rows >= 0 ? o.pad_rows : margin_for(o.method, k.cv, k_auto_pad_tolerance);
-    const std::int64_t pc =
-        o.pad_cols >= 0 ? o.pad_cols : margin_for(o.method, k.cu, k_auto_pad_tolerance);
-    nr_ = fft_size(rows + 2 * std::min<std::int64_t>(pr, std::int64_t{1} << 24));
-    nc_ = fft_size(cols + 2 * std::min<std::int64_t>(pc, std::int64_t{1} << 24));
-    CTFORGE_EXPECTS(nr_ <= INT_MAX / 2 && nc_ <= INT_MAX / 2 && nr_ * nc_ <= (INT64_C(1) << 31),
-                    fmt::format("phase retrieval: padded views of {} x {} pixels are too large "
-                                "for the FFT (reduce pad_rows / pad_cols)",
-                                nr_, nc_));
-    make_filter(o.method, k);
-    make_plans();
-  }
+  explicit phase_plan(const kernels::phase_grid& grid) : g_(grid) { make_plans(); }
   ~phase_plan() {
     const std::lock_guard<std::mutex> lock(detail::fftw_planner_mutex());
     if (forward_) fftwf_destroy_plan(forward_);
@@ -163,8 +141,8 @@ class phase_plan {
   phase_plan(const phase_plan&) = delete;
   phase_plan& operator=(const phase_plan&) = delete;
 
-  std::int64_t real_size() const { return nr_ * nc_; }
-  std::int64_t spectrum_size() const { return nr_ * (nc_ / 2 + 1); }
+  std::int64_t real_size() const { return g_.nr * g_.nc; }
+  std::int64_t spectrum_size() const { return g_.nr * (g_.nc / 2 + 1); }
 
   /// One view [row][col] of line integrals in place. Returns -1, or the index in the view of
   /// the first pixel whose filtered transmission is not positive and finite (the view is then
@@ -172,57 +150,39 @@ class phase_plan {
   std::int64_t run(float* view, float* real, fftwf_complex* spec, float* bad_value) const;
 
  private:
-  void make_filter(phase_method method, const filter_constants& k);
   void make_plans();
   void pad(const float* view, float* real) const;
 
-  std::int64_t rows_, cols_, nr_ = 0, nc_ = 0;
-  std::vector<float> filter_;  // [nr][nc / 2 + 1], including the 1 / (nr nc) of the inverse
+  const kernels::phase_grid& g_;
   fftwf_plan forward_ = nullptr, backward_ = nullptr;
 };
-
-void phase_plan::make_filter(phase_method method, const filter_constants& k) {
-  const std::int64_t nh = nc_ / 2 + 1;
-  filter_.resize(static_cast<std::size_t>(nr_ * nh));
-  const auto cu = static_cast<float>(k.cu), cv = static_cast<float>(k.cv);
-  const double scale = 1.0 / (static_cast<double>(nr_) * static_cast<double>(nc_));
-  for (std::int64_t i = 0; i < nr_; ++i) {
-    const std::int64_t ki = i <= nr_ / 2 ? i : i - nr_;
-    const auto fv = static_cast<float>(static_cast<double>(ki) / static_cast<double>(nr_));
-    for (std::int64_t j = 0; j < nh; ++j) {
-      const auto fu = static_cast<float>(static_cast<double>(j) / static_cast<double>(nc_));
-      const float h = method == phase_method::paganin
-                          ? kernels::paganin_response(cu, cv, fu, fv)
-                          : kernels::generalized_paganin_response(cu, cv, fu, fv);
-      filter_[static_cast<std::size_t>(i * nh + j)] = static_cast<float>(h * scale);
-    }
-  }
-}
 
 void phase_plan::make_plans() {
   float* real = fftwf_alloc_real(static_cast<std::size_t>(real_size()));
   fftwf_complex* spec = fftwf_alloc_complex(static_cast<std::size_t>(spectrum_size()));
   {
     const std::lock_guard<std::mutex> lock(detail::fftw_planner_mutex());
-    forward_ = fftwf_plan_dft_r2c_2d(static_cast<int>(nr_), static_cast<int>(nc_), real, spec,
+    forward_ = fftwf_plan_dft_r2c_2d(static_cast<int>(g_.nr), static_cast<int>(g_.nc), real, spec,
                                      FFTW_ESTIMATE);
-    backward_ = fftwf_plan_dft_c2r_2d(static_cast<int>(nr_), static_cast<int>(nc_), spec, real,
+    backward_ = fftwf_plan_dft_c2r_2d(static_cast<int>(g_.nr), static_cast<int>(g_.nc), spec, real,
                                       FFTW_ESTIMATE);
   }
   fftwf_free(real);
   fftwf_free(spec);
-  CTFORGE_CHECK(forward_ && backward_,
-                fmt::format("phase retrieval: FFTW could not plan a {} x {} transform", nr_, nc_));
+  CTFORGE_CHECK(
+      forward_ && backward_,
+      fmt::format("phase retrieval: FFTW could not plan a {} x {} transform", g_.nr, g_.nc));
 }
 
 void phase_plan::pad(const float* view, float* real) const {
-  for (std::int64_t r = 0; r < rows_; ++r) {
-    float* row = real + r * nc_;
-    for (std::int64_t c = 0; c < cols_; ++c) row[c] = std::exp(-view[r * cols_ + c]);
-    for (std::int64_t c = cols_; c < nc_; ++c) row[c] = row[source_index(c, cols_, nc_)];
+  const std::int64_t rows = g_.rows, cols = g_.cols, nr = g_.nr, nc = g_.nc;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* row = real + r * nc;
+    for (std::int64_t c = 0; c < cols; ++c) row[c] = std::exp(-view[r * cols + c]);
+    for (std::int64_t c = cols; c < nc; ++c) row[c] = row[kernels::phase_pad_source(c, cols, nc)];
   }
-  for (std::int64_t r = rows_; r < nr_; ++r)
-    std::copy_n(real + source_index(r, rows_, nr_) * nc_, nc_, real + r * nc_);
+  for (std::int64_t r = rows; r < nr; ++r)
+    std::copy_n(real + kernels::phase_pad_source(r, rows, nr) * nc, nc, real + r * nc);
 }
 
 std::int64_t phase_plan::run(float* view, float* real, fftwf_complex* spec,
@@ -230,18 +190,18 @@ std::int64_t phase_plan::run(float* view, float* real, fftwf_complex* spec,
   pad(view, real);
   fftwf_execute_dft_r2c(forward_, real, spec);
   for (std::int64_t i = 0; i < spectrum_size(); ++i) {
-    spec[i][0] *= filter_[static_cast<std::size_t>(i)];
-    spec[i][1] *= filter_[static_cast<std::size_t>(i)];
+    spec[i][0] *= g_.filter[static_cast<std::size_t>(i)];
+    spec[i][1] *= g_.filter[static_cast<std::size_t>(i)];
   }
   fftwf_execute_dft_c2r(backward_, spec, real);
-  for (std::int64_t r = 0; r < rows_; ++r)
-    for (std::int64_t c = 0; c < cols_; ++c) {
-      const float t = real[r * nc_ + c];
+  for (std::int64_t r = 0; r < g_.rows; ++r)
+    for (std::int64_t c = 0; c < g_.cols; ++c) {
+      const float t = real[r * g_.nc + c];
       if (!(std::isfinite(t) && t > 0)) {
         *bad_value = t;
-        return r * cols_ + c;
+        return r * g_.cols + c;
       }
-      view[r * cols_ + c] = -std::log(t);
+      view[r * g_.cols + c] = -std::log(t);
     }
   return -1;
 }
@@ -253,7 +213,8 @@ void retrieve_phase(projections_ref p, const phase_options& opt) {
   const int threads = detail::thread_count(opt.threads);
   detail::require_finite(p, "phase retrieval", threads);
   if (p.data.empty()) return;
-  const phase_plan plan(p.rows, p.cols, opt);
+  const kernels::phase_grid grid = detail::make_phase_grid(p.rows, p.cols, opt);
+  const phase_plan plan(grid);
   std::atomic<std::int64_t> bad_view{INT64_MAX};
   std::int64_t bad_pixel = 0;
   float bad_value = 0;
@@ -280,11 +241,53 @@ void retrieve_phase(projections_ref p, const phase_options& opt) {
   }
   CTFORGE_CHECK(bad_view.load() != -1, "phase retrieval: out of memory for the FFT buffers");
   if (bad_view.load() != INT64_MAX)
-    throw error(fmt::format(
-        "phase retrieval: view {}: the filtered transmission at row {}, col {} is {}, not "
-        "positive (cannot take its logarithm)",
-        bad_view.load(), bad_pixel / p.cols, bad_pixel % p.cols, bad_value));
+    detail::throw_phase_failure(bad_view.load(), bad_pixel / p.cols, bad_pixel % p.cols, bad_value);
 }
+
+namespace detail {
+
+kernels::phase_grid make_phase_grid(std::int64_t rows, std::int64_t cols, const phase_options& o) {
+  check_options(o);
+  kernels::phase_grid g;
+  g.rows = rows;
+  g.cols = cols;
+  const filter_constants k = constants_of(o);
+  const std::int64_t pr =
+      o.pad_rows >= 0 ? o.pad_rows : margin_for(o.method, k.cv, k_auto_pad_tolerance);
+  const std::int64_t pc =
+      o.pad_cols >= 0 ? o.pad_cols : margin_for(o.method, k.cu, k_auto_pad_tolerance);
+  g.nr = fft_size(rows + 2 * std::min<std::int64_t>(pr, std::int64_t{1} << 24));
+  g.nc = fft_size(cols + 2 * std::min<std::int64_t>(pc, std::int64_t{1} << 24));
+  CTFORGE_EXPECTS(g.nr <= INT_MAX / 2 && g.nc <= INT_MAX / 2 && g.nr * g.nc <= (INT64_C(1) << 31),
+                  fmt::format("phase retrieval: padded views of {} x {} pixels are too large "
+                              "for the FFT (reduce pad_rows / pad_cols)",
+                              g.nr, g.nc));
+  const std::int64_t nh = g.nc / 2 + 1;
+  g.filter.resize(static_cast<std::size_t>(g.nr * nh));
+  const auto cu = static_cast<float>(k.cu), cv = static_cast<float>(k.cv);
+  const double scale = 1.0 / (static_cast<double>(g.nr) * static_cast<double>(g.nc));
+  for (std::int64_t i = 0; i < g.nr; ++i) {
+    const std::int64_t ki = i <= g.nr / 2 ? i : i - g.nr;
+    const auto fv = static_cast<float>(static_cast<double>(ki) / static_cast<double>(g.nr));
+    for (std::int64_t j = 0; j < nh; ++j) {
+      const auto fu = static_cast<float>(static_cast<double>(j) / static_cast<double>(g.nc));
+      const float h = o.method == phase_method::paganin
+                          ? kernels::paganin_response(cu, cv, fu, fv)
+                          : kernels::generalized_paganin_response(cu, cv, fu, fv);
+      g.filter[static_cast<std::size_t>(i * nh + j)] = static_cast<float>(h * scale);
+    }
+  }
+  return g;
+}
+
+void throw_phase_failure(std::int64_t view, std::int64_t row, std::int64_t col, float value) {
+  throw error(fmt::format(
+      "phase retrieval: view {}: the filtered transmission at row {}, col {} is {}, not "
+      "positive (cannot take its logarithm)",
+      view, row, col, value));
+}
+
+}  // namespace detail
 
 std::int64_t phase_row_margin(const phase_options& opt, double tolerance) {
   check_options(opt);

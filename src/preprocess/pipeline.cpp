@@ -10,6 +10,7 @@
 
 #include "ctforge/error.hpp"
 #include "ctforge/preprocess.hpp"
+#include "preprocess/steps.hpp"
 
 namespace ctforge {
 namespace {
@@ -334,7 +335,13 @@ void set_detector(preprocess_options& opt, const geometry& g) {
     opt.magnification = g.orbit->source_to_detector_mm / g.orbit->source_to_isocenter_mm;
 }
 
-preprocess_report preprocess(projections_ref p, const preprocess_options& opt) {
+namespace detail {
+
+phase_options phase_in_sample_plane(const preprocess_options& o) {
+  return in_sample_plane(o);
+}
+
+preprocess_report preprocess_cpu(projections_ref p, const preprocess_options& opt) {
   preprocess_report report;
   if (opt.zingers) {
     outlier_options z = *opt.zingers;
@@ -350,6 +357,8 @@ preprocess_report preprocess(projections_ref p, const preprocess_options& opt) {
   if (opt.beam_hardening) correct_beam_hardening(p, *opt.beam_hardening, opt.threads);
   return report;
 }
+
+}  // namespace detail
 
 std::int64_t preprocess_row_margin(const preprocess_options& opt) {
   // Zingers: the window's rows about the pixel; rings and beam hardening: each row alone;

@@ -166,9 +166,13 @@ TEST_F(PreprocessCli, CheckpointRecordsTheSteps) {
 // negative control that the magnification is applied).
 TEST_F(PreprocessCli, ConvertAppliesPhaseAndBeamHardeningInTheSamplePlane) {
   const auto r =
-      run("convert p.h5 ph.h5 --quiet --phase paganin --phase-energy 20 "
+      run("convert p.h5 ph.h5 --phase paganin --phase-energy 20 "
           "--phase-distance 300 --delta-beta 800 --beam-hardening 0,1,0.25");
   ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("cleaned: phase paganin (energy 20, distance 300, delta_beta 800); "
+                          "beam_hardening 0,1,0.25"),
+            std::string::npos)
+      << r.output;
   const projection_stack got = io::read_projections((*dir_ / "ph.h5").string()).projections;
   const projection_stack raw = io::read_projections((*dir_ / "p.h5").string()).projections;
   const auto expected_with = [&](double pitch, double distance) {

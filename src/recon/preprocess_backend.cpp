@@ -1,0 +1,73 @@
+// preprocess(): the steps of include/ctforge/preprocess.hpp on the backend the options choose.
+// The CPU steps live in src/preprocess/; with the CUDA backend zinger removal, phase retrieval
+// and the beam-hardening correction run in src/cuda/preprocess.cu with the same arithmetic,
+// after the same checks (src/preprocess/steps.hpp), and stripe removal stays on the CPU.
+#include "ctforge/backend.hpp"
+#include "ctforge/preprocess.hpp"
+#include "cuda/cuda_api.hpp"
+#include "preprocess/common.hpp"
+#include "preprocess/steps.hpp"
+
+namespace ctforge {
+
+namespace {
+
+#if defined(CTFORGE_WITH_CUDA)
+std::int64_t zingers_on_gpu(projections_ref p, const preprocess_options& opt) {
+  outlier_options z = *opt.zingers;
+  z.threads = opt.threads;
+  if (z.size * z.size * z.views > k_gpu_zinger_window) return remove_outliers(p, z);
+  detail::check_outlier_options(z);
+  detail::require_finite(p, "zinger removal", detail::thread_count(opt.threads));
+  return detail::cuda_remove_outliers(p.data, p.views, p.rows, p.cols, z.size, z.views, z.threshold,
+                                      opt);
+}
+
+void phase_on_gpu(projections_ref p, const preprocess_options& opt) {
+  const phase_options ph = detail::phase_in_sample_plane(opt);
+  const kernels::phase_grid grid = detail::make_phase_grid(p.rows, p.cols, ph);
+  detail::require_finite(p, "phase retrieval", detail::thread_count(opt.threads));
+  float value = 0;
+  const std::int64_t i = detail::cuda_retrieve_phase(p.data, p.views, grid, opt, &value);
+  if (i < 0) return;
+  const std::int64_t plane = p.rows * p.cols;
+  detail::throw_phase_failure(i / plane, i % plane / p.cols, i % p.cols, value);
+}
+
+void beam_hardening_on_gpu(projections_ref p, const preprocess_options& opt) {
+  const std::vector<double>& c = *opt.beam_hardening;
+  detail::check_coefficients(c);
+  detail::require_finite(p, "beam hardening", detail::thread_count(opt.threads));
+  const std::int64_t i = detail::cuda_polynomial(p.data, c, opt);
+  if (i >= 0) detail::throw_beam_hardening_failure(p, i);
+}
+
+preprocess_report preprocess_gpu(projections_ref p, const preprocess_options& opt) {
+  preprocess_report report;
+  if (opt.zingers) report.zingers_replaced = zingers_on_gpu(p, opt);
+  if (opt.rings) {
+    stripe_options r = *opt.rings;
+    r.threads = opt.threads;
+    remove_stripes(p, r);
+  }
+  if (opt.phase) phase_on_gpu(p, opt);
+  if (opt.beam_hardening) beam_hardening_on_gpu(p, opt);
+  return report;
+}
+#endif
+
+}  // namespace
+
+preprocess_report preprocess(projections_ref p, const preprocess_options& opt) {
+  if (opt.empty()) return {};
+  const bool gpu_steps = opt.zingers || opt.phase || opt.beam_hardening;
+  if (!gpu_steps || resolve_backend(opt.where, nullptr, opt.device) != backend::cuda)
+    return detail::preprocess_cpu(p, opt);
+#if defined(CTFORGE_WITH_CUDA)
+  return preprocess_gpu(p, opt);
+#else
+  return detail::preprocess_cpu(p, opt);  // resolve_backend refuses cuda in this build
+#endif
+}
+
+}  // namespace ctforge

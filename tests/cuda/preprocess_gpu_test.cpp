@@ -1,0 +1,178 @@
+// The preprocessing steps on the GPU (src/cuda/preprocess.cu through ctforge::preprocess with
+// where = cuda) against the CPU steps: zinger removal equal value for value (the same window
+// medians and flag test), the beam-hardening polynomial to one float rounding step (FMA
+// contraction in double), phase retrieval within 1e-5 of the peak (cuFFT against FFTW); odd
+// sizes, one row, one column, one view; batches of views forced by a small memory budget; the
+// same errors.
+#include <gtest/gtest.h>
+
+#include "gpu_fixture.hpp"
+
+#if defined(CTFORGE_WITH_CUDA)
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ctforge/preprocess.hpp"
+#include "test_support.hpp"
+
+using namespace ctforge;
+
+namespace {
+
+struct shape {
+  std::string name;
+  std::int64_t views, rows, cols;
+  std::int64_t memory = 0;  // > 0: GPU memory budget in bytes (forces batches of views)
+};
+
+std::ostream& operator<<(std::ostream& os, const shape& s) {
+  return os << s.name;
+}
+
+/// Smooth line integrals in [0.1, 1.6] with zingers (+2 at every 37th value).
+projection_stack scan_of(const shape& s) {
+  projection_stack p(s.views, s.rows, s.cols);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> noise(-0.02f, 0.02f);
+  for (std::int64_t v = 0; v < s.views; ++v)
+    for (std::int64_t r = 0; r < s.rows; ++r)
+      for (std::int64_t c = 0; c < s.cols; ++c) {
+        const double x = (c - 0.5 * s.cols) / (0.3 * s.cols + 1);
+        const double y = (r - 0.5 * s.rows) / (0.3 * s.rows + 1);
+        p.at(v, r, c) =
+            static_cast<float>(0.1 + 1.5 * std::exp(-(x * x + y * y) - 0.01 * v)) + noise(rng);
+      }
+  for (std::int64_t i = 0; i < p.size(); i += 37) p.data[static_cast<std::size_t>(i)] += 2.0f;
+  return p;
+}
+
+preprocess_options on(backend where, const shape& s) {
+  preprocess_options o;
+  o.where = where;
+  o.gpu_memory_limit_bytes = where == backend::cuda ? s.memory : 0;
+  return o;
+}
+
+double peak_of(const projection_stack& p) {
+  double peak = 0;
+  for (const float v : p.data) peak = std::max(peak, std::abs(static_cast<double>(v)));
+  return peak;
+}
+
+class PreprocessGpu : public ctforge::testing::gpu_param_test<shape> {};
+
+// Zinger removal: the same window medians and the same double comparison, so the same values
+// and count; windows of 9, 75 and 343 values (the GPU's largest), and 405 (run on the CPU).
+TEST_P(PreprocessGpu, ZingersEqualTheCpu) {
+  const shape& s = GetParam();
+  const projection_stack raw = scan_of(s);
+  for (const auto [size, views] : {std::pair{3, 1}, {5, 3}, {7, 7}, {9, 5}}) {
+    preprocess_options cpu = on(backend::cpu, s), gpu = on(backend::cuda, s);
+    cpu.zingers = gpu.zingers = outlier_options{.threshold = 0.5, .size = size, .views = views};
+    projection_stack a = raw, b = raw;
+    const preprocess_report ra = preprocess(a, cpu), rb = preprocess(b, gpu);
+    EXPECT_EQ(ra.zingers_replaced, rb.zingers_replaced) << s.name << " " << size << "x" << views;
+    EXPECT_EQ(a.data, b.data) << s.name << " " << size << "x" << views;
+    if (s.views * s.rows * s.cols >= 37 * 4) EXPECT_GT(rb.zingers_replaced, 0);
+  }
+}
+
+// Beam hardening: the polynomial in double on both; FMA contraction may move the double
+// result by an ulp, which after rounding to float is at most one float ulp (1.2e-7 relative).
+TEST_P(PreprocessGpu, BeamHardeningEqualsTheCpuToOneRounding) {
+  const shape& s = GetParam();
+  const projection_stack raw = scan_of(s);
+  preprocess_options cpu = on(backend::cpu, s), gpu = on(backend::cuda, s);
+  cpu.beam_hardening = gpu.beam_hardening = std::vector<double>{0, 1.02, 0.031, -0.004};
+  projection_stack a = raw, b = raw;
+  (void)preprocess(a, cpu);
+  (void)preprocess(b, gpu);
+  double worst = 0;
+  for (std::size_t i = 0; i < a.data.size(); ++i)
+    worst = std::max(worst, std::abs(static_cast<double>(a.data[i]) - b.data[i]) /
+                                std::max(1.0, std::abs(static_cast<double>(a.data[i]))));
+  EXPECT_LE(worst, 1.2e-7) << s.name;
+  EXPECT_NE(a.data, raw.data);  // the correction did something
+}
+
+// Phase retrieval: the same padding, filter table and logarithm; cuFFT and FFTW round
+// differently (~1e-7 of a view's norm per transform), well inside 1e-5 of the peak, while a
+// 10 % different delta/beta moves the result by more than 1e-3 of it (the negative control).
+TEST_P(PreprocessGpu, PhaseRetrievalEqualsTheCpuWithinTheTolerance) {
+  const shape& s = GetParam();
+  const projection_stack raw = scan_of(s);
+  const auto run = [&](backend where, double delta_beta) {
+    preprocess_options o = on(where, s);
+    o.phase = phase_options{
+        .energy_kev = 20, .distance_mm = 200, .pixel_size_mm = 0.01, .delta_beta = delta_beta};
+    o.phase->pixel_u_mm = o.phase->pixel_v_mm = 0.01;  // as set_detector gives them
+    projection_stack p = raw;
+    (void)preprocess(p, o);
+    return p;
+  };
+  const projection_stack a = run(backend::cpu, 300), b = run(backend::cuda, 300);
+  const double peak = peak_of(a);
+  double worst = 0;
+  for (std::size_t i = 0; i < a.data.size(); ++i)
+    worst = std::max(worst, std::abs(static_cast<double>(a.data[i]) - b.data[i]));
+  EXPECT_LE(worst, 1e-5 * peak) << s.name;
+  const projection_stack other = run(backend::cuda, 330);
+  double moved = 0;
+  for (std::size_t i = 0; i < a.data.size(); ++i)
+    moved = std::max(moved, std::abs(static_cast<double>(other.data[i]) - b.data[i]));
+  if (s.rows * s.cols > 1) EXPECT_GT(moved, 1e-3 * peak) << s.name;
+}
+
+std::vector<shape> shapes() {
+  return {{"odd", 11, 13, 17},
+          {"one_row", 9, 1, 31},
+          {"one_col", 9, 21, 1},
+          {"one_view", 1, 15, 19},
+          {"one_pixel", 3, 1, 1},
+          // 2 views' worth of input and output per batch: batches of one view with halos.
+          {"batches", 12, 9, 23, 2 * 2 * 9 * 23 * 4 + 6 * 9 * 23 * 4}};
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, PreprocessGpu, ::testing::ValuesIn(shapes()),
+                         [](const ::testing::TestParamInfo<shape>& i) { return i.param.name; });
+
+class PreprocessGpuErrors : public ctforge::testing::gpu_test {};
+
+// The GPU refuses and fails as the CPU does: a non-finite input names its place; a polynomial
+// whose result does not fit a float names the value and leaves the data unchanged.
+TEST_F(PreprocessGpuErrors, SameErrorsAsTheCpu) {
+  const shape s{"errors", 4, 5, 6};
+  projection_stack p = scan_of(s);
+  p.at(2, 3, 4) = std::numeric_limits<float>::quiet_NaN();
+  preprocess_options z = on(backend::cuda, s);
+  z.zingers = outlier_options{.threshold = 0.5};
+  ctforge::testing::expect_usage_error_naming([&] { (void)preprocess(p, z); },
+                                              "view 2, row 3, col 4");
+  p.at(2, 3, 4) = 1e20f;
+  const projection_stack before = p;
+  preprocess_options bh = on(backend::cuda, s);
+  bh.beam_hardening = std::vector<double>{0, 1, 1};
+  try {
+    (void)preprocess(p, bh);
+    FAIL() << "no error";
+  } catch (const error& e) {
+    EXPECT_NE(std::string(e.what()).find("view 2, row 3, col 4"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(p.data, before.data);
+}
+
+}  // namespace
+
+#else
+
+TEST(PreprocessGpu, Skipped) {
+  GTEST_SKIP() << "built without CUDA";
+}
+
+#endif
