@@ -1,7 +1,7 @@
 // Preprocessing steps on the CPU and the GPU (ctforge::preprocess with where = cpu / cuda):
-// zinger removal (3 x 3 x 1 and 5 x 5 x 3 windows), phase retrieval (Paganin) and the
-// beam-hardening polynomial, on the same projections, with their throughput (million pixels per
-// second, host transfers included) and the GPU's agreement with the CPU.
+// zinger removal (3 x 3 x 1 and 5 x 5 x 3 windows) and phase retrieval (Paganin), the steps
+// with a GPU path, on the same projections, with their throughput (million pixels per second,
+// host transfers included) and the GPU's agreement with the CPU.
 //
 //   bench_preprocess [--views 128] [--rows 512] [--cols 512] [--threads 0] [--json FILE]
 #include <fmt/format.h>
@@ -79,9 +79,7 @@ int main(int argc, char** argv) {
              .energy_kev = 25, .distance_mm = 300, .pixel_size_mm = 0.00065, .delta_beta = 500};
          o.phase->pixel_u_mm = o.phase->pixel_v_mm = 0.00065;
        }},
-      {"beam hardening", [](preprocess_options& o) {
-         o.beam_hardening = std::vector<double>{0, 1.02, 0.03, -0.004};
-       }}};
+  };
   const bool gpu = resolve_backend(backend::automatic) == backend::cuda;
   const double mpix = static_cast<double>(raw.size()) / 1e6;
   json out = json::array();

@@ -246,8 +246,9 @@ inline constexpr int k_gpu_zinger_window = 343;
 
 /// The steps, and where they run (the execution context: `where`, `device`, `threads`,
 /// `gpu_memory_limit_bytes`). With the CUDA backend (automatic: when a usable device exists)
-/// zinger removal (windows of at most k_gpu_zinger_window values), phase retrieval and the
-/// beam-hardening correction run on the GPU, stripe removal on the CPU.
+/// zinger removal (windows of at most k_gpu_zinger_window values) and phase retrieval run on
+/// the GPU; stripe removal and the beam-hardening polynomial (one pass, faster on the host than
+/// a transfer) on the CPU.
 struct preprocess_options : execution_context {
   std::optional<outlier_options> zingers;
   std::optional<stripe_options> rings;
@@ -304,7 +305,7 @@ struct preprocess_report {
 
 /// Applies the steps of `opt` to `p` in place, in order (zingers, rings, phase retrieval, beam
 /// hardening), where opt.where says (see preprocess_options; the GPU's results equal the CPU's
-/// for zingers, to float rounding for the others).
+/// for zingers, within 1e-5 of the peak for phase retrieval).
 preprocess_report preprocess(projections_ref p, const preprocess_options& opt);
 
 /// Detector rows on each side of a band of rows that the steps of `opt` read: a band cleaned

@@ -206,10 +206,6 @@ std::string cuda_device_description(int device = 0);
 std::int64_t cuda_remove_outliers(std::span<float> data, std::int64_t views, std::int64_t rows,
                                   std::int64_t cols, int size, int view_window, double threshold,
                                   const execution_context& ctx);
-/// Beam hardening: every value x becomes kernels::polynomial(c, x). Returns -1, or the flat index
-/// of the first value whose result does not fit a float (the data are then left unchanged).
-std::int64_t cuda_polynomial(std::span<float> data, std::span<const double> c,
-                             const execution_context& ctx);
 /// Phase retrieval of `views` views of grid.rows x grid.cols (kernels::phase_grid: padding,
 /// 2D FFT, filter, inverse, -ln). Returns -1, or the flat index of the first value whose
 /// filtered transmission is not positive and finite, its value in *bad_value (views up to that

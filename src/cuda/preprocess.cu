@@ -1,7 +1,7 @@
-// Preprocessing steps on the GPU: zinger removal, the beam-hardening polynomial and phase
-// retrieval (declared in cuda_api.hpp; driven by src/recon/preprocess_backend.cpp). The
-// per-value arithmetic is that of the CPU steps (math/select.hpp, math/polynomial.hpp,
-// math/phase_filter.hpp); here only batches of views, transfers and launches.
+// Preprocessing steps on the GPU: zinger removal and phase retrieval (declared in cuda_api.hpp;
+// driven by src/recon/preprocess_backend.cpp). The per-value arithmetic is that of the CPU
+// steps (math/select.hpp, math/phase_filter.hpp); here only batches of views, transfers and
+// launches.
 #include <cuda_runtime.h>
 #include <cufft.h>
 
@@ -16,7 +16,6 @@
 #include "cuda/cuda_pipeline.cuh"
 #include "cuda/cuda_raii.cuh"
 #include "math/phase_filter.hpp"
-#include "math/polynomial.hpp"
 #include "math/select.hpp"
 
 namespace ctforge::kernels::cuda {
@@ -55,18 +54,6 @@ __global__ void zinger_kernel(const float* __restrict__ in, float* __restrict__ 
   const bool flagged = is_zinger(x, med, threshold);
   out[i] = flagged ? med : x;
   if (flagged) atomicAdd(replaced, 1ULL);
-}
-
-__global__ void polynomial_kernel(float* __restrict__ data, std::int64_t n,
-                                  const double* __restrict__ c, std::int64_t terms,
-                                  std::int64_t offset, unsigned long long* first_bad) {
-  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * k_threads + threadIdx.x;
-  if (i >= n) return;
-  const double y = polynomial(c, terms, static_cast<double>(data[i]));
-  if (!fits_float(y))
-    atomicMin(first_bad, static_cast<unsigned long long>(offset + i));
-  else
-    data[i] = static_cast<float>(y);
 }
 
 /// real[b][i][j] = exp(-p) of the view's padded position (phase_pad_source).
@@ -178,37 +165,6 @@ std::int64_t cuda_remove_outliers(std::span<float> data, std::int64_t views, std
     CTFORGE_CUDA_TRY(cudaStreamSynchronize(s), "zinger removal on the GPU");
   }
   return static_cast<std::int64_t>(kc::read_flag(count, s));
-}
-
-std::int64_t cuda_polynomial(std::span<float> data, std::span<const double> c,
-                             const execution_context& ctx) {
-  if (data.empty()) return -1;
-  const kc::device_guard dev(ctx.device);
-  const kc::stream s = kc::stream::make();
-  const auto n = static_cast<std::int64_t>(data.size());
-  const std::int64_t chunk = kc::views_per_batch(n, 4, 0, ctx);
-  kc::device_buffer<float> d(static_cast<std::size_t>(std::min(n, chunk)), "beam hardening values");
-  kc::device_buffer<double> d_c(c.size(), "beam hardening coefficients");
-  CTFORGE_CUDA_TRY(
-      cudaMemcpyAsync(d_c.data(), c.data(), c.size() * sizeof(double), cudaMemcpyHostToDevice, s),
-      "uploading the coefficients");
-  kc::device_buffer<unsigned long long> bad(1, "beam hardening flag");
-  kc::set_flag(bad, kc::k_none, s);
-  // Results go to a copy first: a value that does not fit leaves the data unchanged.
-  std::vector<float> out(data.size());
-  for (std::int64_t i0 = 0; i0 < n; i0 += chunk) {
-    const std::int64_t m = std::min(chunk, n - i0);
-    kc::upload(d.data(), data.data() + i0, m, s);
-    kc::polynomial_kernel<<<kc::blocks_for(m, kc::k_threads), kc::k_threads, 0, s>>>(
-        d.data(), m, d_c.data(), static_cast<std::int64_t>(c.size()), i0, bad.data());
-    CTFORGE_CUDA_CHECK_LAUNCH("launching the beam-hardening kernel");
-    kc::download(out.data() + i0, d.data(), m, s);
-    if (kc::read_flag(bad, s) != kc::k_none) break;
-  }
-  const unsigned long long first_bad = kc::read_flag(bad, s);
-  if (first_bad != kc::k_none) return static_cast<std::int64_t>(first_bad);
-  std::copy(out.begin(), out.end(), data.begin());
-  return -1;
 }
 
 std::int64_t cuda_retrieve_phase(std::span<float> data, std::int64_t views,

@@ -12,11 +12,10 @@
 #include "math/polynomial.hpp"
 #include "preprocess/common.hpp"
 #include "preprocess/least_squares.hpp"
-#include "preprocess/steps.hpp"
 
 namespace ctforge {
 
-namespace detail {
+namespace {
 
 void check_coefficients(std::span<const double> c) {
   CTFORGE_EXPECTS(!c.empty(), "coefficients: at least one is needed (c_0, c_1, ...)");
@@ -25,7 +24,7 @@ void check_coefficients(std::span<const double> c) {
                     fmt::format("coefficients: c_{} must be finite (got {})", k, c[k]));
 }
 
-void throw_beam_hardening_failure(const projections_ref& p, std::int64_t i) {
+[[noreturn]] void throw_beam_hardening_failure(const projections_ref& p, std::int64_t i) {
   const std::int64_t plane = p.rows * p.cols;
   throw error(fmt::format(
       "beam hardening: the corrected value at view {}, row {}, col {} is not a finite float "
@@ -33,10 +32,10 @@ void throw_beam_hardening_failure(const projections_ref& p, std::int64_t i) {
       i / plane, i % plane / p.cols, i % p.cols, p.data[static_cast<std::size_t>(i)]));
 }
 
-}  // namespace detail
+}  // namespace
 
 void correct_beam_hardening(projections_ref p, std::span<const double> coefficients, int threads) {
-  detail::check_coefficients(coefficients);
+  check_coefficients(coefficients);
   const int nt = detail::thread_count(threads);
   detail::require_finite(p, "beam hardening", nt);
   const auto n = static_cast<std::int64_t>(coefficients.size());
@@ -50,7 +49,7 @@ void correct_beam_hardening(projections_ref p, std::span<const double> coefficie
     if (!kernels::fits_float(
             kernels::polynomial(c, n, static_cast<double>(p.data[static_cast<std::size_t>(i)]))))
       first_bad = std::min(first_bad, i);
-  if (first_bad < count) detail::throw_beam_hardening_failure(p, first_bad);
+  if (first_bad < count) throw_beam_hardening_failure(p, first_bad);
 #pragma omp parallel for num_threads(nt) schedule(static)
   for (std::int64_t i = 0; i < count; ++i) {
     float& x = p.data[static_cast<std::size_t>(i)];

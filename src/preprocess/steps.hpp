@@ -14,11 +14,6 @@ namespace ctforge::detail {
 /// usage_error naming the option for an invalid zinger threshold, size or view window.
 void check_outlier_options(const outlier_options& o);
 
-/// usage_error for an empty or non-finite coefficient list.
-void check_coefficients(std::span<const double> c);
-/// The error of a beam-hardening result at flat index `i` of `p` that does not fit a float.
-[[noreturn]] void throw_beam_hardening_failure(const projections_ref& p, std::int64_t i);
-
 /// The padded grid and filter for views of rows x cols (usage_error for invalid options).
 kernels::phase_grid make_phase_grid(std::int64_t rows, std::int64_t cols, const phase_options& o);
 /// The error of a filtered transmission that is not positive and finite.
