@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
 #include "ctforge/io.hpp"
+#include "ctforge/preprocess.hpp"
 
 namespace ctforge::cli {
 namespace {
@@ -32,6 +34,7 @@ struct convert_options {
   projection_input_options read;
   std::string views, rows, cols;
   preprocess_cli_options prep;  // --zingers, --rings, ...
+  std::string stitch_360;       // "", "auto" or the axis column
   // geometry files
   std::string detector, pixel, beam = "cone";
   bool quiet = false;
@@ -97,6 +100,31 @@ void convert_geometry(const convert_options& o) {
                             g.view_count()));
 }
 
+/// --stitch-360: the 360-degree offset-axis scan `in` becomes a 180-degree scan of about twice
+/// the width (stitch_360), its axis the given column or find_center_360's estimate.
+void stitch(const convert_options& o, io::loaded_projections& in) {
+  stitch_options so;
+  if (o.stitch_360 == "auto") {
+    const center_360_estimate e = find_center_360(in.projections);
+    so.center = e.center;
+    note(o.quiet, fmt::format("convert: 360-degree axis at column {:.2f} ({} side, overlap {:.0f} "
+                              "pixels, confidence {:.2f})",
+                              e.center, to_string(e.side), e.overlap, e.confidence));
+  } else {
+    const char* end = o.stitch_360.data() + o.stitch_360.size();
+    const auto [ptr, ec] = std::from_chars(o.stitch_360.data(), end, so.center);
+    CTFORGE_EXPECTS(
+        ec == std::errc{} && ptr == end,
+        fmt::format("--stitch-360: expected a detector column or 'auto' (got '{}')", o.stitch_360));
+  }
+  stitched_scan out = stitch_360(in.projections, *in.geom, so);
+  in.projections = std::move(out.projections);
+  in.geom = std::move(out.geom);
+  in.geometry_json = geometry_to_json(*in.geom);
+  note(o.quiet, fmt::format("convert: stitched into {} views of {} columns", in.projections.views,
+                            in.projections.cols));
+}
+
 void convert_projections(const convert_options& o) {
   io::projection_read_options r = projection_read_options_of(o.read);
   r.select.views = parse_range("--views", o.views);
@@ -113,6 +141,7 @@ void convert_projections(const convert_options& o) {
              "convert: cleaned: {}{}", describe_preprocessing(prep),
              prep.zingers ? fmt::format("; {} zingers replaced", done.zingers_replaced) : ""));
   }
+  if (!o.stitch_360.empty()) stitch(o, in);
   const auto& p = in.projections;
   if (ends_with(o.output, ".h5") || ends_with(o.output, ".hdf5")) {
     io::write_projections(o.output, p, *in.geom);
@@ -208,6 +237,12 @@ runner add_convert(CLI::App& app) {
   read->add_option("--cols", o->cols, "Detector columns to read: FIRST[:COUNT]")
       ->type_name("RANGE");
   add_preprocess_options(sub, o->prep);
+  read->add_option("--stitch-360", o->stitch_360,
+                   "A 360-degree parallel-beam scan with the rotation axis near one edge (half "
+                   "acquisition): stitch each view with the mirrored view half a turn later into "
+                   "a 180-degree scan of about twice the width, the axis at this detector column "
+                   "(0-based) or 'auto' (estimated from the data), after the cleaning steps")
+      ->type_name("COL|auto");
   sub->add_option("--detector", o->detector, "Geometry import: detector COLS,ROWS")
       ->type_name("C,R");
   sub->add_option("--pixel", o->pixel, "Geometry import: pixel pitch DU[,DV] in mm")
