@@ -237,11 +237,11 @@ runner add_convert(CLI::App& app) {
   read->add_option("--cols", o->cols, "Detector columns to read: FIRST[:COUNT]")
       ->type_name("RANGE");
   add_preprocess_options(sub, o->prep);
-  read->add_option("--stitch-360", o->stitch_360,
-                   "A 360-degree parallel-beam scan with the rotation axis near one edge (half "
-                   "acquisition): stitch each view with the mirrored view half a turn later into "
-                   "a 180-degree scan of about twice the width, the axis at this detector column "
-                   "(0-based) or 'auto' (estimated from the data), after the cleaning steps")
+  sub->add_option("--stitch-360", o->stitch_360,
+                  "A 360-degree parallel-beam scan with the rotation axis near one edge (half "
+                  "acquisition): stitch each view with the mirrored view half a turn later into "
+                  "a 180-degree scan of about twice the width, the axis at this detector column "
+                  "(0-based) or 'auto' (estimated from the data), after the cleaning steps")
       ->type_name("COL|auto");
   sub->add_option("--detector", o->detector, "Geometry import: detector COLS,ROWS")
       ->type_name("C,R");

@@ -7,17 +7,62 @@
 #include <unistd.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <random>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ctforge/error.hpp"
 #include "ctforge/recon.hpp"
 
 namespace ctforge::testing {
+
+/// The geometry JSON of a circular cone-beam scan: `cols` x `rows` pixels of `pixel_mm`, source
+/// 500 mm from the axis and 1000 mm from the detector (magnification 2), `count` views
+/// `step_deg` apart from 0.
+inline std::string cone_json(int cols, int rows, double pixel_mm, double step_deg, int count) {
+  std::ostringstream s;
+  s << R"({"type": "cone", "detector": {"cols": )" << cols << R"(, "rows": )" << rows
+    << R"(, "pixel_mm": [)" << pixel_mm << ", " << pixel_mm
+    << R"(]}, "source_to_isocenter_mm": 500, "source_to_detector_mm": 1000, )"
+    << R"("angles_deg": {"start": 0, "step": )" << step_deg << R"(, "count": )" << count << "}}";
+  return s.str();
+}
+
+/// The size of a scan, for tests parameterised over odd and size-1 shapes.
+struct scan_shape {
+  std::int64_t views, rows, cols;
+};
+
+/// Projections of views x rows x cols whose value at (view, row, col) is f(v, r, c), visited in
+/// that order (so that a random generator inside f gives the same data every time).
+template <class F>
+projection_stack scan_from(std::int64_t views, std::int64_t rows, std::int64_t cols, F&& f) {
+  projection_stack p(views, rows, cols);
+  for (std::int64_t v = 0; v < views; ++v)
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) p.at(v, r, c) = static_cast<float>(f(v, r, c));
+  return p;
+}
+
+/// A scan with zingers and a stripe: smooth traces, +3 at scattered pixels, +0.5 on column 7.
+inline projection_stack dirty_scan(std::int64_t views, std::int64_t rows, std::int64_t cols) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> noise(0.0f, 0.01f);
+  return scan_from(views, rows, cols, [&](std::int64_t v, std::int64_t r, std::int64_t c) {
+    const double x = static_cast<double>(c) / static_cast<double>(cols) - 0.5 -
+                     0.2 * std::sin(0.05 * static_cast<double>(v) + 0.1 * r);
+    return static_cast<float>(std::exp(-20 * x * x)) + noise(rng) + (c == 7 ? 0.5f : 0.0f) +
+           ((v * 31 + r * 7 + c) % 53 == 0 ? 3.0f : 0.0f);
+  });
+}
 
 /// An empty directory <tmp>/ctforge_<group>_<pid>/<name> (removed and re-created).
 inline std::filesystem::path scratch_dir(const std::string& group, const std::string& name) {
@@ -123,6 +168,32 @@ inline cli_result run_cli(const std::filesystem::path& dir, const std::string& a
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
 }
+
+/// A test with a scratch directory of its own (scratch_dir(group, the test's name), removed
+/// afterwards) in which it runs the command line.
+class cli_dir_test : public ::testing::Test {
+ protected:
+  explicit cli_dir_test(std::string group) : group_(std::move(group)) {}
+  void SetUp() override {
+    dir_ = scratch_dir(group_, ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  /// Runs `ctforge <args>` in the directory (args pass through the shell).
+  cli_result run(const std::string& args, int file_limit_kib = 0) const {
+    return run_cli(dir_, args, file_limit_kib);
+  }
+  void write(const std::string& name, const std::string& text) const {
+    std::ofstream(dir_ / name) << text;
+  }
+
+  std::filesystem::path dir_;
+
+ private:
+  std::string group_;
+};
 
 /// A tmpfs of `kib` KiB mounted on `dir` for the life of the object (a real full disk);
 /// ok is false, with the reason in why, where mounting needs a privilege the test lacks.

@@ -163,6 +163,30 @@ void register_preprocessing(py::module_& m) {
 }
 
 namespace {
+
+stitch_options stitch_options_of(const py::kwargs& kwargs) {
+  keyword_options kw(kwargs, "stitch_360");
+  stitch_options o;
+  o.center = kw.number("center", o.center);
+  o.blend = kw.number("blend", o.blend);
+  const py::object angles = kw.object("angles");
+  if (!angles.is_none())
+    for (const py::handle x : angles) o.angles_rad.push_back(x.cast<double>());
+  o.threads = kw.count("threads", o.threads);
+  kw.finish();
+  return o;
+}
+
+center_360_options center_360_options_of(const py::kwargs& kwargs) {
+  keyword_options kw(kwargs, "find_center_360");
+  center_360_options o;
+  o.row = kw.integer("row", o.row);
+  o.min_overlap = kw.integer("min_overlap", o.min_overlap);
+  o.threads = kw.count("threads", o.threads);
+  kw.finish();
+  return o;
+}
+
 /// stitch_360 and find_center_360: 360-degree scans with an offset axis.
 void register_stitching(py::module_& m) {
   m.def(
@@ -170,15 +194,7 @@ void register_stitching(py::module_& m) {
       [](const py::handle& obj, const py::kwargs& kwargs) {
         const farray arr = require_array(obj, 3, "projections");
         const projection_view p = projection_arg(arr);
-        keyword_options kw(kwargs, "stitch_360");
-        stitch_options o;
-        o.center = kw.number("center", o.center);
-        o.blend = kw.number("blend", o.blend);
-        const py::object angles = kw.object("angles");
-        if (!angles.is_none())
-          for (const py::handle x : angles) o.angles_rad.push_back(x.cast<double>());
-        o.threads = kw.count("threads", o.threads);
-        kw.finish();
+        const stitch_options o = stitch_options_of(kwargs);
         projection_stack out;
         {
           py::gil_scoped_release nogil;
@@ -191,17 +207,11 @@ void register_stitching(py::module_& m) {
       "find_center_360",
       [](const py::handle& obj, const py::kwargs& kwargs) {
         const farray arr = require_array(obj, 3, "projections");
-        const projection_view p = projection_arg(arr);
-        keyword_options kw(kwargs, "find_center_360");
-        center_360_options o;
-        o.row = kw.integer("row", o.row);
-        o.min_overlap = kw.integer("min_overlap", o.min_overlap);
-        o.threads = kw.count("threads", o.threads);
-        kw.finish();
+        const center_360_options o = center_360_options_of(kwargs);
         center_360_estimate e;
         {
           py::gil_scoped_release nogil;
-          e = find_center_360(p, o);
+          e = find_center_360(projection_arg(arr), o);
         }
         const auto list = [](const std::vector<double>& v) {
           return py::array_t<double>(static_cast<py::ssize_t>(v.size()), v.data());

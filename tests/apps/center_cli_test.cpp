@@ -22,20 +22,9 @@ namespace {
 
 const std::string tooth = std::string(CTFORGE_DATA_DIR) + "/dxchange/tooth.h5";
 
-class CenterCli : public ::testing::Test {
+class CenterCli : public ctforge::testing::cli_dir_test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = ctforge::testing::scratch_dir("center_cli", info->name());
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  ctforge::testing::cli_result run(const std::string& args, int file_limit_kib = 0) const {
-    return ctforge::testing::run_cli(dir_, args, file_limit_kib);
-  }
-  fs::path dir_;
+  CenterCli() : cli_dir_test("center_cli") {}
 };
 
 struct png_info {

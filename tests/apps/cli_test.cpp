@@ -29,28 +29,16 @@ using result = ctforge::testing::cli_result;
 /// 60 views over 360 deg, 48 x 40 pixels of 3.2 mm, magnification 2: the field of view at the
 /// isocentre is 76.8 x 64 mm, so the 64 mm Shepp-Logan (outer ellipsoid 44 x 59 x 58 mm) is
 /// never truncated.
-constexpr const char* k_cone = R"({"type": "cone",
-  "detector": {"cols": 48, "rows": 40, "pixel_mm": [3.2, 3.2]},
-  "source_to_isocenter_mm": 500, "source_to_detector_mm": 1000,
-  "angles_deg": {"start": 0, "step": 6, "count": 60}})";
+const std::string k_cone = ctforge::testing::cone_json(48, 40, 3.2, 6, 60);
 
-class Cli : public ::testing::Test {
+class Cli : public ctforge::testing::cli_dir_test {
  protected:
+  Cli() : cli_dir_test("cli") {}
   void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = ctforge::testing::scratch_dir("cli", info->name());
+    cli_dir_test::SetUp();
     write("cone.json", k_cone);
   }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
 
-  /// Runs `ctforge <args>` in the test directory (args are passed through the shell).
-  result run(const std::string& args) const { return ctforge::testing::run_cli(dir_, args); }
-  void write(const std::string& name, const std::string& text) const {
-    std::ofstream(dir_ / name) << text;
-  }
   bool exists(const std::string& name) const { return fs::exists(dir_ / name); }
   /// True when the directory holds no temporary left over from an atomic write.
   bool no_part_files() const { return ctforge::testing::leftover_temporaries(dir_).empty(); }
@@ -64,8 +52,6 @@ class Cli : public ::testing::Test {
             extra);
     ASSERT_EQ(r.status, 0) << r.output;
   }
-
-  fs::path dir_;
 };
 
 /// "NAME: value" lines of `ctforge compare`.
@@ -176,8 +162,9 @@ TEST_F(Cli, CylindricalDetectorEndToEnd) {
   std::string cyl = k_cone;
   cyl.replace(cyl.find("\"cols\""), 0, "\"shape\": \"cylindrical\", ");
   write("cyl.json", cyl);
-  result r = run("simulate --phantom shepp-logan --phantom-size 64 --geometry cyl.json -o proj.h5 "
-                 "--truth truth.h5 --size 32 --spacing 2");
+  result r =
+      run("simulate --phantom shepp-logan --phantom-size 64 --geometry cyl.json -o proj.h5 "
+          "--truth truth.h5 --size 32 --spacing 2");
   ASSERT_EQ(r.status, 0) << r.output;
   r = run("info proj.h5");
   ASSERT_EQ(r.status, 0) << r.output;
@@ -349,8 +336,9 @@ TEST_F(Cli, DisplacedDetectorOptions) {
   for (const std::string& args :
        {"off.h5 --displaced-detector off", "off.h5 --displaced-detector on --offset-transition 4",
         "off.h5 --displaced-detector auto --offset-transition 1000", "off.h5 --algorithm fbp",
-        "proj.h5 --displaced-detector off", "proj.h5 --algorithm fdk --displaced-detector on "
-                                            "--offset-transition 2.5"}) {
+        "proj.h5 --displaced-detector off",
+        "proj.h5 --algorithm fdk --displaced-detector on "
+        "--offset-transition 2.5"}) {
     r = run("recon " + args + " -o v.h5 --size 16 --threads 2");
     EXPECT_EQ(r.status, 0) << args << "\n" << r.output;
     const bool warns = args.starts_with("off.h5 --displaced-detector off");

@@ -26,27 +26,19 @@ using result = ctforge::testing::cli_result;
 
 // 40 views over 360 deg, 40 x 32 pixels of 3.2 mm, magnification 2 (the field of view at the
 // isocentre holds the 64 mm phantom).
-constexpr const char* k_cone = R"({"type": "cone",
-  "detector": {"cols": 40, "rows": 32, "pixel_mm": [3.2, 3.2]},
-  "source_to_isocenter_mm": 500, "source_to_detector_mm": 1000,
-  "angles_deg": {"start": 0, "step": 9, "count": 40}})";
+const std::string k_cone = ctforge::testing::cone_json(40, 32, 3.2, 9, 40);
 
-class IterativeCli : public ::testing::Test {
+class IterativeCli : public ctforge::testing::cli_dir_test {
  protected:
+  IterativeCli() : cli_dir_test("iterative_cli") {}
   void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = ctforge::testing::scratch_dir("iterative_cli", info->name());
-    std::ofstream(dir_ / "cone.json") << k_cone;
+    cli_dir_test::SetUp();
+    write("cone.json", k_cone);
     const result r =
         run("simulate --phantom shepp-logan --phantom-size 64 --geometry cone.json -o proj.h5 "
             "--truth truth.h5 --size 24 --spacing 2.5 --quiet");
     ASSERT_EQ(r.status, 0) << r.output;
   }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  result run(const std::string& args) const { return ctforge::testing::run_cli(dir_, args); }
   std::string text(const std::string& name) const {
     std::ifstream in(dir_ / name);
     std::stringstream ss;
@@ -60,7 +52,6 @@ class IterativeCli : public ::testing::Test {
     EXPECT_TRUE(std::regex_search(r.output, m, std::regex(R"(MAE: ([-+0-9.eE]+))"))) << r.output;
     return m.empty() ? 1e300 : std::stod(m[1]);
   }
-  fs::path dir_;
 };
 
 constexpr const char* k_recon = "recon proj.h5 --size 24 --spacing 2.5 --backend cpu --threads 2 ";
@@ -101,8 +92,7 @@ TEST_F(IterativeCli, EveryMethodWithItsLog) {
     const auto rows = csv_rows(text(name + ".csv"));
     ASSERT_EQ(rows.size(), 13u) << name;
     EXPECT_EQ(rows[0], (std::vector<std::string>{"iteration", "residual", "objective",
-                                                 "relative_update", "seconds",
-                                                 "stop_criterion"}));
+                                                 "relative_update", "seconds", "stop_criterion"}));
     for (std::size_t i = 1; i < rows.size(); ++i) {
       ASSERT_EQ(rows[i].size(), 6u);
       EXPECT_EQ(rows[i][0], std::to_string(i));

@@ -24,18 +24,9 @@ namespace {
 
 using result = ctforge::testing::cli_result;
 
-class OptionsCli : public ::testing::Test {
+class OptionsCli : public ctforge::testing::cli_dir_test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = ctforge::testing::scratch_dir("options_cli", info->name());
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  result run(const std::string& args) const { return ctforge::testing::run_cli(dir_, args); }
-  fs::path dir_;
+  OptionsCli() : cli_dir_test("options_cli") {}
 };
 
 std::vector<std::string> lines_of(const std::string& text) {

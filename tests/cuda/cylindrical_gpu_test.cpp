@@ -72,13 +72,23 @@ volume_geometry make_volume(const cyl_case& c) {
   return volume_geometry::centered(c.nx, c.ny, c.nz, {1.4, 1.4, 1.4});
 }
 
+/// The scan of a case: its geometry, grid and the Shepp-Logan phantom's projections.
+struct problem {
+  geometry g;
+  volume_geometry vg;
+  projection_stack proj;
+};
+problem problem_of(const cyl_case& c) {
+  problem p{make_geometry(c), make_volume(c), {}};
+  p.proj = project_analytic(shepp_logan_phantom(36), p.g);
+  return p;
+}
+
 class CylindricalGpu : public ctforge::testing::gpu_param_test<cyl_case> {};
 
 TEST_P(CylindricalGpu, FdkMatchesCpuPath) {
   const cyl_case& c = GetParam();
-  const geometry g = make_geometry(c);
-  const volume_geometry vg = make_volume(c);
-  const projection_stack proj = project_analytic(shepp_logan_phantom(36), g);
+  const auto [g, vg, proj] = problem_of(c);
   recon_options opt;
   opt.where = backend::cpu;
   const volume cpu = reconstruct(proj, g, vg, opt);

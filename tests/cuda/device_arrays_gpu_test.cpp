@@ -19,6 +19,7 @@
 #include "ctforge/phantom.hpp"
 #include "ctforge/projector.hpp"
 #include "ctforge/recon.hpp"
+#include "test_support.hpp"
 
 using namespace ctforge;
 
@@ -76,12 +77,8 @@ TEST_F(DeviceArrays, NonFiniteDeviceProjectionIsAUsageErrorNamingIt) {
   const device_array p = device_array::upload(bad.data, {bad.views, bad.rows, bad.cols});
   projection_view on_gpu(bad.views, bad.rows, bad.cols, std::span<const float>(p.data(), p.size()));
   on_gpu.space = memory_space::cuda_device;
-  try {
-    (void)reconstruct(on_gpu, g_, vg_, opt_);
-    FAIL() << "no error";
-  } catch (const usage_error& e) {
-    EXPECT_NE(std::string(e.what()).find("view 7, row 3, col 11"), std::string::npos) << e.what();
-  }
+  ctforge::testing::expect_usage_error_naming([&] { (void)reconstruct(on_gpu, g_, vg_, opt_); },
+                                              "view 7, row 3, col 11");
 }
 
 TEST_F(DeviceArrays, VolumeThatNeedsSlabsIsRefusedOnTheDevice) {
@@ -93,12 +90,8 @@ TEST_F(DeviceArrays, VolumeThatNeedsSlabsIsRefusedOnTheDevice) {
   (void)reconstruct(proj_, g_, big, small);  // the host path: slabs
   ASSERT_NE(describe_last_gpu_call(gpu_call::reconstruction).find("slab"), std::string::npos)
       << describe_last_gpu_call(gpu_call::reconstruction);
-  try {
-    (void)reconstruct_to_device(proj_, g_, big, small);
-    FAIL() << "no error";
-  } catch (const usage_error& e) {
-    EXPECT_NE(std::string(e.what()).find("must fit there whole"), std::string::npos) << e.what();
-  }
+  ctforge::testing::expect_usage_error_naming(
+      [&] { (void)reconstruct_to_device(proj_, g_, big, small); }, "must fit there whole");
 }
 
 TEST_F(DeviceArrays, HostSideCallsRefuseDeviceProjections) {

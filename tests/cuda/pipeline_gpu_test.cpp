@@ -30,6 +30,19 @@ namespace kc = ctforge::kernels::cuda;
 
 namespace {
 
+/// Whether the bilinear taps of detector row r (rows floor(r) and floor(r) + 1, clipped to the
+/// detector) lie in the slab's rows; r outside (-1, rows) samples zero and needs none.
+::testing::AssertionResult taps_inside(const kc::slab_info& s, double r, std::int64_t rows) {
+  if (!(r > -1.0 && r < static_cast<double>(rows))) return ::testing::AssertionSuccess();
+  const auto t0 = static_cast<std::int64_t>(std::floor(r));
+  const std::int64_t lo = std::max<std::int64_t>(t0, 0);
+  const std::int64_t hi = std::min<std::int64_t>(t0 + 1, rows - 1);
+  if (lo >= s.row_offset && hi < s.row_offset + s.rows_valid) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "row " << r << " taps rows " << lo << ".." << hi << ", the slab holds " << s.row_offset
+         << ".." << s.row_offset + s.rows_valid - 1;
+}
+
 // ---- memory plan (host code, runs without a GPU) -------------------------------------------
 
 kc::plan_input sample_input() {
@@ -238,12 +251,7 @@ TEST(CudaPlan, SlabRowRangesCoverEveryTap) {
             for (const auto& m : mats) {
               const double p2 = m[8] * x.x + m[9] * x.y + m[10] * x.z + m[11];
               const double r = (m[4] * x.x + m[5] * x.y + m[6] * x.z + m[7]) / p2;
-              if (!(r > -1.0 && r < static_cast<double>(rows))) continue;  // samples 0 anyway
-              const auto t0 = static_cast<std::int64_t>(std::floor(r));
-              const std::int64_t lo = std::max<std::int64_t>(t0, 0);
-              const std::int64_t hi = std::min<std::int64_t>(t0 + 1, rows - 1);
-              ASSERT_GE(lo, s.row_offset) << "slab z0=" << z0 << " nz=" << nz;
-              ASSERT_LT(hi, s.row_offset + s.rows_valid) << "slab z0=" << z0 << " nz=" << nz;
+              ASSERT_TRUE(taps_inside(s, r, rows)) << "slab z0=" << z0 << " nz=" << nz;
             }
           }
       if (nz == 5) {
@@ -294,12 +302,7 @@ TEST(CudaPlan, CurvedSlabRowRangesCoverEveryTap) {
               const kernels::detector_point q = kernels::project_point(
                   m, static_cast<float>(x.x), static_cast<float>(x.y), static_cast<float>(x.z));
               ASSERT_NEAR(q.row, r - static_cast<double>(s.row_offset), 1e-3);
-              if (!(r > -1.0 && r < static_cast<double>(rows))) continue;  // samples 0 anyway
-              const auto t0 = static_cast<std::int64_t>(std::floor(r));
-              const std::int64_t lo = std::max<std::int64_t>(t0, 0);
-              const std::int64_t hi = std::min<std::int64_t>(t0 + 1, rows - 1);
-              ASSERT_GE(lo, s.row_offset) << "slab z0=" << z0 << " nz=" << nz;
-              ASSERT_LT(hi, s.row_offset + s.rows_valid) << "slab z0=" << z0 << " nz=" << nz;
+              ASSERT_TRUE(taps_inside(s, r, rows)) << "slab z0=" << z0 << " nz=" << nz;
             }
           }
       if (nz == 5) {

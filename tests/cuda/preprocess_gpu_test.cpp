@@ -36,17 +36,14 @@ std::ostream& operator<<(std::ostream& os, const shape& s) {
 
 /// Smooth line integrals in [0.1, 1.6] with zingers (+2 at every 37th value).
 projection_stack scan_of(const shape& s) {
-  projection_stack p(s.views, s.rows, s.cols);
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> noise(-0.02f, 0.02f);
-  for (std::int64_t v = 0; v < s.views; ++v)
-    for (std::int64_t r = 0; r < s.rows; ++r)
-      for (std::int64_t c = 0; c < s.cols; ++c) {
+  projection_stack p = ctforge::testing::scan_from(
+      s.views, s.rows, s.cols, [&](std::int64_t v, std::int64_t r, std::int64_t c) {
         const double x = (c - 0.5 * s.cols) / (0.3 * s.cols + 1);
         const double y = (r - 0.5 * s.rows) / (0.3 * s.rows + 1);
-        p.at(v, r, c) =
-            static_cast<float>(0.1 + 1.5 * std::exp(-(x * x + y * y) - 0.01 * v)) + noise(rng);
-      }
+        return static_cast<float>(0.1 + 1.5 * std::exp(-(x * x + y * y) - 0.01 * v)) + noise(rng);
+      });
   for (std::int64_t i = 0; i < p.size(); i += 37) p.data[static_cast<std::size_t>(i)] += 2.0f;
   return p;
 }

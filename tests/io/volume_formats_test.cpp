@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -156,8 +157,7 @@ TEST(VolumeFormats, DetachedHeaderAndDataAreReplacedAsAUnit) {
     std::string content;
     std::getline(in, content);
     EXPECT_EQ(content, "precious") << ext;
-    EXPECT_EQ(io::read_volume_any((other / ("w" + ext)).string()).data,
-              ramp_volume(5, 4, 3).data);
+    EXPECT_EQ(io::read_volume_any((other / ("w" + ext)).string()).data, ramp_volume(5, 4, 3).data);
   }
 }
 
@@ -220,9 +220,8 @@ TEST(VolumeFormats, HeadMetaImageIsAVoxelPhantom) {
 TEST(VolumeFormats, ThoraxSeriesHuSpacingAndOrder) {
   const std::string dir = data_dir + "/dicom/thorax";
   const volume t = io::read_volume_any(dir);
-  ASSERT_EQ(t.geom.nx, 512);
-  ASSERT_EQ(t.geom.ny, 512);
-  ASSERT_EQ(t.geom.nz, 6);
+  ASSERT_EQ((std::array<std::int64_t, 3>{t.geom.nx, t.geom.ny, t.geom.nz}),
+            (std::array<std::int64_t, 3>{512, 512, 6}));
   EXPECT_NEAR(t.geom.spacing_mm[0], 0.9765625, 1e-9);
   EXPECT_NEAR(t.geom.spacing_mm[1], 0.9765625, 1e-9);
   EXPECT_NEAR(t.geom.spacing_mm[2], 2.0, 1e-6);
@@ -437,9 +436,9 @@ TEST(VolumeReaders, EveryFormatRefusesNonFiniteValues) {
   }
   // The same NIfTI file gzipped: the scan reads through the compression.
   const fs::path gz = dir / "v.nii.gz";
-  ASSERT_EQ(std::system(("gzip -c '" + (dir / "v.nii").string() + "' > '" + gz.string() + "'")
-                            .c_str()),
-            0);
+  ASSERT_EQ(
+      std::system(("gzip -c '" + (dir / "v.nii").string() + "' > '" + gz.string() + "'").c_str()),
+      0);
   expect_error_naming([&] { io::read_volume_any(gz.string()); }, gz.string(),
                       "non-finite value (nan) at index [1][2][3]");
   // DICOM stores integers: an infinite value comes from the rescale slope. |HU| up to 1e9 is

@@ -33,23 +33,19 @@ phase_options typical(phase_method m = phase_method::paganin) {
 /// Line integrals in [0, ~0.9]: a few Gaussian blobs and a bar, plus uniform noise of 0.02
 /// (pixel-scale content everywhere, so that data beyond a band's margin matter).
 projection_stack structured_view(std::int64_t views, std::int64_t rows, std::int64_t cols) {
-  projection_stack p(views, rows, cols);
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> noise(0.0f, 0.02f);
-  for (std::int64_t v = 0; v < views; ++v)
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t c = 0; c < cols; ++c) {
-        double s = 0;
-        for (int k = 0; k < 4; ++k) {
-          const double cr = static_cast<double>(rows) * (0.15 + 0.23 * k + 0.02 * v);
-          const double cc = static_cast<double>(cols) * (0.2 + 0.2 * k);
-          const double d2 = ((r - cr) * (r - cr) + (c - cc) * (c - cc)) / 20.0;
-          s += 0.6 * std::exp(-0.5 * d2);
-        }
-        if (c > cols / 3 && c < cols / 3 + 4) s += 0.25;  // a bar across all rows
-        p.at(v, r, c) = static_cast<float>(s) + noise(rng);
-      }
-  return p;
+  return testing::scan_from(views, rows, cols, [&](std::int64_t v, std::int64_t r, std::int64_t c) {
+    double s = 0;
+    for (int k = 0; k < 4; ++k) {
+      const double cr = static_cast<double>(rows) * (0.15 + 0.23 * k + 0.02 * v);
+      const double cc = static_cast<double>(cols) * (0.2 + 0.2 * k);
+      const double d2 = ((r - cr) * (r - cr) + (c - cc) * (c - cc)) / 20.0;
+      s += 0.6 * std::exp(-0.5 * d2);
+    }
+    if (c > cols / 3 && c < cols / 3 + 4) s += 0.25;  // a bar across all rows
+    return static_cast<float>(s) + noise(rng);
+  });
 }
 
 /// The band's retrieval of rows `out` widened by `margin`, against rows `out` of `whole`.
@@ -119,9 +115,7 @@ TEST(PhaseMargin, GrowsWithTheDecayLength) {
     EXPECT_GE(phase_row_margin(typical(phase_method::paganin), tol), phase_row_margin(g, tol));
 }
 
-struct shape {
-  std::int64_t views, rows, cols;
-};
+using shape = testing::scan_shape;
 
 class PhaseShapes : public ::testing::TestWithParam<shape> {};
 

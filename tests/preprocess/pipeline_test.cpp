@@ -81,38 +81,36 @@ TEST(PreprocessOptions, NamesAndFlagsSetTheSameFields) {
 }
 
 TEST(PreprocessOptions, BadOptionsNameTheirSpelling) {
-  using testing::expect_usage_error_naming;
-  const auto parse = [](settings s) { return [s] { (void)parse_preprocess_options(s); }; };
-  expect_usage_error_naming(parse({{"--ring-size", "21"}}), "--ring-size: needs --rings");
-  expect_usage_error_naming(parse({{"ring_size", "21"}}), "ring_size: needs rings");
-  expect_usage_error_naming(parse({{"--zinger-views", "3"}}), "--zinger-views: needs --zingers");
-  expect_usage_error_naming(parse({{"--rings", "filtering"}, {"--ring-la-size", "51"}}),
-                            "--ring-la-size: applies to --rings large/dead/all only");
-  expect_usage_error_naming(parse({{"--rings", "sorting"}, {"--ring-sigma", "2"}}),
-                            "--ring-sigma: applies to --rings filtering/fourier_wavelet only");
-  expect_usage_error_naming(parse({{"--rings", "median"}}), "--rings: unknown method 'median'");
-  expect_usage_error_naming(parse({{"rings", "median"}}), "rings: unknown method");
-  expect_usage_error_naming(parse({{"--zingers", "-1"}}), "--zingers: must be positive");
-  expect_usage_error_naming(parse({{"--zingers", "0.3x"}}), "--zingers: expected a number");
-  expect_usage_error_naming(parse({{"--zingers", "nan"}}), "--zingers: expected a number");
-  expect_usage_error_naming(parse({{"--zingers", "1"}, {"--zinger-size", "4"}}),
-                            "--zinger-size: an odd window of 3 to 99");
-  expect_usage_error_naming(parse({{"--zingers", "1"}, {"--zinger-views", "0"}}),
-                            "--zinger-views: an odd window of 1 to 99");
-  expect_usage_error_naming(parse({{"--rings", "all"}, {"--ring-drop-ratio", "0.9"}}),
-                            "--ring-drop-ratio: must be in [0, 0.8]");
-  expect_usage_error_naming(parse({{"--zingers", "1"}, {"zingers", "2"}}), "zingers: given twice");
-  expect_usage_error_naming(parse({{"--ring", "all"}}), "--ring: not a preprocessing option");
-  expect_usage_error_naming(parse({{"--phase-energy", "20"}}), "--phase-energy: needs --phase");
-  expect_usage_error_naming(parse({{"--phase", "paganin"}, {"--phase-energy", "20"}}),
-                            "--phase: needs --phase-distance, --delta-beta");
-  expect_usage_error_naming(parse({{"phase", "paganin"}}),
-                            "phase: needs phase_energy, phase_distance, delta_beta");
-  expect_usage_error_naming(parse({{"--phase", "tie"}}), "--phase: unknown method 'tie'");
-  expect_usage_error_naming(parse({{"--beam-hardening", "0,1,x"}}),
-                            "--beam-hardening: expected a number (got 'x')");
-  expect_usage_error_naming(parse({{"--beam-hardening", ""}}),
-                            "--beam-hardening: expected a number (got '')");
+  // Each case: the settings given, and what the usage error must name.
+  const std::vector<std::pair<settings, std::string>> cases{
+      {{{"--ring-size", "21"}}, "--ring-size: needs --rings"},
+      {{{"ring_size", "21"}}, "ring_size: needs rings"},
+      {{{"--zinger-views", "3"}}, "--zinger-views: needs --zingers"},
+      {{{"--rings", "filtering"}, {"--ring-la-size", "51"}},
+       "--ring-la-size: applies to --rings large/dead/all only"},
+      {{{"--rings", "sorting"}, {"--ring-sigma", "2"}},
+       "--ring-sigma: applies to --rings filtering/fourier_wavelet only"},
+      {{{"--rings", "median"}}, "--rings: unknown method 'median'"},
+      {{{"rings", "median"}}, "rings: unknown method"},
+      {{{"--zingers", "-1"}}, "--zingers: must be positive"},
+      {{{"--zingers", "0.3x"}}, "--zingers: expected a number"},
+      {{{"--zingers", "nan"}}, "--zingers: expected a number"},
+      {{{"--zingers", "1"}, {"--zinger-size", "4"}}, "--zinger-size: an odd window of 3 to 99"},
+      {{{"--zingers", "1"}, {"--zinger-views", "0"}}, "--zinger-views: an odd window of 1 to 99"},
+      {{{"--rings", "all"}, {"--ring-drop-ratio", "0.9"}},
+       "--ring-drop-ratio: must be in [0, 0.8]"},
+      {{{"--zingers", "1"}, {"zingers", "2"}}, "zingers: given twice"},
+      {{{"--ring", "all"}}, "--ring: not a preprocessing option"},
+      {{{"--phase-energy", "20"}}, "--phase-energy: needs --phase"},
+      {{{"--phase", "paganin"}, {"--phase-energy", "20"}},
+       "--phase: needs --phase-distance, --delta-beta"},
+      {{{"phase", "paganin"}}, "phase: needs phase_energy, phase_distance, delta_beta"},
+      {{{"--phase", "tie"}}, "--phase: unknown method 'tie'"},
+      {{{"--beam-hardening", "0,1,x"}}, "--beam-hardening: expected a number (got 'x')"},
+      {{{"--beam-hardening", ""}}, "--beam-hardening: expected a number (got '')"},
+  };
+  for (const auto& [given, message] : cases)
+    testing::expect_usage_error_naming([&] { (void)parse_preprocess_options(given); }, message);
 }
 
 TEST(PreprocessOptions, PhaseAndBeamHardeningReadBack) {
@@ -204,25 +202,9 @@ TEST(Preprocess, PhaseRetrievalUsesTheDetectorInTheSamplePlane) {
   EXPECT_EQ(preprocess_row_margin(o), phase_row_margin(direct, k_phase_band_tolerance));
 }
 
-/// A scan with zingers and a stripe: smooth traces, +3 at scattered pixels, +0.5 on column 7.
-projection_stack dirty_scan(std::int64_t views, std::int64_t rows, std::int64_t cols) {
-  projection_stack p(views, rows, cols);
-  std::mt19937 rng(11);
-  std::normal_distribution<float> noise(0.0f, 0.01f);
-  for (std::int64_t v = 0; v < views; ++v)
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t c = 0; c < cols; ++c) {
-        const double x = static_cast<double>(c) / static_cast<double>(cols) - 0.5 -
-                         0.2 * std::sin(0.05 * static_cast<double>(v) + 0.1 * r);
-        p.at(v, r, c) = static_cast<float>(std::exp(-20 * x * x)) + noise(rng) +
-                        (c == 7 ? 0.5f : 0.0f) + ((v * 31 + r * 7 + c) % 53 == 0 ? 3.0f : 0.0f);
-      }
-  return p;
-}
-
 // preprocess() is the steps one after the other, in the documented order.
 TEST(Preprocess, IsZingersThenRings) {
-  const projection_stack raw = dirty_scan(40, 5, 33);
+  const projection_stack raw = testing::dirty_scan(40, 5, 33);
   const preprocess_options o = parse_preprocess_options(
       settings{{"rings", "sorting"}, {"ring_size", "5"}, {"zingers", "1"}});
   projection_stack together = raw;

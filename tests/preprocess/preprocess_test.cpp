@@ -40,9 +40,7 @@ projection_stack smooth_scan(std::int64_t views, std::int64_t rows, std::int64_t
   return p;
 }
 
-struct shape {
-  std::int64_t views, rows, cols;
-};
+using shape = testing::scan_shape;
 
 class Zingers : public ::testing::TestWithParam<shape> {};
 

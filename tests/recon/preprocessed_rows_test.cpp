@@ -12,25 +12,10 @@
 
 #include "ctforge/checkpoint.hpp"
 #include "ctforge/preprocess.hpp"
+#include "test_support.hpp"
 
 namespace ctforge {
 namespace {
-
-/// Smooth traces with a zinger every 41st value and a stripe on column 5.
-projection_stack dirty_scan(std::int64_t views, std::int64_t rows, std::int64_t cols) {
-  projection_stack p(views, rows, cols);
-  std::mt19937 rng(5);
-  std::normal_distribution<float> noise(0.0f, 0.01f);
-  for (std::int64_t v = 0; v < views; ++v)
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t c = 0; c < cols; ++c) {
-        const double x = static_cast<double>(c) / static_cast<double>(cols) - 0.5 -
-                         0.15 * std::cos(0.07 * static_cast<double>(v) + 0.2 * r);
-        p.at(v, r, c) = static_cast<float>(std::exp(-15 * x * x)) + noise(rng) +
-                        (c == 5 ? 0.4f : 0.0f) + ((v * 17 + r * 5 + c) % 41 == 0 ? 2.0f : 0.0f);
-      }
-  return p;
-}
 
 projection_stack rows_of(const projection_stack& p, std::int64_t r0, std::int64_t r1) {
   projection_stack out(p.views, r1 - r0, p.cols);
@@ -55,7 +40,7 @@ class PreprocessedRows : public ::testing::TestWithParam<std::tuple<int, int, in
 TEST_P(PreprocessedRows, BandEqualsTheWholeCleanedRows) {
   const auto [zinger_size, r0, r1] = GetParam();
   const std::int64_t rows = 13;
-  const projection_stack raw = dirty_scan(24, rows, 31);
+  const projection_stack raw = testing::dirty_scan(24, rows, 31);
   const preprocess_options o = steps(zinger_size);
   projection_stack whole = raw;
   (void)preprocess(whole, o);
@@ -128,7 +113,7 @@ TEST(PreprocessedRowsPhase, BandEqualsTheWholeWithinTheTolerance) {
 
 // No step: the source itself, untouched.
 TEST(PreprocessedRowsNoStep, IsTheSource) {
-  const projection_stack raw = dirty_scan(6, 4, 9);
+  const projection_stack raw = testing::dirty_scan(6, 4, 9);
   const row_band_source source = [&](std::int64_t a, std::int64_t b) { return rows_of(raw, a, b); };
   EXPECT_EQ(preprocessed_rows(source, 4, {})(1, 3).data, rows_of(raw, 1, 3).data);
 }
