@@ -109,8 +109,8 @@ TEST(PreprocessOptions, BadOptionsNameTheirSpelling) {
       {{{"--beam-hardening", "0,1,x"}}, "--beam-hardening: expected a number (got 'x')"},
       {{{"--beam-hardening", ""}}, "--beam-hardening: expected a number (got '')"},
   };
-  for (const auto& [given, message] : cases)
-    testing::expect_usage_error_naming([&] { (void)parse_preprocess_options(given); }, message);
+  for (const auto& c : cases)
+    testing::expect_usage_error_naming([&] { (void)parse_preprocess_options(c.first); }, c.second);
 }
 
 TEST(PreprocessOptions, PhaseAndBeamHardeningReadBack) {
