@@ -139,7 +139,7 @@ center_360_estimate find_center_360(const projection_view& p, const center_360_o
                   fmt::format("min_overlap: must be 3 .. {} pixels, the detector's width (got {})",
                               p.cols, opt.min_overlap));
   const std::vector<std::int64_t> det_rows = rows_to_compare(p.rows, opt.row);
-  detail::require_finite_view(p, "find_center_360", threads);
+  detail::require_finite(p, "find_center_360", threads);
   // Coarse: binned columns, every integer 2c.
   const std::int64_t bin = std::max<std::int64_t>(1, (p.cols + 511) / 512);
   const halves coarse = gather(p, det_rows, 256, bin);

@@ -19,15 +19,25 @@ inline int thread_count(int threads) {
   return threads > 0 ? threads : omp_get_max_threads();
 }
 
-/// usage_error "<step>: non-finite value (nan) at view v, row r, col c" for the first NaN / Inf.
-inline void require_finite(const projections_ref& p, const char* step, int threads) {
-  const std::int64_t i =
-      first_non_finite(p.data.data(), static_cast<std::int64_t>(p.data.size()), threads);
+/// usage_error "<step>: non-finite value (nan) at view v, row r, col c" for the first NaN / Inf
+/// of the n values of views of rows x cols at `data`.
+inline void require_finite(const float* data, std::int64_t n, std::int64_t rows, std::int64_t cols,
+                           const char* step, int threads) {
+  const std::int64_t i = first_non_finite(data, n, threads);
   if (i < 0) return;
-  const std::int64_t plane = p.rows * p.cols;
+  const std::int64_t plane = rows * cols;
   throw usage_error(fmt::format("{}: non-finite value ({}) at view {}, row {}, col {}", step,
-                                p.data[static_cast<std::size_t>(i)], i / plane, i % plane / p.cols,
-                                i % p.cols));
+                                data[i], i / plane, i % plane / cols, i % cols));
+}
+
+/// The same for projections in place, and for read-only ones.
+inline void require_finite(const projections_ref& p, const char* step, int threads) {
+  require_finite(p.data.data(), static_cast<std::int64_t>(p.data.size()), p.rows, p.cols, step,
+                 threads);
+}
+inline void require_finite(const projection_view& p, const char* step, int threads) {
+  require_finite(p.data.data(), static_cast<std::int64_t>(p.data.size()), p.rows, p.cols, step,
+                 threads);
 }
 
 }  // namespace ctforge::detail

@@ -76,15 +76,6 @@ std::string to_string(stitch_side s) {
 
 namespace detail {
 
-void require_finite_view(const projection_view& p, const char* step, int threads) {
-  const std::int64_t i = detail::first_non_finite(p.data.data(), p.size(), threads);
-  if (i < 0) return;
-  const std::int64_t plane = p.rows * p.cols;
-  throw usage_error(fmt::format("{}: non-finite value ({}) at view {}, row {}, col {}", step,
-                                p.data[static_cast<std::size_t>(i)], i / plane, i % plane / p.cols,
-                                i % p.cols));
-}
-
 stitch_plan make_stitch_plan(std::int64_t cols, double center, double blend) {
   CTFORGE_EXPECTS(cols >= 1, "stitch_360: the detector has no columns");
   const double last = static_cast<double>(cols - 1);
@@ -139,7 +130,7 @@ projection_stack stitch_360(const projection_view& p, const stitch_options& opt)
                   "center: required (the detector column of the rotation axis; "
                   "find_center_360 estimates it)");
   const detail::stitch_plan s = detail::make_stitch_plan(p.cols, opt.center, opt.blend);
-  detail::require_finite_view(p, "stitch_360", threads);
+  detail::require_finite(p, "stitch_360", threads);
   projection_stack out(m, p.rows, s.width);
   const std::int64_t rows = p.rows;
 #pragma omp parallel for num_threads(threads) schedule(static) collapse(2)

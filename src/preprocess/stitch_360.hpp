@@ -27,7 +27,4 @@ stitch_plan make_stitch_plan(std::int64_t cols, double center, double blend);
 void stitch_row(const float* first, const float* second, std::int64_t cols, const stitch_plan& s,
                 float* out);
 
-/// usage_error "<step>: non-finite value (x) at view v, row r, col c" for the first NaN / Inf.
-void require_finite_view(const projection_view& p, const char* step, int threads);
-
 }  // namespace ctforge::detail
