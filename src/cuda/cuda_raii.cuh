@@ -357,45 +357,20 @@ class cufft_plan {
   cufft_plan() = delete;
   /// Batched 1D transform of length n over `batch` rows with the given advanced layout.
   cufft_plan(int n, int batch, int in_dist, int out_dist, cufftType type) {
-    cufftHandle h = 0;
-    CTFORGE_CUFFT_TRY(cufftCreate(&h), "creating a cuFFT plan");
-    try {
-      CTFORGE_CUFFT_TRY(cufftSetAutoAllocation(h, 0));
-      int dims[1] = {n};
-      int in_embed[1] = {in_dist};
-      int out_embed[1] = {out_dist};
-      std::size_t work = 0;
-      CTFORGE_CUFFT_TRY(
-          cufftMakePlanMany(h, 1, dims, in_embed, 1, in_dist, out_embed, 1, out_dist, type, batch,
-                            &work),
-          "planning " + std::to_string(batch) + " transforms of length " + std::to_string(n));
-      work_ = work;
-    } catch (...) {
-      cufftDestroy(h);  // not owned yet
-      throw;
-    }
-    h_.reset(h);
+    int dims[1] = {n};
+    int in_embed[1] = {in_dist};
+    int out_embed[1] = {out_dist};
+    make(1, dims, in_embed, in_dist, out_embed, out_dist, type, batch,
+         std::to_string(batch) + " transforms of length " + std::to_string(n));
   }
 
   /// Batched 2D transforms of nr x nc (row-major, contiguous; R2C: nr x (nc / 2 + 1) complex
   /// values out).
   cufft_plan(int nr, int nc, int batch, cufftType type) {
-    cufftHandle h = 0;
-    CTFORGE_CUFFT_TRY(cufftCreate(&h), "creating a cuFFT plan");
-    try {
-      CTFORGE_CUFFT_TRY(cufftSetAutoAllocation(h, 0));
-      int dims[2] = {nr, nc};
-      std::size_t work = 0;
-      CTFORGE_CUFFT_TRY(
-          cufftMakePlanMany(h, 2, dims, nullptr, 1, 0, nullptr, 1, 0, type, batch, &work),
-          "planning " + std::to_string(batch) + " 2D transforms of " + std::to_string(nr) + " x " +
-              std::to_string(nc));
-      work_ = work;
-    } catch (...) {
-      cufftDestroy(h);  // not owned yet
-      throw;
-    }
-    h_.reset(h);
+    int dims[2] = {nr, nc};
+    make(2, dims, nullptr, 0, nullptr, 0, type, batch,
+         std::to_string(batch) + " 2D transforms of " + std::to_string(nr) + " x " +
+             std::to_string(nc));
   }
 
   cufftHandle get() const { return h_.get(); }
@@ -404,6 +379,26 @@ class cufft_plan {
   void set_stream(cudaStream_t s) const { CTFORGE_CUFFT_TRY(cufftSetStream(h_.get(), s)); }
 
  private:
+  /// cufftMakePlanMany without automatic work-area allocation (`what` names the transforms in
+  /// the error); the handle is owned once planned.
+  void make(int rank, int* dims, int* in_embed, int in_dist, int* out_embed, int out_dist,
+            cufftType type, int batch, const std::string& what) {
+    cufftHandle h = 0;
+    CTFORGE_CUFFT_TRY(cufftCreate(&h), "creating a cuFFT plan");
+    try {
+      CTFORGE_CUFFT_TRY(cufftSetAutoAllocation(h, 0));
+      std::size_t work = 0;
+      CTFORGE_CUFFT_TRY(cufftMakePlanMany(h, rank, dims, in_embed, 1, in_dist, out_embed, 1,
+                                          out_dist, type, batch, &work),
+                        "planning " + what);
+      work_ = work;
+    } catch (...) {
+      cufftDestroy(h);  // not owned yet
+      throw;
+    }
+    h_.reset(h);
+  }
+
   ::ctforge::detail::unique_handle<handle_traits::cufft> h_;
   std::size_t work_ = 0;
 };
