@@ -31,7 +31,8 @@ runner add_simulate(CLI::App& app);
 runner add_recon(CLI::App& app);
 runner add_info(CLI::App& app);
 runner add_compare(CLI::App& app);
-runner add_convert(CLI::App& app);  // apps/convert.cpp (formats)
+runner add_convert(CLI::App& app);     // apps/convert.cpp (formats)
+runner add_preprocess(CLI::App& app);  // apps/convert.cpp (cleaned projections)
 runner add_center(CLI::App& app);   // apps/center.cpp (rotation centre)
 
 // ---- option values ------------------------------------------------------------------------
@@ -115,7 +116,7 @@ std::vector<named_path> projection_input_paths(const projection_input_options& o
 std::vector<std::pair<std::int64_t, std::int64_t>> parse_column_ranges(const std::string& option,
                                                                        const std::string& text);
 
-// ---- preprocessing (recon, convert) ---------------------------------------------------------
+// ---- preprocessing (recon, convert, preprocess) ---------------------------------------------------------
 
 /// The options of preprocess_option_table() (--zingers, --rings, ...), as given.
 struct preprocess_cli_options {

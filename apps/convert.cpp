@@ -1,4 +1,7 @@
 // ctforge convert: between file formats (see include/ctforge/formats.hpp).
+// ctforge preprocess: a projection scan cleaned (the steps of include/ctforge/preprocess.hpp,
+// optionally a 360-degree offset-axis stitch) and written as line integrals, on the CPU or
+// the GPU; the same route as convert with the steps, with --backend / --threads of its own.
 //  * volumes: .h5, .mha/.mhd, .nrrd/.nhdr, .nii/.nii.gz, DICOM series (directory) or file;
 //  * projections: ctforge .h5, DataExchange / NXtomo .h5, TIFF stacks -> ctforge .h5 or a TIFF
 //    stack (directory of float32 line integrals plus geometry.json);
@@ -38,6 +41,9 @@ struct convert_options {
   // geometry files
   std::string detector, pixel, beam = "cone";
   bool quiet = false;
+  // ctforge preprocess: where the steps run (convert: automatic, all cores)
+  execution_options exec;
+  const char* verb = "convert";
 };
 
 std::string lower(std::string s) {
@@ -102,14 +108,16 @@ void convert_geometry(const convert_options& o) {
 
 /// --stitch-360: the 360-degree offset-axis scan `in` becomes a 180-degree scan of about twice
 /// the width (stitch_360), its axis the given column or find_center_360's estimate.
-void stitch(const convert_options& o, io::loaded_projections& in) {
+void stitch(const convert_options& o, io::loaded_projections& in, const execution_context& ctx) {
   stitch_options so;
   if (o.stitch_360 == "auto") {
-    const center_360_estimate e = find_center_360(in.projections);
+    center_360_options co;
+    co.threads = ctx.threads;
+    const center_360_estimate e = find_center_360(in.projections, co);
     so.center = e.center;
-    note(o.quiet, fmt::format("convert: 360-degree axis at column {:.2f} ({} side, overlap {:.0f} "
+    note(o.quiet, fmt::format("{}: 360-degree axis at column {:.2f} ({} side, overlap {:.0f} "
                               "pixels, confidence {:.2f})",
-                              e.center, to_string(e.side), e.overlap, e.confidence));
+                              o.verb, e.center, to_string(e.side), e.overlap, e.confidence));
   } else {
     const char* end = o.stitch_360.data() + o.stitch_360.size();
     const auto [ptr, ec] = std::from_chars(o.stitch_360.data(), end, so.center);
@@ -121,16 +129,16 @@ void stitch(const convert_options& o, io::loaded_projections& in) {
   in.projections = std::move(out.projections);
   in.geom = std::move(out.geom);
   in.geometry_json = geometry_to_json(*in.geom);
-  note(o.quiet, fmt::format("convert: stitched into {} views of {} columns", in.projections.views,
-                            in.projections.cols));
+  note(o.quiet, fmt::format("{}: stitched into {} views of {} columns", o.verb,
+                            in.projections.views, in.projections.cols));
 }
 
-void convert_projections(const convert_options& o) {
+void convert_projections(const convert_options& o, const execution_context& ctx) {
   io::projection_read_options r = projection_read_options_of(o.read);
   r.select.views = parse_range("--views", o.views);
   r.select.rows = parse_range("--rows", o.rows);
   r.select.cols = parse_range("--cols", o.cols);
-  preprocess_options prep = preprocess_options_of(o.prep, execution_context{});
+  preprocess_options prep = preprocess_options_of(o.prep, ctx);
   io::loaded_projections in = io::read_projections_any(o.input, r);
   if (!in.warnings.empty()) note(o.quiet, "note: " + in.warnings);
   if (!prep.empty()) {
@@ -138,10 +146,10 @@ void convert_projections(const convert_options& o) {
     const preprocess_report done = preprocess(in.projections, prep);
     note(o.quiet,
          fmt::format(
-             "convert: cleaned: {}{}", describe_preprocessing(prep),
+             "{}: cleaned: {}{}", o.verb, describe_preprocessing(prep),
              prep.zingers ? fmt::format("; {} zingers replaced", done.zingers_replaced) : ""));
   }
-  if (!o.stitch_360.empty()) stitch(o, in);
+  if (!o.stitch_360.empty()) stitch(o, in, ctx);
   const auto& p = in.projections;
   if (ends_with(o.output, ".h5") || ends_with(o.output, ".hdf5")) {
     io::write_projections(o.output, p, *in.geom);
@@ -150,8 +158,8 @@ void convert_projections(const convert_options& o) {
   }
   note(o.quiet,
        fmt::format(
-           "convert: wrote {} ({} projections -> {} views x {} rows x {} cols of line integrals)",
-           o.output, in.format, p.views, p.rows, p.cols));
+           "{}: wrote {} ({} projections -> {} views x {} rows x {} cols of line integrals)",
+           o.verb, o.output, in.format, p.views, p.rows, p.cols));
 }
 
 void convert_volume(const convert_options& o) {
@@ -199,12 +207,82 @@ void run(const convert_options& o) {
   if (kind == "projections") {
     CTFORGE_EXPECTS(!o.hu && !o.mu_water_opt->count(),
                     "--hu / --mu-water: apply to volumes, not projections");
-    return convert_projections(o);
+    return convert_projections(o, execution_context{});
   }
   convert_volume(o);
 }
 
+/// --stitch-360 (convert, preprocess), in the preprocessing group: it runs after the steps.
+void add_stitch_option(CLI::Option_group* g, std::string& value) {
+  g->add_option("--stitch-360", value,
+                "A 360-degree parallel-beam scan with the rotation axis near one edge (half "
+                "acquisition): stitch each view with the mirrored view half a turn later into "
+                "a 180-degree scan of about twice the width, the axis at this detector column "
+                "(0-based) or 'auto' (estimated from the data), after the cleaning steps")
+      ->type_name("COL|auto");
+}
+
+/// ctforge preprocess: the input must be projections and at least one step must be asked for
+/// (without one, convert is the command).
+void run_preprocess(const convert_options& o) {
+  std::vector<named_path> inputs = projection_input_paths(o.read);
+  inputs.insert(inputs.begin(), {"input", o.input});
+  require_distinct_paths({{"-o", o.output}}, inputs);
+  check_projection_input(o.read);
+  const execution_context ctx = parse_execution_options(o.exec);
+  CTFORGE_EXPECTS(o.exec.interpolation == "exact",
+                  "--gpu-interpolation: applies to projectors, not to the cleaning steps");
+  if (ends_with(o.output, ".h5") || ends_with(o.output, ".hdf5"))
+    require_writable_dir("-o", o.output);
+  else
+    require_output_directory("-o", o.output);
+  const std::string kind = io::content_kind(o.input);
+  CTFORGE_EXPECTS(kind == "projections",
+                  fmt::format("{}: preprocess cleans projections; this is a {} (ctforge convert "
+                              "converts it)",
+                              o.input, kind));
+  bool any = !o.stitch_360.empty();
+  for (const CLI::Option* given : o.prep.options) any = any || given->count() > 0;
+  CTFORGE_EXPECTS(any,
+                  "preprocess: no step given (--zingers, --rings, --phase, --beam-hardening or "
+                  "--stitch-360); ctforge convert writes the projections without cleaning");
+  convert_projections(o, ctx);
+}
+
 }  // namespace
+
+runner add_preprocess(CLI::App& app) {
+  auto o = std::make_shared<convert_options>();
+  o->verb = "preprocess";
+  CLI::App* sub = app.add_subcommand(
+      "preprocess",
+      "Clean a projection scan (zingers, rings, phase retrieval, beam hardening, 360-degree "
+      "offset-axis stitching, in that order) and write it as line integrals: a ctforge .h5 "
+      "file or a TIFF stack directory, readable by recon");
+  sub->add_option("input", o->input,
+                  "Projections: ctforge/DataExchange/NXtomo .h5, a TIFF stack directory or a "
+                  "glob in quotes")
+      ->required()
+      ->type_name("IN");
+  CLI::Option_group* out = sub->add_option_group(k_output_group, "Where the result goes");
+  out->add_option("-o,--output", o->output,
+                  "Cleaned line integrals: .h5 (ctforge schema) or a directory (TIFF stack with "
+                  "geometry.json)")
+      ->required()
+      ->type_name("OUT")
+      ->check(non_empty_path());
+  out->add_flag("--quiet", o->quiet, "Print nothing but errors");
+  CLI::Option_group* read = add_projection_input_options(sub, o->read);
+  read->add_option("--views", o->views, "Views to read: FIRST[:COUNT]")->type_name("RANGE");
+  read->add_option("--rows", o->rows, "Detector rows to read: FIRST[:COUNT]")->type_name("RANGE");
+  read->add_option("--cols", o->cols, "Detector columns to read: FIRST[:COUNT]")
+      ->type_name("RANGE");
+  CLI::Option_group* prep = add_preprocess_options(sub, o->prep);
+  add_stitch_option(prep, o->stitch_360);
+  add_execution_options(sub, o->exec,
+                        "zinger removal and phase retrieval on the GPU take fewer views at a time");
+  return [o] { run_preprocess(*o); };
+}
 
 runner add_convert(CLI::App& app) {
   auto o = std::make_shared<convert_options>();
@@ -236,13 +314,7 @@ runner add_convert(CLI::App& app) {
   read->add_option("--rows", o->rows, "Detector rows to read: FIRST[:COUNT]")->type_name("RANGE");
   read->add_option("--cols", o->cols, "Detector columns to read: FIRST[:COUNT]")
       ->type_name("RANGE");
-  add_preprocess_options(sub, o->prep);
-  sub->add_option("--stitch-360", o->stitch_360,
-                  "A 360-degree parallel-beam scan with the rotation axis near one edge (half "
-                  "acquisition): stitch each view with the mirrored view half a turn later into "
-                  "a 180-degree scan of about twice the width, the axis at this detector column "
-                  "(0-based) or 'auto' (estimated from the data), after the cleaning steps")
-      ->type_name("COL|auto");
+  add_stitch_option(add_preprocess_options(sub, o->prep), o->stitch_360);
   sub->add_option("--detector", o->detector, "Geometry import: detector COLS,ROWS")
       ->type_name("C,R");
   sub->add_option("--pixel", o->pixel, "Geometry import: pixel pitch DU[,DV] in mm")

@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
   add("info", ctforge::cli::add_info(app));
   add("compare", ctforge::cli::add_compare(app));
   add("convert", ctforge::cli::add_convert(app));
+  add("preprocess", ctforge::cli::add_preprocess(app));
   add("center", ctforge::cli::add_center(app));
 
   // The first word must be a subcommand: name the one given (CLI11 only says "A subcommand is
