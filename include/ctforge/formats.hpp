@@ -424,8 +424,10 @@ struct center_search_options {
 struct center_estimate {
   double column = 0;      ///< detector column (0-based, sub-pixel) of the rotation axis
   double confidence = 0;  ///< 0 (no evidence for this column over another) ... 1 (unambiguous)
-  /// "fourier" (Vo's method, parallel beams covering 180 deg or more) or "registration"
-  /// (opposite views, the fallback for fan / cone beams and short or irregular scans).
+  /// "fourier" (Vo's method, parallel beams covering 180 deg or more), "half-acquisition"
+  /// (find_center_360: a 360-degree parallel scan with its axis outside the middle half of the
+  /// detector) or "registration" (opposite views, the fallback for fan / cone beams and short
+  /// or irregular scans).
   std::string method;
   /// The opposite-view registration's estimate (estimate_center_of_rotation's former answer),
   /// for comparison; NaN when it found no structure.
@@ -465,6 +467,12 @@ inline constexpr double low_center_confidence = 0.5;
 /// simulated scans (objects inside or wider than the field of view, rings) and 0.78 on the
 /// tooth; 0.26 with half the views shifted by 20 px, 0 on noise. Rings (stripes in the
 /// sinogram) put their energy at n = 0, outside the wedge.
+/// Parallel beams over 360 degrees whose views pair as a half acquisition's do (view v + views/2
+/// half a turn after view v; an odd count whose last view repeats the first) are searched over
+/// the whole width first, by find_center_360 (include/ctforge/preprocess.hpp): when its axis lies
+/// outside the middle half (the axis near one edge, the object wider than the detector: a half
+/// acquisition) that estimate is the answer, with its confidence and curve (method
+/// "half-acquisition"); otherwise Vo's method decides, as for any other scan.
 /// Fan / cone beams (and parallel scans short of 180 degrees or unevenly spaced) use the
 /// opposite-view registration of estimate_center_of_rotation instead; its confidence is the
 /// fraction of view pairs whose own estimate lies within 1 pixel of the median.

@@ -781,7 +781,10 @@ def find_center(projections_or_file: Any, geometry: Any = None, *, row: Optional
                 wedge_ratio: float = 0.5, **read: Any) -> CenterEstimate:
     """Rotation-axis column with a confidence figure (``ctforge center``): Vo's Fourier-space
     method for parallel beams covering 180 deg or more (robust to objects wider than the field
-    of view and to rings), the opposite-view registration otherwise (fan / cone beams).
+    of view and to rings), the opposite-view registration otherwise (fan / cone beams). A
+    parallel scan over 360 deg whose axis lies outside the middle half of the detector (a half
+    acquisition) gets :func:`find_center_360`'s estimate over the whole width instead (method
+    ``"half-acquisition"``).
 
     ``projections_or_file``: an array (views, rows, cols) with its ``geometry``, or a file any
     reader takes (``geometry`` then overrides the file's; further keywords go to

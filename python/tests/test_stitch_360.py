@@ -164,8 +164,8 @@ def test_real_neutron_scan_cropped_into_a_half_acquisition(data_dir):
     angles = np.linspace(0, 2 * np.pi, p.shape[0])
     e = ctforge.find_center_360(half)
     ref = calculation.find_center_360(half[:, 0, :], 20)[0]
-    # Measured: ours 30.02, algotom 1.7 29.87; the uncropped scan: find_center_360 244.97
-    # (algotom 244.85), i.e. 29.97 after the crop; 180-deg estimates of the uncropped scan
+    # Measured: ours 30.01, algotom 1.7 29.87; the uncropped scan: find_center_360 244.94
+    # (algotom 244.85), i.e. 29.94 after the crop; 180-deg estimates of the uncropped scan
     # (ctforge.find_center 245.28, algotom's find_center_vo 245.75) disagree with those by up
     # to 0.8 pixel, hence 1 pixel.
     full = ctforge.find_center_360(p, min_overlap=400).column - crop
@@ -173,6 +173,15 @@ def test_real_neutron_scan_cropped_into_a_half_acquisition(data_dir):
     assert abs(e.column - full) <= 0.25, (e, full)
     assert abs(e.column - (245.28 - crop)) <= 1.0, e
     assert e.side == "left" and e.confidence > 0.5, e
+    # find_center (recon --center-of-rotation auto) takes the full turn's pairing from the
+    # geometry: the cropped scan's axis lies outside the middle half, so the half-acquisition
+    # search answers, with find_center_360's column; the uncropped scan keeps Vo's method.
+    angles = np.linspace(0, 2 * np.pi, p.shape[0])
+    g_half = ctforge.Geometry.parallel(cols=half.shape[2], rows=1, pixel_size=1.0, angles=angles)
+    auto = ctforge.find_center(half, g_half)
+    assert auto.method == "half-acquisition" and auto.column == pytest.approx(e.column), auto
+    g_full = ctforge.Geometry.parallel(cols=p.shape[2], rows=1, pixel_size=1.0, angles=angles)
+    assert ctforge.find_center(p, g_full).method == "fourier"
     m = p.shape[0] // 2  # 229 views over [0, 180) deg
     grid = ctforge.VolumeGeometry(1, 480, 480, (1.0, 1.0, 1.0))
 

@@ -26,6 +26,26 @@ struct halves {
   std::vector<double> first, second;
 };
 
+/// Each half's mean over its view pairs, per detector row and column, subtracted: a stripe (a
+/// column offset constant over the views, a ring) then weighs nothing, where it would otherwise
+/// pull the axis onto itself (its column mirrored onto itself matches perfectly). At the true
+/// axis the relation second(2c - col) = first(col) holds view by view, so for the means too.
+/// Fewer than 4 pairs are left as they are: their means would take most of the object along.
+void remove_column_means(halves& h, std::int64_t det_rows) {
+  const std::int64_t pairs = h.rows / det_rows;
+  if (pairs < 4) return;
+  for (std::vector<double>* half : {&h.first, &h.second})
+    for (std::int64_t d = 0; d < det_rows; ++d)
+      for (std::int64_t i = 0; i < h.cols; ++i) {
+        double sum = 0;
+        for (std::int64_t q = 0; q < pairs; ++q)
+          sum += (*half)[static_cast<std::size_t>((q * det_rows + d) * h.cols + i)];
+        const double mean = sum / static_cast<double>(pairs);
+        for (std::int64_t q = 0; q < pairs; ++q)
+          (*half)[static_cast<std::size_t>((q * det_rows + d) * h.cols + i)] -= mean;
+      }
+}
+
 halves gather(const projection_view& p, const std::vector<std::int64_t>& det_rows,
               std::int64_t max_pairs, std::int64_t bin) {
   const std::int64_t m = p.views / 2;
@@ -47,6 +67,7 @@ halves gather(const projection_view& p, const std::vector<std::int64_t>& det_row
       }
       ++r;
     }
+  remove_column_means(h, static_cast<std::int64_t>(det_rows.size()));
   return h;
 }
 

@@ -13,11 +13,13 @@
 #include <mutex>
 #include <numbers>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "core/fftw_planner.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
+#include "ctforge/preprocess.hpp"
 #include "recon/center_internal.hpp"
 
 namespace ctforge {
@@ -281,6 +283,48 @@ void fourier_search(const projection_view& p, const std::vector<std::int64_t>& h
   out.method = "fourier";
 }
 
+/// Whether the views, in their stored order, pair as a 360-degree half acquisition does: view
+/// v + m lies 180 deg from view v for every v < m = views / 2, within a twentieth of a step (an
+/// odd count: the last view repeats the first 360 deg on).
+bool pairs_over_a_full_turn(const std::vector<double>& a) {
+  const auto views = static_cast<std::int64_t>(a.size());
+  if (views < 8) return false;
+  const std::int64_t n = views % 2 ? views - 1 : views, m = n / 2;
+  const double tol = 0.05 * 2 * pi / static_cast<double>(n);
+  if (views % 2 && std::abs(std::abs(a.back() - a.front()) - 2 * pi) > tol) return false;
+  for (std::int64_t v = 0; v < m; ++v)
+    if (std::abs(std::abs(a[static_cast<std::size_t>(v + m)] - a[static_cast<std::size_t>(v)]) -
+                 pi) > tol)
+      return false;
+  return true;
+}
+
+/// A 360-degree parallel scan whose axis lies outside the middle half of the detector, where
+/// Vo's method searches (a half acquisition, the axis near one edge): find_center_360's
+/// estimate over the whole width, as a center_estimate; nothing when the scan is no full turn,
+/// the axis lies in the middle half, or outside the caller's range.
+std::optional<center_estimate> half_acquisition_center(const projection_view& p,
+                                                       const geometry& g,
+                                                       const center_search_options& opt) {
+  if (g.beam != beam_kind::parallel || !pairs_over_a_full_turn(g.orbit->angles_rad)) return {};
+  center_360_options o;
+  o.row = opt.row;
+  o.threads = opt.threads;
+  o.min_overlap = std::min<std::int64_t>(o.min_overlap, p.cols);
+  const center_360_estimate h = find_center_360(p, o);
+  const double middle = 0.5 * static_cast<double>(p.cols - 1);
+  const bool in_range = (std::isnan(opt.min_column) || h.center >= opt.min_column) &&
+                        (std::isnan(opt.max_column) || h.center <= opt.max_column);
+  if (std::abs(h.center - middle) <= 0.25 * static_cast<double>(p.cols) || !in_range) return {};
+  center_estimate e;
+  e.column = h.center;
+  e.confidence = h.confidence;
+  e.method = "half-acquisition";
+  e.candidates = h.candidates;
+  e.metric = h.metric;
+  return e;
+}
+
 }  // namespace
 
 center_estimate find_center_of_rotation(const projection_view& proj, const geometry& g,
@@ -307,6 +351,10 @@ center_estimate find_center_of_rotation(const projection_view& proj, const geome
                                              ? half_turn_views(g.orbit->angles_rad)
                                              : std::vector<std::int64_t>{};
   if (!half.empty() && proj.cols >= 16) {
+    if (auto h = half_acquisition_center(proj, g, opt)) {
+      h->registration_column = out.registration_column;
+      return *h;
+    }
     fourier_search(proj, half, opt, out);
     return out;
   }
