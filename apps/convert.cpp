@@ -156,10 +156,10 @@ void convert_projections(const convert_options& o, const execution_context& ctx)
   } else {
     io::write_tiff_stack(o.output, p, "proj", in.geometry_json + "\n");
   }
-  note(o.quiet,
-       fmt::format(
-           "{}: wrote {} ({} projections -> {} views x {} rows x {} cols of line integrals)",
-           o.verb, o.output, in.format, p.views, p.rows, p.cols));
+  note(
+      o.quiet,
+      fmt::format("{}: wrote {} ({} projections -> {} views x {} rows x {} cols of line integrals)",
+                  o.verb, o.output, in.format, p.views, p.rows, p.cols));
 }
 
 void convert_volume(const convert_options& o) {

@@ -1,6 +1,7 @@
 // Preprocessing steps on the CPU and the GPU (ctforge::preprocess with where = cpu / cuda):
-// zinger removal (3 x 3 x 1 and 5 x 5 x 3 windows) and phase retrieval (Paganin), the steps
-// with a GPU path, on the same projections, with their throughput (million pixels per second,
+// zinger removal (3 x 3 x 1 and 5 x 5 x 3 windows), phase retrieval (Paganin) and stripe
+// removal (Vo's sorting, filtering and all methods; the Fourier-wavelet method, CPU only, for
+// comparison) on the same projections, with their throughput (million pixels per second,
 // host transfers included) and the GPU's agreement with the CPU.
 //
 //   bench_preprocess [--views 128] [--rows 512] [--cols 512] [--threads 0] [--json FILE]
@@ -78,6 +79,16 @@ int main(int argc, char** argv) {
          o.phase = phase_options{
              .energy_kev = 25, .distance_mm = 300, .pixel_size_mm = 0.00065, .delta_beta = 500};
          o.phase->pixel_u_mm = o.phase->pixel_v_mm = 0.00065;
+       }},
+      {"rings sorting",
+       [](preprocess_options& o) { o.rings = stripe_options{.method = stripe_method::sorting}; }},
+      {"rings filtering",
+       [](preprocess_options& o) { o.rings = stripe_options{.method = stripe_method::filtering}; }},
+      {"rings all",
+       [](preprocess_options& o) { o.rings = stripe_options{.method = stripe_method::all}; }},
+      {"rings fw",
+       [](preprocess_options& o) {
+         o.rings = stripe_options{.method = stripe_method::fourier_wavelet};
        }},
   };
   const bool gpu = resolve_backend(backend::automatic) == backend::cuda;

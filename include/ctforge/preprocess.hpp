@@ -243,12 +243,16 @@ projection_stack retrieve_phase_rows(projections_ref input, row_band in_rows, ro
 /// The largest zinger window (size^2 x views values) zinger removal runs on the GPU; larger
 /// windows run on the CPU.
 inline constexpr int k_gpu_zinger_window = 343;
+/// The widest median window (size, la_size) of Vo's stripe methods on the GPU; wider windows
+/// run on the CPU.
+inline constexpr int k_gpu_stripe_window = 101;
 
 /// The steps, and where they run (the execution context: `where`, `device`, `threads`,
 /// `gpu_memory_limit_bytes`). With the CUDA backend (automatic: when a usable device exists)
-/// zinger removal (windows of at most k_gpu_zinger_window values) and phase retrieval run on
-/// the GPU; stripe removal and the beam-hardening polynomial (one pass, faster on the host than
-/// a transfer) on the CPU.
+/// zinger removal (windows of at most k_gpu_zinger_window values), Vo's stripe methods
+/// (sorting, filtering, large, dead, all; windows of at most k_gpu_stripe_window columns) and
+/// phase retrieval run on the GPU; the Fourier-wavelet and Titarenko stripe methods and the
+/// beam-hardening polynomial (one pass, faster on the host than a transfer) on the CPU.
 struct preprocess_options : execution_context {
   std::optional<outlier_options> zingers;
   std::optional<stripe_options> rings;

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -19,6 +20,7 @@
 
 #include "core/iterative_space.hpp"
 #include "ctforge/geometry.hpp"
+#include "ctforge/preprocess.hpp"
 #include "ctforge/recon.hpp"
 #include "ctforge/volume.hpp"
 #include "math/fdk_weights.hpp"
@@ -213,5 +215,29 @@ std::int64_t cuda_remove_outliers(std::span<float> data, std::int64_t views, std
 std::int64_t cuda_retrieve_phase(std::span<float> data, std::int64_t views,
                                  const kernels::phase_grid& grid, const execution_context& ctx,
                                  float* bad_value);
+
+/// The host's part of Vo's stripe methods on the GPU: the decisions taken from per-column
+/// statistics of one sinogram, by the functions the CPU loop calls (src/preprocess/
+/// stripe_methods.hpp), so that both backends decide alike.
+struct stripe_decisions {
+  /// large: the mask (1: a stripe column, replaced) from the columns' ratios
+  /// (kernels::sorted_column_ratio).
+  std::function<std::vector<std::uint8_t>(std::span<const double> ratios)> large_mask;
+  /// dead: from the columns' roughness (kernels::column_roughness), each dead column's good
+  /// neighbours to interpolate between (left[c], right[c]; -1 for a column kept, as the caller
+  /// initialised them); whether any column is dead.
+  std::function<bool(std::span<const double> roughness, std::int32_t* left, std::int32_t* right)>
+      dead_plan;
+  /// large: the ranks left out at each end of a sorted column (detail::large_stripe_drop).
+  std::int64_t large_drop = 0;
+};
+/// Stripe removal (Vo's sorting, filtering, large, dead and all methods of remove_stripes,
+/// src/cuda/stripes.cu) on host projections of views x rows x cols in place, in batches of
+/// detector rows within the device memory budget; the caller has checked the options, that
+/// size and la_size are at most k_gpu_stripe_window, and that every value is finite. The
+/// per-value arithmetic is math/vo_stripes.hpp's; ties in a column's sort keep view order.
+void cuda_remove_stripes(std::span<float> data, std::int64_t views, std::int64_t rows,
+                         std::int64_t cols, const stripe_options& o, const stripe_decisions& decide,
+                         const execution_context& ctx);
 
 }  // namespace ctforge::detail

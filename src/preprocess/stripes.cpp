@@ -16,8 +16,8 @@
 #include "core/fftw_planner.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/preprocess.hpp"
+#include "math/vo_stripes.hpp"
 #include "preprocess/common.hpp"
-#include "preprocess/median.hpp"
 #include "preprocess/stripe_methods.hpp"
 
 namespace ctforge {
@@ -89,8 +89,9 @@ void sort_columns(sinogram_work& w) {
 /// w.smooth: each rank of w.sorted median-filtered across the columns (window `size`).
 void median_across_columns(sinogram_work& w, int size) {
   for (std::int64_t k = 0; k < w.views; ++k)
-    detail::median_filter_line(&w.sorted[w.at(k, 0)], w.cols, size, &w.smooth[w.at(k, 0)],
-                               w.scratch.data());
+    for (std::int64_t c = 0; c < w.cols; ++c)
+      w.smooth[w.at(k, c)] = kernels::column_window_median(&w.sorted[w.at(k, 0)], 1, c, w.cols,
+                                                           size, w.scratch.data());
 }
 
 /// dst[view][col] = w.smooth sorted back (dst may be w.sino).
@@ -107,14 +108,14 @@ void sort_filter_unsort(sinogram_work& w, int size) {
   unsort(w, w.sino);
 }
 
-/// Vo's stripe detection (algotom's detect_stripe): 1 where `fact` stands out of the straight
-/// line fitted to its sorted middle half by more than snr / 2 noise levels (the fitted line's
-/// rise over all points); all 0 when the noise level is below 1e-5 (noise-free data: nothing
-/// can be told apart). Then dilated by one point each side.
-std::vector<std::uint8_t> detect_stripes(const std::vector<double>& fact, double snr) {
+}  // namespace
+
+namespace detail {
+
+std::vector<std::uint8_t> detect_stripes(std::span<const double> fact, double snr) {
   const auto n = static_cast<std::int64_t>(fact.size());
   std::vector<std::uint8_t> mask(fact.size(), 0);
-  std::vector<double> sorted = fact;
+  std::vector<double> sorted(fact.begin(), fact.end());
   std::sort(sorted.begin(), sorted.end());
   const std::int64_t drop = static_cast<std::int64_t>(0.25 * static_cast<double>(n));
   const std::int64_t lo = drop, hi = n - drop - 1;  // the fit over [lo, hi)
@@ -143,52 +144,15 @@ std::vector<std::uint8_t> detect_stripes(const std::vector<double>& fact, double
   return mask;
 }
 
-/// Vo's algorithm 5 on w.sino in place (algotom's remove_large_stripe).
-void remove_large(sinogram_work& w, const stripe_options& o) {
-  const std::int64_t V = w.views, C = w.cols;
-  const double ratio = std::clamp(o.drop_ratio, 0.0, 0.8);
-  const auto drop = static_cast<std::int64_t>(0.5 * ratio * static_cast<double>(V));
-  sort_columns(w);
-  median_across_columns(w, o.la_size);
-  std::vector<double> fact(static_cast<std::size_t>(C), 1.0);
-  for (std::int64_t c = 0; c < C; ++c) {
-    double s1 = 0, s2 = 0;
-    for (std::int64_t k = drop; k < V - drop; ++k)
-      s1 += w.sorted[w.at(k, c)], s2 += w.smooth[w.at(k, c)];
-    if (V - 2 * drop > 0 && s2 != 0) fact[static_cast<std::size_t>(c)] = s1 / s2;
-  }
-  const std::vector<std::uint8_t> mask = detect_stripes(fact, o.snr);
-  if (o.norm)
-    for (std::int64_t v = 0; v < V; ++v)
-      for (std::int64_t c = 0; c < C; ++c)
-        w.sino[w.at(v, c)] =
-            static_cast<float>(w.sino[w.at(v, c)] / fact[static_cast<std::size_t>(c)]);
-  unsort(w, w.sorted);  // the corrected sinogram, in the sorted buffer (no longer needed)
-  for (std::int64_t c = 0; c < C; ++c)
-    if (mask[static_cast<std::size_t>(c)])
-      for (std::int64_t v = 0; v < V; ++v) w.sino[w.at(v, c)] = w.sorted[w.at(v, c)];
-}
-
-/// Vo's algorithm 6 on w.sino in place (algotom's remove_dead_stripe), with the large-stripe
-/// step after it when `residual`.
-void remove_dead(sinogram_work& w, const stripe_options& o, bool residual) {
-  const std::int64_t V = w.views, C = w.cols;
-  constexpr std::int64_t smooth = 10;  // the mean along the views (algotom's smooth_strength)
-  std::vector<double> diff(static_cast<std::size_t>(C), 0.0);
-  for (std::int64_t c = 0; c < C; ++c)
-    for (std::int64_t v = 0; v < V; ++v) {
-      double mean = 0;
-      for (std::int64_t j = -smooth / 2; j < smooth - smooth / 2; ++j)
-        mean += w.sino[w.at(detail::reflect_index(v + j, V), c)];
-      diff[static_cast<std::size_t>(c)] += std::abs(w.sino[w.at(v, c)] - mean / smooth);
-    }
+dead_column_plan plan_dead_columns(std::span<const double> diff, const stripe_options& o) {
+  const auto C = static_cast<std::int64_t>(diff.size());
   std::vector<double> bck(diff.size());
   std::vector<double> win(static_cast<std::size_t>(o.la_size));
   const std::int64_t h = o.la_size / 2;
   for (std::int64_t c = 0; c < C; ++c) {
     for (std::int64_t j = -h; j <= h; ++j)
       win[static_cast<std::size_t>(j + h)] =
-          diff[static_cast<std::size_t>(detail::reflect_index(c + j, C))];
+          diff[static_cast<std::size_t>(kernels::reflect_index(c + j, C))];
     std::nth_element(win.begin(), win.begin() + h, win.end());
     bck[static_cast<std::size_t>(c)] = win[static_cast<std::size_t>(h)];
   }
@@ -201,21 +165,72 @@ void remove_dead(sinogram_work& w, const stripe_options& o, bool residual) {
   std::vector<std::uint8_t> mask = detect_stripes(fact, o.snr);
   for (std::int64_t c = 0; c < std::min<std::int64_t>(2, C); ++c)
     mask[static_cast<std::size_t>(c)] = mask[static_cast<std::size_t>(C - 1 - c)] = 0;
+  dead_column_plan plan;
+  plan.left.assign(diff.size(), -1);
+  plan.right.assign(diff.size(), -1);
   const auto missing = std::count(mask.begin(), mask.end(), std::uint8_t{1});
-  if (missing > 0 && missing < C / 3) {
-    // Linear across the columns between the nearest good neighbours (the two outermost columns
-    // each side are good, so every missing one has both).
-    std::int64_t left = 0;
-    for (std::int64_t c = 1; c < C; ++c) {
-      if (mask[static_cast<std::size_t>(c)]) continue;
-      for (std::int64_t m = left + 1; m < c; ++m) {
-        const double t = static_cast<double>(m - left) / static_cast<double>(c - left);
-        for (std::int64_t v = 0; v < V; ++v)
-          w.sino[w.at(v, m)] =
-              static_cast<float>((1 - t) * w.sino[w.at(v, left)] + t * w.sino[w.at(v, c)]);
-      }
-      left = c;
+  if (missing == 0 || missing >= C / 3) return plan;
+  // Between the nearest good neighbours (the two outermost columns each side are good, so
+  // every missing one has both).
+  std::int64_t left = 0;
+  for (std::int64_t c = 1; c < C; ++c) {
+    if (mask[static_cast<std::size_t>(c)]) continue;
+    for (std::int64_t m = left + 1; m < c; ++m) {
+      plan.left[static_cast<std::size_t>(m)] = static_cast<std::int32_t>(left);
+      plan.right[static_cast<std::size_t>(m)] = static_cast<std::int32_t>(c);
     }
+    left = c;
+  }
+  plan.any = true;
+  return plan;
+}
+
+std::int64_t large_stripe_drop(std::int64_t views, double drop_ratio) {
+  const double ratio = std::clamp(drop_ratio, 0.0, 0.8);
+  return static_cast<std::int64_t>(0.5 * ratio * static_cast<double>(views));
+}
+
+}  // namespace detail
+
+namespace {
+
+/// Vo's algorithm 5 on w.sino in place (algotom's remove_large_stripe).
+void remove_large(sinogram_work& w, const stripe_options& o) {
+  const std::int64_t V = w.views, C = w.cols;
+  const std::int64_t drop = detail::large_stripe_drop(V, o.drop_ratio);
+  sort_columns(w);
+  median_across_columns(w, o.la_size);
+  std::vector<double> fact(static_cast<std::size_t>(C), 1.0);
+  for (std::int64_t c = 0; c < C; ++c)
+    fact[static_cast<std::size_t>(c)] =
+        kernels::sorted_column_ratio(&w.sorted[w.at(0, c)], &w.smooth[w.at(0, c)], C, V, drop);
+  const std::vector<std::uint8_t> mask = detail::detect_stripes(fact, o.snr);
+  if (o.norm)
+    for (std::int64_t v = 0; v < V; ++v)
+      for (std::int64_t c = 0; c < C; ++c)
+        w.sino[w.at(v, c)] =
+            kernels::divide_by_ratio(w.sino[w.at(v, c)], fact[static_cast<std::size_t>(c)]);
+  unsort(w, w.sorted);  // the corrected sinogram, in the sorted buffer (no longer needed)
+  for (std::int64_t c = 0; c < C; ++c)
+    if (mask[static_cast<std::size_t>(c)])
+      for (std::int64_t v = 0; v < V; ++v) w.sino[w.at(v, c)] = w.sorted[w.at(v, c)];
+}
+
+/// Vo's algorithm 6 on w.sino in place (algotom's remove_dead_stripe), with the large-stripe
+/// step after it when `residual`.
+void remove_dead(sinogram_work& w, const stripe_options& o, bool residual) {
+  const std::int64_t V = w.views, C = w.cols;
+  std::vector<double> diff(static_cast<std::size_t>(C));
+  for (std::int64_t c = 0; c < C; ++c)
+    diff[static_cast<std::size_t>(c)] = kernels::column_roughness(&w.sino[w.at(0, c)], C, V);
+  const detail::dead_column_plan plan = detail::plan_dead_columns(diff, o);
+  for (std::int64_t c = 0; plan.any && c < C; ++c) {
+    const std::int32_t l = plan.left[static_cast<std::size_t>(c)];
+    const std::int32_t r = plan.right[static_cast<std::size_t>(c)];
+    if (l < 0) continue;
+    const double t = static_cast<double>(c - l) / static_cast<double>(r - l);
+    for (std::int64_t v = 0; v < V; ++v)
+      w.sino[w.at(v, c)] = kernels::interpolate_between(w.sino[w.at(v, l)], w.sino[w.at(v, r)], t);
   }
   if (residual) remove_large(w, o);
 }
@@ -227,13 +242,11 @@ void remove_dead(sinogram_work& w, const stripe_options& o, bool residual) {
 class lowpass_along_views {
  public:
   lowpass_along_views(std::int64_t views, double sigma)
-      : views_(views), pad_(std::min<std::int64_t>(150, static_cast<std::int64_t>(0.1 * views))) {
+      : views_(views), pad_(kernels::lowpass_pad(views)) {
     const std::int64_t m = views_ + 2 * pad_;
     window_.resize(static_cast<std::size_t>(m));
-    for (std::int64_t n = 0; n < m; ++n) {
-      const double t = (static_cast<double>(n) - 0.5 * static_cast<double>(m - 1)) / sigma;
-      window_[static_cast<std::size_t>(n)] = static_cast<float>(std::exp(-0.5 * t * t));
-    }
+    for (std::int64_t n = 0; n < m; ++n)
+      window_[static_cast<std::size_t>(n)] = kernels::lowpass_window(n, m, sigma);
     fftwf_complex* a = fftwf_alloc_complex(static_cast<std::size_t>(m));
     fftwf_complex* b = fftwf_alloc_complex(static_cast<std::size_t>(m));
     {
@@ -262,11 +275,8 @@ class lowpass_along_views {
              fftwf_complex* b) const {
     const std::int64_t m = length();
     for (std::int64_t n = 0; n < m; ++n) {
-      std::int64_t i = n - pad_;  // numpy's "reflect": the edge value is not repeated
-      if (i < 0) i = -i;
-      if (i >= views_) i = 2 * (views_ - 1) - i;
-      const float sign = (n % 2 == 0) ? 1.0f : -1.0f;
-      a[n][0] = sino[i * cols + c] * sign;
+      a[n][0] =
+          sino[kernels::lowpass_source(n, pad_, views_) * cols + c] * kernels::alternating_sign(n);
       a[n][1] = 0.0f;
     }
     fftwf_execute_dft(forward_, a, b);
@@ -276,11 +286,8 @@ class lowpass_along_views {
     }
     fftwf_execute_dft(backward_, b, a);
     const float scale = 1.0f / static_cast<float>(m);
-    for (std::int64_t v = 0; v < views_; ++v) {
-      const std::int64_t n = v + pad_;
-      const float sign = (n % 2 == 0) ? 1.0f : -1.0f;
-      smooth[v] = a[n][0] * scale * sign;
-    }
+    for (std::int64_t v = 0; v < views_; ++v)
+      smooth[v] = a[v + pad_][0] * scale * kernels::alternating_sign(v + pad_);
   }
 
  private:
@@ -289,7 +296,9 @@ class lowpass_along_views {
   fftwf_plan forward_ = nullptr, backward_ = nullptr;
 };
 
-void check_options(const stripe_options& o) {
+}  // namespace
+
+void detail::check_stripe_options(const stripe_options& o) {
   CTFORGE_EXPECTS(o.size >= 3 && o.size % 2 == 1 && o.size <= 999,
                   fmt::format("stripe size: an odd window of 3 to 999 columns (got {})", o.size));
   CTFORGE_EXPECTS(std::isfinite(o.sigma) && o.sigma > 0,
@@ -302,6 +311,8 @@ void check_options(const stripe_options& o) {
   CTFORGE_EXPECTS(std::isfinite(o.drop_ratio) && o.drop_ratio >= 0 && o.drop_ratio <= 0.8,
                   fmt::format("stripe drop_ratio: must be in [0, 0.8] (got {})", o.drop_ratio));
 }
+
+namespace {
 
 /// One row's sinogram through the method of `o`.
 void clean_sinogram(sinogram_work& w, const stripe_options& o, const lowpass_along_views* lp,
@@ -349,7 +360,7 @@ void clean_sinogram(sinogram_work& w, const stripe_options& o, const lowpass_alo
 }  // namespace
 
 void remove_stripes(projections_ref p, const stripe_options& opt) {
-  check_options(opt);
+  detail::check_stripe_options(opt);
   const int threads = detail::thread_count(opt.threads);
   detail::require_finite(p, "stripe removal", threads);
   if (opt.method == stripe_method::fourier_wavelet)

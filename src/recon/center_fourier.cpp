@@ -303,8 +303,7 @@ bool pairs_over_a_full_turn(const std::vector<double>& a) {
 /// Vo's method searches (a half acquisition, the axis near one edge): find_center_360's
 /// estimate over the whole width, as a center_estimate; nothing when the scan is no full turn,
 /// the axis lies in the middle half, or outside the caller's range.
-std::optional<center_estimate> half_acquisition_center(const projection_view& p,
-                                                       const geometry& g,
+std::optional<center_estimate> half_acquisition_center(const projection_view& p, const geometry& g,
                                                        const center_search_options& opt) {
   if (g.beam != beam_kind::parallel || !pairs_over_a_full_turn(g.orbit->angles_rad)) return {};
   center_360_options o;

@@ -1,14 +1,22 @@
 // preprocess(): the steps of include/ctforge/preprocess.hpp on the backend the options choose.
 // The CPU steps live in src/preprocess/; with the CUDA backend zinger removal and phase
-// retrieval run in src/cuda/preprocess.cu with the same arithmetic, after the same checks
-// (src/preprocess/steps.hpp). Stripe removal and the beam-hardening polynomial stay on the CPU:
-// one pass over host data, which a transfer to the GPU and back would only slow down
-// (bench_preprocess on an H200 host: 834 Mpixel/s on 16 CPU threads, 279 through the GPU).
+// retrieval run in src/cuda/preprocess.cu and Vo's stripe methods in src/cuda/stripes.cu, with
+// the same arithmetic, after the same checks (src/preprocess/steps.hpp, stripe_methods.hpp).
+// The beam-hardening polynomial stays on the CPU: one pass over host data, which a transfer to
+// the GPU and back would only slow down (bench_preprocess on an H200 host: 834 Mpixel/s on 16
+// CPU threads, 279 through the GPU); so do the Fourier-wavelet and Titarenko stripe methods.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+
 #include "ctforge/backend.hpp"
 #include "ctforge/preprocess.hpp"
 #include "cuda/cuda_api.hpp"
 #include "preprocess/common.hpp"
 #include "preprocess/steps.hpp"
+#include "preprocess/stripe_methods.hpp"
 
 namespace ctforge {
 
@@ -36,14 +44,39 @@ void phase_on_gpu(projections_ref p, const preprocess_options& opt) {
   detail::throw_phase_failure(i / plane, i % plane / p.cols, i % p.cols, value);
 }
 
+/// Whether remove_stripes with `r` has a GPU path: Vo's methods with windows the kernel holds.
+bool stripes_have_gpu_path(const stripe_options& r) {
+  return r.method != stripe_method::fourier_wavelet && r.method != stripe_method::titarenko &&
+         std::max(r.size, r.la_size) <= k_gpu_stripe_window;
+}
+
+void stripes_on_gpu(projections_ref p, const preprocess_options& opt) {
+  stripe_options r = *opt.rings;
+  r.threads = opt.threads;
+  if (!stripes_have_gpu_path(r)) return remove_stripes(p, r);
+  detail::check_stripe_options(r);
+  detail::require_finite(p, "stripe removal", detail::thread_count(opt.threads));
+  CTFORGE_EXPECTS(p.views <= INT32_MAX,
+                  fmt::format("stripe removal: {} views, more than {}", p.views, INT32_MAX));
+  detail::stripe_decisions decide;
+  decide.large_drop = detail::large_stripe_drop(p.views, r.drop_ratio);
+  decide.large_mask = [&r](std::span<const double> ratios) {
+    return detail::detect_stripes(ratios, r.snr);
+  };
+  decide.dead_plan = [&r](std::span<const double> roughness, std::int32_t* left,
+                          std::int32_t* right) {
+    const detail::dead_column_plan plan = detail::plan_dead_columns(roughness, r);
+    std::copy(plan.left.begin(), plan.left.end(), left);
+    std::copy(plan.right.begin(), plan.right.end(), right);
+    return plan.any;
+  };
+  detail::cuda_remove_stripes(p.data, p.views, p.rows, p.cols, r, decide, opt);
+}
+
 preprocess_report preprocess_gpu(projections_ref p, const preprocess_options& opt) {
   preprocess_report report;
   if (opt.zingers) report.zingers_replaced = zingers_on_gpu(p, opt);
-  if (opt.rings) {
-    stripe_options r = *opt.rings;
-    r.threads = opt.threads;
-    remove_stripes(p, r);
-  }
+  if (opt.rings) stripes_on_gpu(p, opt);
   if (opt.phase) phase_on_gpu(p, opt);
   if (opt.beam_hardening) correct_beam_hardening(p, *opt.beam_hardening, opt.threads);
   return report;
@@ -54,7 +87,7 @@ preprocess_report preprocess_gpu(projections_ref p, const preprocess_options& op
 
 preprocess_report preprocess(projections_ref p, const preprocess_options& opt) {
   if (opt.empty()) return {};
-  const bool gpu_steps = opt.zingers || opt.phase;
+  const bool gpu_steps = opt.zingers || opt.phase || opt.rings;
   if (!gpu_steps || resolve_backend(opt.where, nullptr, opt.device) != backend::cuda)
     return detail::preprocess_cpu(p, opt);
 #if defined(CTFORGE_WITH_CUDA)

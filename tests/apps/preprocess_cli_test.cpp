@@ -91,7 +91,8 @@ TEST_F(PreprocessCli, HelpListsTheTable) {
     // convert and preprocess also stitch 360-degree offset-axis scans, after the steps.
     EXPECT_EQ(group_flags(r.output, "Preprocessing"),
               std::string(sub) == "recon" ? table : with_stitch)
-        << sub << "\n" << r.output;
+        << sub << "\n"
+        << r.output;
     for (const preprocess_option& e : preprocess_option_table())
       EXPECT_NE(r.output.find(std::string(e.help).substr(0, 40)), std::string::npos) << e.flag;
   }
@@ -383,8 +384,8 @@ TEST(StitchCli, ReconFindsTheAxisOfAHalfAcquisition) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_GT(rms_error(io::read_volume((dir / "off.h5").string()).data, ref.data), 1e-1 * peak);
   r = testing::run_cli(
-      dir, "recon near.h5 --geometry centred.json -o near_auto.h5 --center-of-rotation auto" +
-               grid);
+      dir,
+      "recon near.h5 --geometry centred.json -o near_auto.h5 --center-of-rotation auto" + grid);
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("fourier method"), std::string::npos) << r.output;
   EXPECT_NEAR(column_of(r.output), 37.5, 0.1) << r.output;
