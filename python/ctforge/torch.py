@@ -42,7 +42,7 @@ __all__ = ["ForwardProjection", "BackProjection", "ForwardProjectionFunction",
 def projector_pair(geometry: Any, grid: Any = None, *, threads: Optional[int] = None,
                    backend: str = "cpu") -> ctforge.ProjectorPair:
     """The matched :class:`ctforge.ProjectorPair` the modules keep: ``grid`` as
-    :func:`ctforge.ProjectorPair` takes it (default :func:`ctforge.default_grid`);
+    :class:`ctforge.ProjectorPair` takes it (default :func:`ctforge.default_grid`);
     ``threads=None``: ``torch.get_num_threads()``."""
     n = torch.get_num_threads() if threads is None else int(threads)
     return ctforge.ProjectorPair(geometry, grid, backend=backend, threads=n, matched=True)
