@@ -427,6 +427,17 @@ def back_project(projections: Any, geometry: Any, grid: Any = None, *, backend: 
 
 # ---- persistent projector pair ------------------------------------------------------------
 
+def _output(out: Any) -> Optional[np.ndarray]:
+    """``out`` as an ndarray sharing its memory (never a converted copy: the result must land
+    in the caller's buffer); None stays None."""
+    if out is None or isinstance(out, np.ndarray):
+        return out
+    device = _dlpack_device(out)
+    if device is None or device[0] not in (1, 3):
+        raise UsageError("out: expected a numpy array or a CPU array with __dlpack__")
+    return np.from_dlpack(out)
+
+
 class ProjectorPair:
     """The Joseph forward projector and its adjoint for one geometry and grid (default:
     :func:`default_grid`), kept for repeated use: on CUDA the volume texture, the projection
@@ -449,14 +460,16 @@ class ProjectorPair:
                                          **_context(backend, device, threads, gpu_memory_limit,
                                                     gpu_interpolation))
 
-    def apply(self, volume: Any) -> np.ndarray:
-        """Forward projection of ``volume`` (nz, ny, nx): float32 (views, rows, cols)."""
-        return self._pair.apply(_as_float32(volume, 3, "volume"))
+    def apply(self, volume: Any, out: Any = None) -> np.ndarray:
+        """Forward projection of ``volume`` (nz, ny, nx): float32 (views, rows, cols).
+        ``out``: a writeable C-contiguous float32 array of that shape (numpy, or a CPU tensor
+        through DLPack) to write the result into instead of a new array; returned."""
+        return self._pair.apply(_as_float32(volume, 3, "volume"), _output(out))
 
-    def apply_adjoint(self, projections: Any) -> np.ndarray:
+    def apply_adjoint(self, projections: Any, out: Any = None) -> np.ndarray:
         """The adjoint of :meth:`apply` on ``projections`` (views, rows, cols): float32
-        (nz, ny, nx)."""
-        return self._pair.apply_adjoint(_as_float32(projections, 3, "projections"))
+        (nz, ny, nx); ``out`` as in :meth:`apply`."""
+        return self._pair.apply_adjoint(_as_float32(projections, 3, "projections"), _output(out))
 
     @property
     def backend(self) -> str:

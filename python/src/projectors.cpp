@@ -17,6 +17,26 @@ void require_projection_shape(const farray& a, const geometry& g) {
                       std::to_string(g.cols) + ")");
 }
 
+/// A new float32 array of `shape`, or `out` (None: new) when it is a writeable C-contiguous
+/// float32 array of that shape that does not overlap `in`: the products write into the
+/// caller's memory (a batch's slice, a PyTorch tensor's storage) instead of a new buffer.
+farray output_array(const py::object& out, const std::vector<py::ssize_t>& shape,
+                    const farray& in) {
+  if (out.is_none()) return farray(shape);
+  const farray a = require_array(out, 3, "out");
+  if (a.shape(0) != shape[0] || a.shape(1) != shape[1] || a.shape(2) != shape[2])
+    throw usage_error("out: array shape (" + std::to_string(a.shape(0)) + ", " +
+                      std::to_string(a.shape(1)) + ", " + std::to_string(a.shape(2)) +
+                      ") is not the result's (" + std::to_string(shape[0]) + ", " +
+                      std::to_string(shape[1]) + ", " + std::to_string(shape[2]) + ")");
+  if (!a.writeable()) throw usage_error("out: the array is read-only");
+  const float* o = a.data();
+  const float* i = in.data();
+  if (o < i + in.size() && i < o + a.size())
+    throw usage_error("out: must not overlap the input");
+  return a;
+}
+
 }  // namespace
 
 void register_projectors(py::module_& m) {
@@ -77,11 +97,11 @@ void register_projector_pair(py::module_& m) {
            py::arg("geometry"), py::arg("grid"))
       .def(
           "apply",
-          [](projector_pair& A, const py::handle& vol_obj) {
+          [](projector_pair& A, const py::handle& vol_obj, const py::object& out_obj) {
             const farray in = require_array(vol_obj, 3, "volume");
             const volume_view v = volume_arg(in, A.grid(), "volume");
             const geometry& g = A.geom();
-            farray out(std::vector<py::ssize_t>{g.view_count(), g.rows, g.cols});
+            farray out = output_array(out_obj, {g.view_count(), g.rows, g.cols}, in);
             const std::span<float> dst(out.mutable_data(), static_cast<std::size_t>(out.size()));
             {
               py::gil_scoped_release nogil;
@@ -89,14 +109,14 @@ void register_projector_pair(py::module_& m) {
             }
             return out;
           },
-          py::arg("volume"))
+          py::arg("volume"), py::arg("out") = py::none())
       .def(
           "apply_adjoint",
-          [](projector_pair& A, const py::handle& proj_obj) {
+          [](projector_pair& A, const py::handle& proj_obj, const py::object& out_obj) {
             const farray in = require_array(proj_obj, 3, "projections");
             require_projection_shape(in, A.geom());
             const volume_geometry& vg = A.grid();
-            farray out(std::vector<py::ssize_t>{vg.nz, vg.ny, vg.nx});
+            farray out = output_array(out_obj, {vg.nz, vg.ny, vg.nx}, in);
             const std::span<float> dst(out.mutable_data(), static_cast<std::size_t>(out.size()));
             {
               py::gil_scoped_release nogil;
@@ -104,7 +124,7 @@ void register_projector_pair(py::module_& m) {
             }
             return out;
           },
-          py::arg("projections"))
+          py::arg("projections"), py::arg("out") = py::none())
       .def_property_readonly(
           "backend",
           [](const projector_pair& A) { return A.where() == backend::cuda ? "cuda" : "cpu"; })

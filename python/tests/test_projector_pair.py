@@ -102,3 +102,34 @@ def test_cuda_pair_matches_the_cpu_and_keeps_its_resources():
         s = gpu.stats()
         assert s["allocations"] == before
         assert s["bytes_uploaded"] == x.nbytes + y.nbytes
+
+
+def test_pair_writes_into_out():
+    # out=: the product lands in the caller's array (a batch's slice), the same floats as a new
+    # array; a wrong shape, a read-only array or an overlap with the input are refused.
+    g, grid = scan()
+    rng = np.random.default_rng(8)
+    x = rng.uniform(0, 1, grid.shape).astype(np.float32)
+    y = rng.uniform(-1, 1, g.projection_shape).astype(np.float32)
+    A = ctforge.ProjectorPair(g, grid, backend="cpu", threads=2)
+    batch = np.full((2,) + tuple(g.projection_shape), np.nan, np.float32)
+    assert A.apply(x, batch[1]) is not None
+    np.testing.assert_array_equal(batch[1], A.apply(x))
+    assert np.isnan(batch[0]).all()
+    vol = np.empty(grid.shape, np.float32)
+    got = A.apply_adjoint(y, out=vol)
+    assert np.shares_memory(got, vol)
+    np.testing.assert_array_equal(vol, A.apply_adjoint(y))
+    with pytest.raises(ctforge.UsageError, match="is not the result's"):
+        A.apply(x, np.empty((15, 16, 23), np.float32))
+    ro = np.empty(g.projection_shape, np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ctforge.UsageError, match="read-only"):
+        A.apply(x, ro)
+    square = ctforge.ProjectorPair(ctforge.Geometry.parallel(4, 4, 1.0, 4),
+                                   ctforge.VolumeGeometry(4, 4, 4, (1.0, 1.0, 1.0)), backend="cpu")
+    same = np.ones((4, 4, 4), np.float32)
+    with pytest.raises(ctforge.UsageError, match="overlap"):
+        square.apply(same, same)
+    with pytest.raises(ctforge.UsageError, match="C-contiguous float32"):
+        A.apply(x, np.empty(g.projection_shape, np.float64))  # never a converted copy

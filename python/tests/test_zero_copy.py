@@ -116,8 +116,14 @@ def test_torch_cpu_tensors():
     assert _core._data_address(ctforge._as_float32(t, 3, "x")) == t.data_ptr()
 
 
+# The peak is the process's VmHWM (its own memory's high-water mark, new with exec), not
+# getrusage's ru_maxrss: Linux carries that over from the parent through fork and exec, so after
+# the parent has grown (e.g. imported PyTorch) a child's growth below that mark reads as 0.
 PEAK = textwrap.dedent("""
-    import resource, sys, numpy as np, ctforge
+    import sys, numpy as np, ctforge
+    def peak_kb():
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
     op, dtype = sys.argv[1], sys.argv[2]
     if op == "forward":                       # 320^3 float32 = 131 MB volume in, 512 B out
         data = np.ones((320, 320, 320), dtype)
@@ -126,13 +132,13 @@ PEAK = textwrap.dedent("""
         data = np.ones((200, 400, 400), dtype)
         g = ctforge.Geometry.parallel(400, 400, 1.0, 200)
     data[:] = 0.01
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = peak_kb()
     if op == "forward":
         out = ctforge.forward_project(data, g, backend="cpu", threads=2)
     else:
         out = ctforge.back_project(data, g, ctforge.VolumeGeometry(4, 4, 4, (1, 1, 1)),
                                    backend="cpu", threads=2)
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    after = peak_kb()
     print((after - before) / 1024.0)          # MB the call added to the peak
 """)
 

@@ -1,0 +1,165 @@
+"""ctforge.torch: the Joseph forward projector and its exact transpose as PyTorch autograd
+operators and layers (``pip install ctforge[torch]``).
+
+* :class:`ForwardProjection` (``nn.Module``): volumes ``[batch, z, y, x]`` or ``[z, y, x]`` to
+  projections ``[batch, view, row, col]`` or ``[view, row, col]``; its backward is the matched
+  back-projection (``ctforge.back_project(..., matched=True)``, the exact transpose).
+* :class:`BackProjection` (``nn.Module``): the matched back-projection, projections to volumes;
+  its backward is the forward projection.
+* :func:`forward_project` / :func:`back_project`: the same as functions of a
+  :class:`ctforge.ProjectorPair` (matched), for code that keeps its own operator.
+
+Each backward is itself built from these operators, so higher derivatives (``create_graph``,
+``gradgradcheck``) work too. The operators compute in float32: float32 CPU tensors in C order
+are read in place and the results are written straight into the returned tensor (no copy
+either way); other dtypes are converted once and the result comes back in the input's dtype;
+CUDA tensors are copied to the host and the result back to their device (the GPU zero-copy path
+is not done yet). One :class:`ctforge.ProjectorPair` is kept per module (``module.pair``) and
+used for every call, forward and backward.
+
+Threads: ``threads=None`` (default) takes ``torch.get_num_threads()`` when the module is made,
+so that ``torch.set_num_threads`` sets both libraries' thread counts (see docs/python.md, "Deep
+learning", for OpenMP runtimes and wait policies).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Tuple
+
+try:
+    import torch
+    from torch import nn
+except ImportError as e:  # pragma: no cover - depends on the installation
+    raise ImportError("ctforge.torch needs PyTorch: pip install ctforge[torch] "
+                      "(or pip install torch)") from e
+
+import ctforge
+
+__all__ = ["ForwardProjection", "BackProjection", "ForwardProjectionFunction",
+           "BackProjectionFunction", "forward_project", "back_project", "projector_pair"]
+
+
+def projector_pair(geometry: Any, grid: Any = None, *, threads: Optional[int] = None,
+                   backend: str = "cpu") -> ctforge.ProjectorPair:
+    """The matched :class:`ctforge.ProjectorPair` the modules keep: ``grid`` as
+    :class:`ctforge.ProjectorPair` takes it (default :func:`ctforge.default_grid`);
+    ``threads=None``: ``torch.get_num_threads()``."""
+    n = torch.get_num_threads() if threads is None else int(threads)
+    return ctforge.ProjectorPair(geometry, grid, backend=backend, threads=n, matched=True)
+
+
+def _apply(pair: ctforge.ProjectorPair, x: torch.Tensor, adjoint: bool) -> torch.Tensor:
+    """``pair.apply`` (or ``apply_adjoint``) of each item of ``x`` ([batch, *shape] or
+    [*shape]), written into one new float32 tensor, returned in x's dtype and device."""
+    in_shape = pair.projection_shape if adjoint else pair.volume_shape
+    out_shape = pair.volume_shape if adjoint else pair.projection_shape
+    what = "projections" if adjoint else "volume"
+    if x.dim() not in (3, 4) or tuple(x.shape[-3:]) != tuple(in_shape):
+        raise ctforge.UsageError(f"{what}: expected shape [batch, {', '.join(map(str, in_shape))}]"
+                                 f" or without batch, got {list(x.shape)}")
+    if not x.dtype.is_floating_point:
+        raise ctforge.UsageError(f"{what}: expected a floating-point tensor, got {x.dtype}")
+    host = x.detach().to(device="cpu", dtype=torch.float32).contiguous()  # no copy if already so
+    batch = host.reshape((-1,) + tuple(in_shape))
+    out = torch.empty((batch.shape[0],) + tuple(out_shape), dtype=torch.float32)
+    src, dst = batch.numpy(), out.numpy()
+    run = pair.apply_adjoint if adjoint else pair.apply
+    for b in range(src.shape[0]):
+        run(src[b], dst[b])
+    out = out.reshape(tuple(x.shape[:-3]) + tuple(out_shape))
+    return out.to(device=x.device, dtype=x.dtype)
+
+
+class ForwardProjectionFunction(torch.autograd.Function):
+    """``ForwardProjectionFunction.apply(volume, pair)``: forward projection; backward: the
+    matched back-projection of the incoming gradient."""
+
+    @staticmethod
+    def forward(ctx: Any, volume: torch.Tensor, pair: ctforge.ProjectorPair) -> torch.Tensor:
+        ctx.pair = pair
+        return _apply(pair, volume, adjoint=False)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], None]:
+        return BackProjectionFunction.apply(grad, ctx.pair), None
+
+
+class BackProjectionFunction(torch.autograd.Function):
+    """``BackProjectionFunction.apply(projections, pair)``: matched back-projection; backward:
+    the forward projection of the incoming gradient."""
+
+    @staticmethod
+    def forward(ctx: Any, projections: torch.Tensor,
+                pair: ctforge.ProjectorPair) -> torch.Tensor:
+        ctx.pair = pair
+        return _apply(pair, projections, adjoint=True)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], None]:
+        return ForwardProjectionFunction.apply(grad, ctx.pair), None
+
+
+def _require_matched(pair: ctforge.ProjectorPair) -> ctforge.ProjectorPair:
+    if not isinstance(pair, ctforge.ProjectorPair) or not pair.matched:
+        raise ctforge.UsageError("pair: expected a ctforge.ProjectorPair with matched=True (the "
+                                 "gradient needs the exact transpose)")
+    return pair
+
+
+def forward_project(volume: torch.Tensor, pair: ctforge.ProjectorPair) -> torch.Tensor:
+    """Differentiable forward projection of ``volume`` ([batch,] z, y, x) with ``pair``."""
+    return ForwardProjectionFunction.apply(volume, _require_matched(pair))
+
+
+def back_project(projections: torch.Tensor, pair: ctforge.ProjectorPair) -> torch.Tensor:
+    """Differentiable matched back-projection of ``projections`` ([batch,] view, row, col)."""
+    return BackProjectionFunction.apply(projections, _require_matched(pair))
+
+
+class _PairModule(nn.Module):
+    def __init__(self, geometry: Any, grid: Any = None, *, threads: Optional[int] = None,
+                 backend: str = "cpu", pair: Optional[ctforge.ProjectorPair] = None) -> None:
+        super().__init__()
+        self.pair = _require_matched(pair) if pair is not None else projector_pair(
+            geometry, grid, threads=threads, backend=backend)
+
+    @property
+    def volume_shape(self) -> Tuple[int, int, int]:
+        return self.pair.volume_shape
+
+    @property
+    def projection_shape(self) -> Tuple[int, int, int]:
+        return self.pair.projection_shape
+
+    def extra_repr(self) -> str:
+        return (f"volume_shape={self.volume_shape}, projection_shape={self.projection_shape}, "
+                f"backend={self.pair.backend!r}")
+
+
+class ForwardProjection(_PairModule):
+    """Forward projection layer for ``geometry`` on ``grid`` (default
+    :func:`ctforge.default_grid`): ``[batch, z, y, x]`` (or ``[z, y, x]``) volumes to
+    ``[batch, view, row, col]`` line integrals (mm x density). No parameters; ``threads``,
+    ``backend`` as :class:`ctforge.ProjectorPair` takes them (default "cpu"); ``pair``: use
+    this matched pair instead of making one. :attr:`adjoint` is the matched back-projection
+    sharing the pair."""
+
+    def forward(self, volume: torch.Tensor) -> torch.Tensor:
+        return ForwardProjectionFunction.apply(volume, self.pair)
+
+    @property
+    def adjoint(self) -> "BackProjection":
+        return BackProjection(None, pair=self.pair)
+
+
+class BackProjection(_PairModule):
+    """Matched back-projection layer (the exact transpose of :class:`ForwardProjection`):
+    ``[batch, view, row, col]`` (or ``[view, row, col]``) to ``[batch, z, y, x]``; arguments as
+    :class:`ForwardProjection`. It is not a reconstruction (no filter, no weights)."""
+
+    def forward(self, projections: torch.Tensor) -> torch.Tensor:
+        return BackProjectionFunction.apply(projections, self.pair)
+
+    @property
+    def adjoint(self) -> ForwardProjection:
+        return ForwardProjection(None, pair=self.pair)
