@@ -157,10 +157,19 @@ __global__ void add_kernel(float* __restrict__ s, const float* __restrict__ shar
 
 /// Device memory of one row's sinogram in a batch: seven planes of 4-byte values (sinogram,
 /// keys, view indices, sorted, order, smooth, sharp), the segmented sort's work area (taken as
-/// five more), the low-pass spectra (complex, views plus padding) and the per-column
-/// statistics.
+/// five more), the low-pass spectra (complex, views plus padding) with cuFFT's work area for
+/// them (as cuFFT estimates it for one row's columns) and the per-column statistics.
 std::int64_t bytes_per_row(std::int64_t views, std::int64_t cols, std::int64_t fft_len) {
-  return views * cols * 4 * 12 + cols * fft_len * 8 + cols * 32;
+  std::int64_t fft = 0;
+  if (fft_len > 0) {
+    int n = static_cast<int>(fft_len);
+    std::size_t work = 0;
+    CTFORGE_CUFFT_TRY(
+        cufftEstimateMany(1, &n, &n, 1, n, &n, 1, n, CUFFT_C2C, static_cast<int>(cols), &work),
+        "estimating the low-pass transforms' work area");
+    fft = cols * fft_len * 8 + static_cast<std::int64_t>(work);
+  }
+  return views * cols * 4 * 12 + fft + cols * 32;
 }
 
 /// The buffers of one batch of sinograms, sized for `max_rows` rows, and the steps on them.

@@ -60,9 +60,16 @@ CTFORGE_HD float divide_by_ratio(float x, double ratio) {
 }
 
 /// Dead columns: the value at fraction t of the way from the good column on the left (a) to
-/// the good column on the right (b).
+/// the good column on the right (b): t b + (1 - t) a with one fused multiply-add on both
+/// backends (the host compiler may contract a * b + c or not, nvcc does), so that they agree
+/// bit for bit.
 CTFORGE_HD float interpolate_between(float a, float b, double t) {
-  return static_cast<float>((1 - t) * a + t * b);
+  const double left = (1 - t) * static_cast<double>(a);
+#if defined(__CUDA_ARCH__)
+  return static_cast<float>(fma(t, static_cast<double>(b), left));
+#else
+  return static_cast<float>(std::fma(t, static_cast<double>(b), left));
+#endif
 }
 
 /// Filtering (Vo's algorithm 2): the low-pass part along the views is taken over the column

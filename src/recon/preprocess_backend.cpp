@@ -14,6 +14,7 @@
 #include "ctforge/backend.hpp"
 #include "ctforge/preprocess.hpp"
 #include "cuda/cuda_api.hpp"
+#include "math/vo_stripes.hpp"
 #include "preprocess/common.hpp"
 #include "preprocess/steps.hpp"
 #include "preprocess/stripe_methods.hpp"
@@ -44,16 +45,20 @@ void phase_on_gpu(projections_ref p, const preprocess_options& opt) {
   detail::throw_phase_failure(i / plane, i % plane / p.cols, i % p.cols, value);
 }
 
-/// Whether remove_stripes with `r` has a GPU path: Vo's methods with windows the kernel holds.
-bool stripes_have_gpu_path(const stripe_options& r) {
+/// Whether remove_stripes with `r` on `p` has a GPU path: Vo's methods with windows the kernel
+/// holds, one row's sinogram (and its padded transforms) countable in 32 bits, a view's rows
+/// within the 2D copies' pitch limit (2 GiB).
+bool stripes_have_gpu_path(const stripe_options& r, const projections_ref& p) {
+  const std::int64_t padded = p.views + 2 * kernels::lowpass_pad(p.views);
   return r.method != stripe_method::fourier_wavelet && r.method != stripe_method::titarenko &&
-         std::max(r.size, r.la_size) <= k_gpu_stripe_window;
+         std::max(r.size, r.la_size) <= k_gpu_stripe_window && p.cols * padded <= INT32_MAX &&
+         p.rows * p.cols * 4 <= INT32_MAX;
 }
 
 void stripes_on_gpu(projections_ref p, const preprocess_options& opt) {
   stripe_options r = *opt.rings;
   r.threads = opt.threads;
-  if (!stripes_have_gpu_path(r)) return remove_stripes(p, r);
+  if (!stripes_have_gpu_path(r, p)) return remove_stripes(p, r);
   detail::check_stripe_options(r);
   detail::require_finite(p, "stripe removal", detail::thread_count(opt.threads));
   CTFORGE_EXPECTS(p.views <= INT32_MAX,

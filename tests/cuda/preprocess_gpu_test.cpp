@@ -35,8 +35,8 @@ std::ostream& operator<<(std::ostream& os, const shape& s) {
   return os << s.name;
 }
 
-/// Smooth line integrals in [0.1, 1.6] with zingers (+2 at every 37th value).
-projection_stack scan_of(const shape& s) {
+/// Smooth line integrals in [0.1, 1.6] with zingers (+2 at every 37th value) unless not asked.
+projection_stack scan_of(const shape& s, bool zingers = true) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> noise(-0.02f, 0.02f);
   projection_stack p = ctforge::testing::scan_from(
@@ -45,7 +45,8 @@ projection_stack scan_of(const shape& s) {
         const double y = (r - 0.5 * s.rows) / (0.3 * s.rows + 1);
         return static_cast<float>(0.1 + 1.5 * std::exp(-(x * x + y * y) - 0.01 * v)) + noise(rng);
       });
-  for (std::int64_t i = 0; i < p.size(); i += 37) p.data[static_cast<std::size_t>(i)] += 2.0f;
+  for (std::int64_t i = 0; zingers && i < p.size(); i += 37)
+    p.data[static_cast<std::size_t>(i)] += 2.0f;
   return p;
 }
 
@@ -123,32 +124,58 @@ projection_stack with_stripes(projection_stack p) {
 }
 
 // Vo's methods: the same column sort (ties in view order), rank medians, column statistics
-// and host decisions, so the same values up to the GPU's contraction of a * b + c into one
-// rounding (dead columns' interpolation) and, for filtering, cuFFT's rounding against FFTW's:
-// within 1e-5 of the peak. Windows of 5 and 9 columns, the GPU's widest (101, wider than the
-// detector: reflected), and 103 (run on the CPU). Negative control: the stripes are removed
-// (the result moves by more than 1e-3 of the peak).
+// (double sums in the same order) and host decisions, and the dead columns' interpolation with
+// one fused multiply-add on both backends: sorting, large, dead and all give the CPU's values
+// exactly. Filtering goes through cuFFT instead of FFTW: its low-pass values differ by ~1e-7,
+// and where two of a column's values lie closer than that their ranks swap, moving those two
+// views by the gap between neighbouring rank medians (~1e-4 here) instead: at most 1 % of the
+// values may differ by more than 1e-5 of the peak, none by more than 1e-2 of it. Windows of 5
+// and 9 columns, the GPU's widest (101, wider than the detector: reflected), and 103 (run on
+// the CPU). Controls: the GPU's result differs from the input by more than 1e-3 of the peak,
+// and dead and all repair the dead column (constant 0.05): its mean distance from its
+// neighbours' mean falls below 0.3 of the input's (measured on the CPU: 0 to 0.28; the large
+// stripe step alone leaves up to 0.7).
 TEST_P(PreprocessGpu, StripesEqualTheCpu) {
   const shape& s = GetParam();
-  const projection_stack raw = with_stripes(scan_of(s));
+  const projection_stack raw = with_stripes(scan_of(s, false));
   const double peak = peak_of(raw);
+  const auto dead_gap = [&](const projection_stack& p) {
+    const std::int64_t c = 2 * s.cols / 3;
+    double sum = 0;
+    for (std::int64_t v = 0; v < s.views; ++v)
+      for (std::int64_t r = 0; r < s.rows; ++r)
+        sum += std::abs(p.at(v, r, c) - 0.5 * (p.at(v, r, c - 1) + p.at(v, r, c + 1)));
+    return sum;
+  };
   using enum stripe_method;
   for (const stripe_method m : {sorting, filtering, large, dead, all})
     for (const auto [size, la_size] : {std::pair{5, 9}, {101, 101}, {103, 21}}) {
+      const std::string what = s.name + " " + to_string(m) + " " + std::to_string(size);
       preprocess_options cpu = on(backend::cpu, s), gpu = on(backend::cuda, s);
       cpu.rings = gpu.rings =
           stripe_options{.method = m, .size = size, .la_size = la_size, .snr = 1.5};
       projection_stack a = raw, b = raw;
       (void)preprocess(a, cpu);
       (void)preprocess(b, gpu);
-      double worst = 0, moved = 0;
-      for (std::size_t i = 0; i < a.data.size(); ++i) {
-        worst = std::max(worst, std::abs(static_cast<double>(a.data[i]) - b.data[i]));
-        moved = std::max(moved, std::abs(static_cast<double>(raw.data[i]) - b.data[i]));
+      if (m != filtering) {
+        EXPECT_EQ(a.data, b.data) << what;
+      } else {
+        double worst = 0;
+        std::int64_t off = 0;
+        for (std::size_t i = 0; i < a.data.size(); ++i) {
+          const double d = std::abs(static_cast<double>(a.data[i]) - b.data[i]);
+          worst = std::max(worst, d);
+          off += d > 1e-5 * peak;
+        }
+        EXPECT_LE(worst, 1e-2 * peak) << what;
+        EXPECT_LE(off, a.size() / 100) << what;
       }
-      EXPECT_LE(worst, 1e-5 * peak) << s.name << " " << to_string(m) << " " << size;
-      if (s.cols >= 9 && s.views >= 5)
-        EXPECT_GT(moved, 1e-3 * peak) << s.name << " " << to_string(m) << " " << size;
+      if (s.cols < 9 || s.views < 5) continue;
+      double moved = 0;
+      for (std::size_t i = 0; i < b.data.size(); ++i)
+        moved = std::max(moved, std::abs(static_cast<double>(raw.data[i]) - b.data[i]));
+      EXPECT_GT(moved, 1e-3 * peak) << what;
+      if (m == dead || m == all) EXPECT_LT(dead_gap(b), 0.3 * dead_gap(raw)) << what;
     }
 }
 
@@ -161,7 +188,12 @@ std::vector<shape> shapes() {
           // 2 views' worth of input and output per batch: batches of one view with halos;
           // stripe removal: below one row's sinogram buffers, batches of one row.
           {"batches", 12, 9, 23, 2 * 2 * 9 * 23 * 4 + 6 * 9 * 23 * 4},
-          {"many_views", 181, 3, 29}};
+          {"many_views", 181, 3, 29},
+          // Stripe removal: about 3 rows of 40 x 97 per batch (fewer with the low-pass
+          // transforms): batches smaller than the buffers, the last one partial.
+          {"partial_batches", 40, 7, 97, 3 * (40 * 97 * 48 + 97 * 32)},
+          // More than 500 of the sort's segments (columns) in one batch.
+          {"wide", 16, 9, 71}};
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PreprocessGpu, ::testing::ValuesIn(shapes()),
@@ -174,12 +206,14 @@ TEST_F(PreprocessGpuErrors, SameErrorsAsTheCpu) {
   const shape s{"errors", 4, 5, 6};
   projection_stack p = scan_of(s);
   p.at(2, 3, 4) = std::numeric_limits<float>::quiet_NaN();
-  for (const bool phase : {false, true}) {
+  for (const int step : {0, 1, 2}) {
     preprocess_options o = on(backend::cuda, s);
-    if (phase) {
+    if (step == 1) {
       o.phase = phase_options{
           .energy_kev = 20, .distance_mm = 200, .pixel_size_mm = 0.01, .delta_beta = 300};
       o.phase->pixel_u_mm = o.phase->pixel_v_mm = 0.01;
+    } else if (step == 2) {
+      o.rings = stripe_options{.method = stripe_method::all};
     } else {
       o.zingers = outlier_options{.threshold = 0.5};
     }
