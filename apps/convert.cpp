@@ -212,6 +212,13 @@ void run(const convert_options& o) {
   convert_volume(o);
 }
 
+/// --views, --rows, --cols (convert, preprocess), in the projection input group.
+void add_selection_options(CLI::Option_group* read, convert_options& o) {
+  read->add_option("--views", o.views, "Views to read: FIRST[:COUNT]")->type_name("RANGE");
+  read->add_option("--rows", o.rows, "Detector rows to read: FIRST[:COUNT]")->type_name("RANGE");
+  read->add_option("--cols", o.cols, "Detector columns to read: FIRST[:COUNT]")->type_name("RANGE");
+}
+
 /// --stitch-360 (convert, preprocess), in the preprocessing group: it runs after the steps.
 void add_stitch_option(CLI::Option_group* g, std::string& value) {
   g->add_option("--stitch-360", value,
@@ -272,15 +279,12 @@ runner add_preprocess(CLI::App& app) {
       ->type_name("OUT")
       ->check(non_empty_path());
   out->add_flag("--quiet", o->quiet, "Print nothing but errors");
-  CLI::Option_group* read = add_projection_input_options(sub, o->read);
-  read->add_option("--views", o->views, "Views to read: FIRST[:COUNT]")->type_name("RANGE");
-  read->add_option("--rows", o->rows, "Detector rows to read: FIRST[:COUNT]")->type_name("RANGE");
-  read->add_option("--cols", o->cols, "Detector columns to read: FIRST[:COUNT]")
-      ->type_name("RANGE");
+  add_selection_options(add_projection_input_options(sub, o->read), *o);
   CLI::Option_group* prep = add_preprocess_options(sub, o->prep);
   add_stitch_option(prep, o->stitch_360);
   add_execution_options(sub, o->exec,
-                        "zinger removal and phase retrieval on the GPU take fewer views at a time");
+                        "the steps on the GPU take fewer views (zingers, phase) or detector rows "
+                        "(rings) at a time");
   return [o] { run_preprocess(*o); };
 }
 
@@ -309,11 +313,7 @@ runner add_convert(CLI::App& app) {
   sub->add_option("--description", o->description, "DICOM Series Description")
       ->type_name("TEXT")
       ->capture_default_str();
-  CLI::Option_group* read = add_projection_input_options(sub, o->read);
-  read->add_option("--views", o->views, "Views to read: FIRST[:COUNT]")->type_name("RANGE");
-  read->add_option("--rows", o->rows, "Detector rows to read: FIRST[:COUNT]")->type_name("RANGE");
-  read->add_option("--cols", o->cols, "Detector columns to read: FIRST[:COUNT]")
-      ->type_name("RANGE");
+  add_selection_options(add_projection_input_options(sub, o->read), *o);
   add_stitch_option(add_preprocess_options(sub, o->prep), o->stitch_360);
   sub->add_option("--detector", o->detector, "Geometry import: detector COLS,ROWS")
       ->type_name("C,R");
