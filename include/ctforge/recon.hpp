@@ -242,4 +242,32 @@ volume reconstruct(const projection_view& proj, const geometry& g, const volume_
 device_array reconstruct_to_device(const projection_view& proj, const geometry& g,
                                    const volume_geometry& vg, const recon_options& opt);
 
+/// FDK / FBP as a linear operator R (projections -> volume) with its exact adjoint R^T
+/// (volume -> projections), for differentiable pipelines (ctforge.torch.FBP, ctforge.jax.fbp)
+/// and adjoint tests. CPU only; circular 'cone' (opt.algo fdk) and 'parallel' (fbp) geometries,
+/// flat or cylindrical detectors, full and short scans, displaced detectors (vector geometries
+/// are refused: reconstruct resamples them, a step without an adjoint here). R is the chain
+///   R = B_w F W P
+/// of reconstruct: P pads a displaced detector's narrow side with zero columns, W multiplies
+/// each pixel by its pre-weight (angular weight, redundancy or Parker / displaced-detector
+/// weight, (SID/SDD)^2, cosine), F ramp filters each row (zero padded to >= 2 cols, cropped
+/// back), B_w back-projects voxel by voxel (bilinear detector reads, weight 1/w^2 for cone
+/// beam). Its adjoint is the transposed chain R^T = P^T W F B_w^T: B_w^T splats each voxel's
+/// weighted value into the four pixels its bilinear read takes, F is symmetric (a real, even
+/// kernel on zero-padded rows: F^T = F), W diagonal, P^T crops the padding. Both are linear in
+/// their input for fixed g, grid and opt; <R p, v> = <p, R^T v> holds to float rounding.
+
+/// R p: exactly reconstruct(proj, g, vg, opt) with opt.where = cpu and opt.reference = false
+/// (the same computation: same floats). opt.algo must be fdk or fbp; usage_error for a vector
+/// geometry, backend cuda, and everything reconstruct refuses (non-finite values included).
+volume fbp_apply(const projection_view& proj, const geometry& g, const volume_geometry& vg,
+                 const recon_options& opt);
+
+/// R^T v: projections (g.view_count() x g.rows x g.cols) from a volume on the grid vol.geom,
+/// with the weights, filter (opt.filter, opt.cutoff) and displaced-detector handling (opt.
+/// displaced_detector, opt.offset_transition_px) fbp_apply uses. Deterministic (the splat is
+/// parallel over views, each accumulated in double by one thread). usage_error as fbp_apply,
+/// and for a non-finite voxel.
+projection_stack fbp_adjoint(const volume_view& vol, const geometry& g, const recon_options& opt);
+
 }  // namespace ctforge

@@ -44,7 +44,7 @@ cuda_compiled: bool = _core.cuda_compiled
 __all__ = [
     "Error", "UsageError", "Geometry", "VolumeGeometry", "Phantom", "__version__",
     "shepp_logan", "phantom", "project_analytic", "voxelize", "add_poisson_noise",
-    "forward_project", "back_project", "reconstruct", "default_grid", "default_algorithm",
+    "forward_project", "back_project", "reconstruct", "fbp_apply", "fbp_adjoint", "FBPOperator", "default_grid", "default_algorithm",
     "estimate_center_of_rotation", "find_center", "center_montage", "CenterEstimate",
     "read_projections", "read_projection_geometry",
     "write_projections", "read_volume",
@@ -499,6 +499,59 @@ class ProjectorPair:
                 f"matched={self.matched})")
 
 
+class FBPOperator:
+    """FDK / FBP as a linear operator R for one geometry, grid and set of options, with its
+    exact adjoint: ``apply(projections)`` is :func:`fbp_apply` (what :func:`reconstruct`
+    computes on the CPU), ``apply_adjoint(volume)`` is :func:`fbp_adjoint`. Options as there
+    (``algorithm`` default :func:`default_algorithm`: "fdk" or "fbp"); the operator behind
+    :class:`ctforge.torch.FBP` and :func:`ctforge.jax.fbp`."""
+
+    def __init__(self, geometry: Any, grid: Any = None, *, algorithm: Optional[str] = None,
+                 filter: str = "ram-lak", cutoff: float = 1.0, displaced_detector: str = "auto",
+                 offset_transition: float = 16.0, threads: int = 0) -> None:
+        self._g = _core_geometry(geometry)
+        self._grid = _grid(grid, self._g)
+        self.options = _fbp_options(self._g, algorithm, filter, cutoff, displaced_detector,
+                                    offset_transition, threads)
+        if self.options["algorithm"].lower() not in ("fdk", "fbp"):
+            raise UsageError(f"algorithm: FBPOperator needs fdk or fbp "
+                             f"(got {self.options['algorithm']!r})")
+
+    @staticmethod
+    def _into(result: np.ndarray, out: Any) -> np.ndarray:
+        if out is None:
+            return result
+        dst = _output(out)
+        if tuple(dst.shape) != tuple(result.shape):
+            raise UsageError(f"out: shape {tuple(dst.shape)} is not the result's "
+                             f"{tuple(result.shape)}")
+        np.copyto(dst, result)
+        return dst
+
+    def apply(self, projections: Any, out: Any = None) -> np.ndarray:
+        """R projections: float32 (nz, ny, nx); ``out``: an array to write it into."""
+        return self._into(_core.fbp_apply(_as_float32(projections, 3, "projections"), self._g,
+                                          self._grid, **self.options), out)
+
+    def apply_adjoint(self, volume: Any, out: Any = None) -> np.ndarray:
+        """R^T volume: float32 (views, rows, cols); ``out`` as in :meth:`apply`."""
+        return self._into(_core.fbp_adjoint(_as_float32(volume, 3, "volume"), self._g,
+                                            self._grid, **self.options), out)
+
+    @property
+    def volume_shape(self) -> Tuple[int, int, int]:
+        return tuple(self._grid.shape)
+
+    @property
+    def projection_shape(self) -> Tuple[int, int, int]:
+        return tuple(self._g.projection_shape)
+
+    def __repr__(self) -> str:
+        return (f"FBPOperator(volume_shape={self.volume_shape}, "
+                f"projection_shape={self.projection_shape}, "
+                f"algorithm={self.options['algorithm']!r}, filter={self.options['filter']!r})")
+
+
 def linear_operator(geometry: Any, grid: Any = None, *, threads: int = 0, backend: str = "auto",
                     device: int = 0, gpu_memory_limit: Any = None, matched: bool = True) -> Any:
     """The projector pair as a ``scipy.sparse.linalg.LinearOperator`` of shape (rays, voxels):
@@ -583,6 +636,50 @@ class _ProgressBar:
             if percent >= 100:
                 _sys.stderr.write("\n")
             _sys.stderr.flush()
+
+
+def _fbp_options(geometry: _Geometry, algorithm: Optional[str], filter: str, cutoff: float,
+                 displaced_detector: str, offset_transition: float,
+                 threads: int) -> dict:
+    if isinstance(threads, bool) or not isinstance(threads, _numbers.Integral):
+        raise UsageError(f"threads: expected an integer (got {threads!r})")
+    algo = algorithm if algorithm is not None else _core.default_algorithm(geometry)
+    return dict(algorithm=algo, filter=filter, cutoff=float(cutoff),
+                displaced_detector=str(displaced_detector),
+                offset_transition=float(offset_transition), threads=int(threads), backend="cpu")
+
+
+def fbp_apply(projections: Any, geometry: Any, grid: Any = None, *,
+              algorithm: Optional[str] = None, filter: str = "ram-lak", cutoff: float = 1.0,
+              displaced_detector: str = "auto", offset_transition: float = 16.0,
+              threads: int = 0) -> np.ndarray:
+    """FDK / FBP as a linear operator R: exactly :func:`reconstruct` with these options on the
+    CPU (the same floats), for circular "cone" (``algorithm="fdk"``) and "parallel" ("fbp")
+    geometries, flat or cylindrical detectors; vector geometries are refused (their
+    resampling has no adjoint here). Projections (views, rows, cols) to a float32 volume
+    (nz, ny, nx) on ``grid`` (default :func:`default_grid`). See :func:`fbp_adjoint`."""
+    g = _core_geometry(geometry)
+    opts = _fbp_options(g, algorithm, filter, cutoff, displaced_detector, offset_transition,
+                        threads)
+    return _core.fbp_apply(_as_float32(projections, 3, "projections"), g, _grid(grid, g),
+                           **opts)
+
+
+def fbp_adjoint(volume: Any, geometry: Any, grid: Any = None, *,
+                algorithm: Optional[str] = None, filter: str = "ram-lak", cutoff: float = 1.0,
+                displaced_detector: str = "auto", offset_transition: float = 16.0,
+                threads: int = 0) -> np.ndarray:
+    """The exact adjoint R^T of :func:`fbp_apply` with the same options: a volume (nz, ny, nx)
+    on ``grid`` (default: :func:`default_grid` with the volume's shape) to float32 projections
+    (views, rows, cols), built as the transposed chain of FDK / FBP (splat of each voxel into
+    the four pixels of its bilinear read with the back-projection's weight, the ramp filter,
+    which is symmetric, the pre-weights, the crop of a displaced detector's padding), so that
+    ``<fbp_apply(p), v> == <p, fbp_adjoint(v)>`` up to float rounding. CPU, deterministic."""
+    v = _as_float32(volume, 3, "volume")
+    g = _core_geometry(geometry)
+    opts = _fbp_options(g, algorithm, filter, cutoff, displaced_detector, offset_transition,
+                        threads)
+    return _core.fbp_adjoint(v, g, _volume_grid(v, grid, g), **opts)
 
 
 def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,

@@ -8,6 +8,12 @@ operators and layers (``pip install ctforge[torch]``).
   its backward is the forward projection.
 * :func:`forward_project` / :func:`back_project`: the same as functions of a
   :class:`ctforge.ProjectorPair` (matched), for code that keeps its own operator.
+* :class:`FBP` (``nn.Module``): FDK / FBP as a linear layer R, projections
+  ``[batch, view, row, col]`` to volumes ``[batch, z, y, x]`` (exactly
+  ``ctforge.reconstruct(..., algorithm="fdk"/"fbp")`` on the CPU); its backward is the exact
+  adjoint R^T (``ctforge.fbp_adjoint``, the transposed chain of weighting, filtering and
+  back-projection), and :class:`FBPAdjoint` / :func:`fbp` as above, on a
+  :class:`ctforge.FBPOperator` (one per module, ``module.op``).
 
 Each backward is itself built from these operators, so higher derivatives (``create_graph``,
 ``gradgradcheck``) work too. The operators compute in float32: float32 CPU tensors in C order
@@ -36,7 +42,8 @@ except ImportError as e:  # pragma: no cover - depends on the installation
 import ctforge
 
 __all__ = ["ForwardProjection", "BackProjection", "ForwardProjectionFunction",
-           "BackProjectionFunction", "forward_project", "back_project", "projector_pair"]
+           "BackProjectionFunction", "forward_project", "back_project", "projector_pair",
+           "FBP", "FBPAdjoint", "FBPFunction", "FBPAdjointFunction", "fbp"]
 
 
 def projector_pair(geometry: Any, grid: Any = None, *, threads: Optional[int] = None,
@@ -48,12 +55,16 @@ def projector_pair(geometry: Any, grid: Any = None, *, threads: Optional[int] = 
     return ctforge.ProjectorPair(geometry, grid, backend=backend, threads=n, matched=True)
 
 
-def _apply(pair: ctforge.ProjectorPair, x: torch.Tensor, adjoint: bool) -> torch.Tensor:
+def _apply(pair: Any, x: torch.Tensor, adjoint: bool) -> torch.Tensor:
     """``pair.apply`` (or ``apply_adjoint``) of each item of ``x`` ([batch, *shape] or
-    [*shape]), written into one new float32 tensor, returned in x's dtype and device."""
-    in_shape = pair.projection_shape if adjoint else pair.volume_shape
-    out_shape = pair.volume_shape if adjoint else pair.projection_shape
-    what = "projections" if adjoint else "volume"
+    [*shape]), written into one new float32 tensor, returned in x's dtype and device. ``pair``:
+    a :class:`ctforge.ProjectorPair` or :class:`ctforge.FBPOperator` (for which ``apply`` maps
+    projections to volumes)."""
+    fbp = isinstance(pair, ctforge.FBPOperator)
+    to_volume = adjoint != fbp
+    in_shape = pair.projection_shape if to_volume else pair.volume_shape
+    out_shape = pair.volume_shape if to_volume else pair.projection_shape
+    what = "projections" if to_volume else "volume"
     if x.dim() not in (3, 4) or tuple(x.shape[-3:]) != tuple(in_shape):
         raise ctforge.UsageError(f"{what}: expected shape [batch, {', '.join(map(str, in_shape))}]"
                                  f" or without batch, got {list(x.shape)}")
@@ -163,3 +174,98 @@ class BackProjection(_PairModule):
     @property
     def adjoint(self) -> ForwardProjection:
         return ForwardProjection(None, pair=self.pair)
+
+
+class FBPFunction(torch.autograd.Function):
+    """``FBPFunction.apply(projections, op)``: FDK / FBP (``op``: a
+    :class:`ctforge.FBPOperator`); backward: its exact adjoint of the incoming gradient."""
+
+    @staticmethod
+    def forward(ctx: Any, projections: torch.Tensor, op: ctforge.FBPOperator) -> torch.Tensor:
+        ctx.op = op
+        return _apply(op, projections, adjoint=False)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], None]:
+        return FBPAdjointFunction.apply(grad, ctx.op), None
+
+
+class FBPAdjointFunction(torch.autograd.Function):
+    """``FBPAdjointFunction.apply(volume, op)``: the adjoint of FDK / FBP; backward: FDK / FBP
+    of the incoming gradient."""
+
+    @staticmethod
+    def forward(ctx: Any, volume: torch.Tensor, op: ctforge.FBPOperator) -> torch.Tensor:
+        ctx.op = op
+        return _apply(op, volume, adjoint=True)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], None]:
+        return FBPFunction.apply(grad, ctx.op), None
+
+
+def fbp(projections: torch.Tensor, op: ctforge.FBPOperator) -> torch.Tensor:
+    """Differentiable FDK / FBP of ``projections`` ([batch,] view, row, col) with ``op``."""
+    if not isinstance(op, ctforge.FBPOperator):
+        raise ctforge.UsageError("op: expected a ctforge.FBPOperator")
+    return FBPFunction.apply(projections, op)
+
+
+class _FBPModule(nn.Module):
+    def __init__(self, geometry: Any, grid: Any = None, *, algorithm: Optional[str] = None,
+                 filter: str = "ram-lak", cutoff: float = 1.0, displaced_detector: str = "auto",
+                 offset_transition: float = 16.0, threads: Optional[int] = None,
+                 op: Optional[ctforge.FBPOperator] = None) -> None:
+        super().__init__()
+        if op is not None:
+            if not isinstance(op, ctforge.FBPOperator):
+                raise ctforge.UsageError("op: expected a ctforge.FBPOperator")
+            self.op = op
+        else:
+            n = torch.get_num_threads() if threads is None else int(threads)
+            self.op = ctforge.FBPOperator(geometry, grid, algorithm=algorithm, filter=filter,
+                                          cutoff=cutoff, displaced_detector=displaced_detector,
+                                          offset_transition=offset_transition, threads=n)
+
+    @property
+    def volume_shape(self) -> Tuple[int, int, int]:
+        return self.op.volume_shape
+
+    @property
+    def projection_shape(self) -> Tuple[int, int, int]:
+        return self.op.projection_shape
+
+    def extra_repr(self) -> str:
+        return (f"volume_shape={self.volume_shape}, projection_shape={self.projection_shape}, "
+                f"algorithm={self.op.options['algorithm']!r}, "
+                f"filter={self.op.options['filter']!r}")
+
+
+class FBP(_FBPModule):
+    """FDK / FBP layer for a circular ``geometry`` on ``grid`` (default
+    :func:`ctforge.default_grid`): ``[batch, view, row, col]`` (or ``[view, row, col]``)
+    projections to ``[batch, z, y, x]`` volumes, what ``ctforge.reconstruct`` computes with the
+    same options (``algorithm`` "fdk" / "fbp", ``filter``, ``cutoff``, ``displaced_detector``,
+    ``offset_transition``) on the CPU. Its backward is the exact adjoint (the gradient of
+    ``<FBP(p), v>`` is ``ctforge.fbp_adjoint(v)``). No parameters; ``threads=None``:
+    ``torch.get_num_threads()``; ``op``: use this :class:`ctforge.FBPOperator`.
+    :attr:`adjoint` is the adjoint layer sharing the operator."""
+
+    def forward(self, projections: torch.Tensor) -> torch.Tensor:
+        return FBPFunction.apply(projections, self.op)
+
+    @property
+    def adjoint(self) -> "FBPAdjoint":
+        return FBPAdjoint(None, op=self.op)
+
+
+class FBPAdjoint(_FBPModule):
+    """The adjoint of :class:`FBP`: ``[batch, z, y, x]`` volumes to ``[batch, view, row, col]``
+    projections; arguments as :class:`FBP`."""
+
+    def forward(self, volume: torch.Tensor) -> torch.Tensor:
+        return FBPAdjointFunction.apply(volume, self.op)
+
+    @property
+    def adjoint(self) -> FBP:
+        return FBP(None, op=self.op)

@@ -163,6 +163,42 @@ py::dict option_entry(const recon_option& o) {
 void register_reconstruction(py::module_& m) {
   m.def("reconstruct", &reconstruct_call, py::arg("projections"), py::arg("geometry"),
         py::arg("grid"));
+  // FDK / FBP as a linear operator and its adjoint (CPU): the keyword options of reconstruct
+  // that apply (algorithm, filter, cutoff, displaced_detector, offset_transition, threads).
+  m.def(
+      "fbp_apply",
+      [](const py::handle& proj_obj, const geometry& g, const volume_geometry& vg,
+         const py::kwargs& options) {
+        keyword_options kw(options, "fbp_apply");
+        const recon_options opt = read_recon_options(kw, &g);
+        kw.finish();
+        const farray in = require_array(proj_obj, 3, "projections");
+        const projection_view p = projection_arg(in);
+        volume out;
+        {
+          py::gil_scoped_release nogil;
+          out = fbp_apply(p, g, vg, opt);
+        }
+        return to_numpy(std::move(out));
+      },
+      py::arg("projections"), py::arg("geometry"), py::arg("grid"));
+  m.def(
+      "fbp_adjoint",
+      [](const py::handle& vol_obj, const geometry& g, const volume_geometry& vg,
+         const py::kwargs& options) {
+        keyword_options kw(options, "fbp_adjoint");
+        const recon_options opt = read_recon_options(kw, &g);
+        kw.finish();
+        const farray in = require_array(vol_obj, 3, "volume");
+        const volume_view v = volume_arg(in, vg, "volume");
+        projection_stack out;
+        {
+          py::gil_scoped_release nogil;
+          out = fbp_adjoint(v, g, opt);
+        }
+        return to_numpy(std::move(out));
+      },
+      py::arg("volume"), py::arg("geometry"), py::arg("grid"));
   m.def("detector_is_displaced", &detector_is_displaced, py::arg("geometry"));
   m.def(
       "displaced_short_scan_warning",

@@ -12,7 +12,8 @@ from jax.test_util import check_grads  # noqa: E402
 
 import ctforge  # noqa: E402
 import ctforge.jax as cj  # noqa: E402
-from dl_problems import FAMILIES, problem, relative_difference  # noqa: E402
+from dl_problems import (FAMILIES, FBP_FAMILIES, fbp_problem, problem,  # noqa: E402
+                         relative_difference)
 
 # check_grads' step and tolerances: as test_torch.py's gradcheck (float32 rounding of outputs
 # up to ~11, a few ulps ~3e-6, divided by 2 x 0.5 for a linear operator's exact central
@@ -117,3 +118,71 @@ def test_shapes_and_options_are_checked():
         P.adjoint(jnp.zeros(g.projection_shape, jnp.int32))
     with pytest.raises(ctforge.UsageError, match="vmap_method"):
         cj.Projector(g, grid, vmap_method="auto")
+
+
+# ---- FDK / FBP (tolerances: test_torch.py's FBP section) --------------------------------------
+
+
+@pytest.mark.parametrize("family", FBP_FAMILIES)
+def test_fbp_check_grads(family, x64):
+    g, grid, algo = fbp_problem(family)
+    R = cj.FBP(g, grid, algorithm=algo, threads=1)
+    p = rand((2,) + tuple(g.projection_shape), 31, np.float64)
+    v = rand(tuple(grid.shape), 32, np.float64)
+    check_grads(R.fbp, (p,), order=2, modes=["rev"], eps=EPS, atol=ATOL, rtol=RTOL)
+    check_grads(R.adjoint, (v,), order=1, modes=["rev"], eps=EPS, atol=ATOL, rtol=RTOL)
+
+
+def forward_projector_backward(g, grid, algo):
+    """Negative control: FBP with the Joseph forward projector as its VJP."""
+    ps, vs = tuple(g.projection_shape), tuple(grid.shape)
+
+    @jax.custom_vjp
+    def f(p):
+        return jax.pure_callback(
+            lambda q: ctforge.fbp_apply(np.asarray(q), g, grid, algorithm=algo, threads=1),
+            jax.ShapeDtypeStruct(vs, jnp.float32), p)
+
+    def bwd(_, ct):
+        return (jax.pure_callback(
+            lambda v: ctforge.forward_project(np.asarray(v), g, grid, backend="cpu", threads=1),
+            jax.ShapeDtypeStruct(ps, jnp.float32), ct),)
+
+    f.defvjp(lambda p: (f(p), None), bwd)
+    return f
+
+
+@pytest.mark.parametrize("family", FBP_FAMILIES)
+def test_gradient_of_inner_product_is_the_fbp_adjoint(family):
+    # d<R p, v>/dp = R^T v under jit, against ctforge.fbp_adjoint(v) (1e-6 relative: the same
+    # computation); d<R^T v, p>/dv = R p; the forward projector as VJP misses by far more.
+    g, grid, algo = fbp_problem(family)
+    R = cj.FBP(g, grid, algorithm=algo)
+    p, v = rand(tuple(g.projection_shape), 33), rand(tuple(grid.shape), 34)
+    want_p = ctforge.fbp_adjoint(np.asarray(v), g, grid, algorithm=algo)
+    want_v = ctforge.fbp_apply(np.asarray(p), g, grid, algorithm=algo)
+    assert relative_difference(jax.jit(jax.grad(lambda q: jnp.vdot(R.fbp(q), v)))(p),
+                               want_p) <= 1e-6
+    assert relative_difference(jax.jit(jax.grad(lambda w: jnp.vdot(R.adjoint(w), p)))(v),
+                               want_v) <= 1e-6
+    f = forward_projector_backward(g, grid, algo)
+    assert relative_difference(jax.grad(lambda q: jnp.vdot(f(q), v))(p), want_p) > 1e-1
+
+
+def test_fbp_check_grads_catches_the_forward_projector(x64):
+    g, grid, algo = fbp_problem("fan")
+    f = forward_projector_backward(g, grid, algo)
+    p = rand(tuple(g.projection_shape), 35, np.float64)
+    with pytest.raises(AssertionError):
+        check_grads(lambda q: f(q.astype(jnp.float32)).astype(jnp.float64), (p,), order=1,
+                    modes=["rev"], eps=EPS, atol=ATOL, rtol=RTOL)
+
+
+def test_fbp_vmap_and_batches():
+    g, grid, algo = fbp_problem("parallel")
+    R = cj.FBP(g, grid, algorithm=algo, threads=1)
+    ps = rand((3,) + tuple(g.projection_shape), 36)
+    want = np.stack([ctforge.reconstruct(np.asarray(q), g, grid, algorithm=algo,
+                                         backend="cpu", threads=1) for q in ps])
+    np.testing.assert_array_equal(jax.jit(jax.vmap(R.fbp))(ps), want)
+    np.testing.assert_array_equal(R(ps), want)

@@ -84,4 +84,13 @@ void backproject(const bp_job& job, bp_strategy strategy = bp_strategy::automati
 /// of the shared_z strategy).
 bool views_allow_shared_z(const kernels::proj_matrix* mats, std::int64_t views);
 
+/// The transpose of the voxel-driven back-projection of the fast strategies (flat detector:
+/// kernels::bp_point_of, cylindrical: kernels::bp_point_cyl, with weight 1/w^2 when
+/// `distance_weighting`): each voxel of `vol` adds its value times its weight to the four pixels
+/// of its bilinear read of every view (kernels::splat_bilinear_border), in double per view.
+/// OpenMP over views, each view owned by one thread: the result does not depend on the thread
+/// count. Used by ctforge::fbp_adjoint (src/recon/fbp_operator.cpp).
+projection_stack splat_views(const volume_view& vol, const geometry& g, bool distance_weighting,
+                             int threads = 0);
+
 }  // namespace ctforge::detail
