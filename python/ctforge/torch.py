@@ -87,11 +87,13 @@ class ForwardProjectionFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, volume: torch.Tensor, pair: ctforge.ProjectorPair) -> torch.Tensor:
+        """The forward projection of ``volume`` with ``pair``; keeps ``pair`` for backward."""
         ctx.pair = pair
         return _apply(pair, volume, adjoint=False)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], None]:
+        """The matched back-projection of ``grad``; no gradient for ``pair``."""
         return BackProjectionFunction.apply(grad, ctx.pair), None
 
 
@@ -102,11 +104,13 @@ class BackProjectionFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, projections: torch.Tensor,
                 pair: ctforge.ProjectorPair) -> torch.Tensor:
+        """The matched back-projection of ``projections``; keeps ``pair`` for backward."""
         ctx.pair = pair
         return _apply(pair, projections, adjoint=True)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], None]:
+        """The forward projection of ``grad``; no gradient for ``pair``."""
         return ForwardProjectionFunction.apply(grad, ctx.pair), None
 
 
@@ -182,11 +186,13 @@ class FBPFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, projections: torch.Tensor, op: ctforge.FBPOperator) -> torch.Tensor:
+        """FDK / FBP of ``projections`` with ``op``; keeps ``op`` for backward."""
         ctx.op = op
         return _apply(op, projections, adjoint=False)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], None]:
+        """The adjoint of FDK / FBP applied to ``grad``; no gradient for ``op``."""
         return FBPAdjointFunction.apply(grad, ctx.op), None
 
 
@@ -196,11 +202,13 @@ class FBPAdjointFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, volume: torch.Tensor, op: ctforge.FBPOperator) -> torch.Tensor:
+        """The adjoint of FDK / FBP applied to ``volume``; keeps ``op`` for backward."""
         ctx.op = op
         return _apply(op, volume, adjoint=True)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], None]:
+        """FDK / FBP of ``grad``; no gradient for ``op``."""
         return FBPFunction.apply(grad, ctx.op), None
 
 
