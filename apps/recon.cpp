@@ -46,6 +46,7 @@ struct recon_cli_options {
   double cutoff = 1.0;
   std::string displaced_detector = "auto";
   double offset_transition = k_default_offset_transition_px;
+  double helical_q = 0.7;
   int iterations = 50;
   double relaxation = 1.0;
   bool nonnegative = false;
@@ -95,6 +96,7 @@ option_field field_of(recon_cli_options& o, std::string_view name) {
   if (name == "cutoff") return {&o.cutoff, "F", true};
   if (name == "displaced_detector") return {&o.displaced_detector, "auto|on|off", true};
   if (name == "offset_transition") return {&o.offset_transition, "PIXELS", true};
+  if (name == "helical_q") return {&o.helical_q, "Q", true};
   if (name == "checkpoint_every") return {&o.checkpoint_every, "N"};
   if (name == "checkpoint_seconds") return {&o.checkpoint_seconds, "T", true};
   if (name == "unit_planes") return {&o.unit_planes, "N"};
@@ -266,6 +268,9 @@ recon_options options_of(const recon_cli_options& o) {
                   fmt::format("--offset-transition: must be >= 1 (detector pixels; got {})",
                               o.offset_transition));
   ro.offset_transition_px = o.offset_transition;
+  CTFORGE_EXPECTS(std::isfinite(o.helical_q) && o.helical_q >= 0 && o.helical_q < 1,
+                  fmt::format("--helical-q: must be in [0, 1) (got {})", o.helical_q));
+  ro.helical_q = o.helical_q;
   static_cast<execution_context&>(ro) = parse_execution_options(o.exec);
   ro.reference = o.reference;
   CTFORGE_EXPECTS(!(o.reference && ro.where == backend::cuda),
@@ -483,6 +488,7 @@ nlohmann::json run_record(const recon_run& r) {
       {"offset_transition_px", r.ro.offset_transition_px},
       {"backend", r.where_name},
       {"gpu_interpolation", r.ro.gpu_hardware_interpolation ? "hardware" : "exact"}};
+  if (r.ro.algo == algorithm::helical_fbp) record["helical_q"] = r.ro.helical_q;
   // The cleaning steps (recorded only when on: older directories resume).
   for (const preprocess_setting& s : preprocess_settings(r.prep))
     record["preprocess"][s.spelling] = s.value;

@@ -56,6 +56,22 @@ struct circular_orbit {
   std::vector<double> offset_v_mm;    ///< detector offset along v_hat per view (mm)
 };
 
+/// Parameters of a helical cone-beam orbit (type "helical"): the source turns about the z axis
+/// as in the circular "cone" while source and detector move along z, by pitch_mm_per_turn per
+/// full turn. View i's source sits at z_i = z_start_mm + pitch_mm_per_turn |t_i - t_0| / (2 pi)
+/// and its detector centre at the same height (plus offset_v); the rest as for "cone".
+struct helical_orbit {
+  double source_to_isocenter_mm = 0;  ///< SID (> 0)
+  double source_to_detector_mm = 0;   ///< SDD (> SID)
+  std::vector<double> angles_rad;     ///< view angles (radians), strictly monotonic
+  double pitch_mm_per_turn = 0;       ///< table feed per turn (mm); its sign: direction along z
+  double z_start_mm = 0;              ///< source height at the first view (mm)
+  double offset_u_mm = 0;             ///< detector offset along u_hat (mm; arc length if curved)
+  double offset_v_mm = 0;             ///< detector offset along z (mm)
+  /// Source height (mm) at angle t (radians), on the helix through the views.
+  double z_at(double t) const;
+};
+
 struct geometry {
   beam_kind beam = beam_kind::cone;
   std::int64_t cols = 0;  ///< detector columns (>= 1)
@@ -64,6 +80,7 @@ struct geometry {
   double pixel_v_mm = 1;  ///< nominal pixel pitch along v
   std::vector<view_vectors> views;
   std::optional<circular_orbit> orbit;  ///< set for "cone" and "parallel"
+  std::optional<helical_orbit> helix;   ///< set for "helical" (orbit is then empty)
   /// JSON "detector.shape". cylindrical: curved detector of radius SDD centred on the source
   /// (circular "cone" only; see the file comment).
   detector_shape shape = detector_shape::flat;
@@ -71,7 +88,7 @@ struct geometry {
   bool curved() const { return shape == detector_shape::cylindrical; }
 
   std::int64_t view_count() const { return static_cast<std::int64_t>(views.size()); }
-  /// "cone", "parallel", "cone_vec" or "parallel_vec".
+  /// "cone", "parallel", "helical", "cone_vec" or "parallel_vec".
   std::string type_name() const;
   /// Throws usage_error naming the offending field when the geometry is invalid.
   void validate() const;
@@ -89,6 +106,25 @@ geometry make_parallel_geometry(std::int64_t cols, std::int64_t rows, double pix
                                 double pixel_v_mm, std::vector<double> angles_rad,
                                 std::vector<double> offset_u_mm = {},
                                 std::vector<double> offset_v_mm = {});
+/// Helical cone beam (see helical_orbit). Angles in radians, strictly monotonic; `shape`
+/// cylindrical: curved detector centred on the source, as for the circular cone.
+geometry make_helical_geometry(std::int64_t cols, std::int64_t rows, double pixel_u_mm,
+                               double pixel_v_mm, double sid_mm, double sdd_mm,
+                               std::vector<double> angles_rad, double pitch_mm_per_turn,
+                               double z_start_mm = 0, double offset_u_mm = 0,
+                               double offset_v_mm = 0, detector_shape shape = detector_shape::flat);
+/// A helical scan's figures (ctforge info): the pitch factor (feed per turn over the detector's
+/// height at the isocentre, rows x pitch_v x SID / SDD), the source's z range, and the range of
+/// heights on the rotation axis that the detector rows see over at least half a turn (what a
+/// helical reconstruction needs; full_z_min_mm > full_z_max_mm when no height is seen that
+/// long: a pitch too large for the rows, or a scan shorter than half a turn). usage_error for
+/// a geometry that is not "helical".
+struct helical_coverage {
+  double pitch_factor = 0;
+  double source_z_min_mm = 0, source_z_max_mm = 0;
+  double full_z_min_mm = 0, full_z_max_mm = 0;
+};
+helical_coverage helical_coverage_of(const geometry& g);
 /// Vector geometries: explicit per-view vectors.
 geometry make_vec_geometry(beam_kind beam, std::int64_t cols, std::int64_t rows,
                            std::vector<view_vectors> views);

@@ -14,7 +14,9 @@ namespace ctforge {
 
 /// Which algorithms an option applies to.
 enum class option_scope {
-  analytic,         ///< fdk, fbp
+  analytic,         ///< fdk, fbp, helical-fbp
+  circular,         ///< fdk, fbp (circular orbits)
+  helical,          ///< helical-fbp
   iterative,        ///< sirt, os-sart, cgls, fista-tv, osem
   relaxed,          ///< sirt, os-sart (a step length)
   ordered_subsets,  ///< os-sart, osem
@@ -46,12 +48,11 @@ bool applies(option_scope scope, algorithm a);
 /// name the table does not hold.
 bool option_applies(std::string_view name_or_flag, algorithm a);
 
-/// The algorithms of `scope`, as they are spelled on the command line: "fdk, fbp".
+/// The algorithms of `scope`, as they are spelled on the command line: "fdk, fbp, helical-fbp".
 std::string algorithms_of(option_scope scope);
 
 /// usage_error "<spelling>: does not apply to --algorithm <a> (only to <algorithms>)" when the
 /// option does not apply to `a`; `spelling` is how the caller named it (flag or keyword).
-void require_option_applies(std::string_view name_or_flag, algorithm a,
-                            std::string_view spelling);
+void require_option_applies(std::string_view name_or_flag, algorithm a, std::string_view spelling);
 
 }  // namespace ctforge

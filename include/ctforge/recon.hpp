@@ -19,7 +19,9 @@
 
 namespace ctforge {
 
-/// fdk: filtered back-projection for circular cone / fan beam; fbp: for circular parallel beam.
+/// fdk: filtered back-projection for circular cone / fan beam; fbp: for circular parallel beam;
+/// helical_fbp: weighted filtered back-projection for helical cone-beam scans (geometry type
+/// "helical"; docs/guide/helical.md).
 /// The iterative methods take any geometry (vector geometries included):
 ///  * sirt: Simultaneous Iterative Reconstruction Technique, robust, slow to converge;
 ///  * os_sart: SIRT's update per ordered subset of views (OS-SART): several updates per pass
@@ -29,11 +31,11 @@ namespace ctforge {
 ///    noisy (low-dose) scans of piecewise-constant objects;
 ///  * osem: ordered-subsets expectation maximisation (Poisson likelihood): low-count data,
 ///    non-negative by construction.
-enum class algorithm { fdk, fbp, sirt, cgls, os_sart, fista_tv, osem };
+enum class algorithm { fdk, fbp, sirt, cgls, os_sart, fista_tv, osem, helical_fbp };
 
-/// Every method but FDK / FBP (iterations, any geometry).
+/// Every method but FDK / FBP / helical FBP (iterations, any geometry).
 inline bool is_iterative(algorithm a) {
-  return a != algorithm::fdk && a != algorithm::fbp;
+  return a != algorithm::fdk && a != algorithm::fbp && a != algorithm::helical_fbp;
 }
 
 /// What an iterative method reports after each iteration (recon_options::on_iteration). For
@@ -160,6 +162,12 @@ struct recon_options : execution_context {
   /// background noise of uniform 1/2 weights; Wang's ramp: 10% more, tests/recon/
   /// fdk_setup_test.cpp).
   double offset_transition_px = k_default_offset_transition_px;
+  /// Helical FBP: the share Q of the detector's height, in [0, 1), where a ray weighs fully;
+  /// between Q and the detector's edge its weight falls to 0 as cos^2 (Stierstorfer's WFBP
+  /// window), and each ray's weight is divided by the sum over its conjugate rays. Larger Q
+  /// uses more of the data (less noise), smaller Q smooths the transitions (fewer cone-beam
+  /// artefacts at high pitch).
+  double helical_q = 0.7;
   // Iterative methods (filter and cutoff do not apply):
   int iterations = 50;      ///< iterations (OS-SART, OSEM: passes over all subsets), >= 1
   double relaxation = 1.0;  ///< SIRT / OS-SART step length lambda, in (0, 2)

@@ -136,6 +136,7 @@ recon_options read_recon_options(keyword_options& kw, const geometry* g) {
   opt.tolerance = kw.number("tolerance", opt.tolerance);
   opt.displaced_detector = parse_displaced_detector(kw.text("displaced_detector", "auto"));
   opt.offset_transition_px = kw.number("offset_transition", opt.offset_transition_px);
+  opt.helical_q = kw.number("helical_q", opt.helical_q);
   return opt;
 }
 

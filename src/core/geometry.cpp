@@ -93,9 +93,88 @@ void parse_offsets(const reader& r, const json& det, std::vector<double>& ou,
   }
 }
 
+void validate_helix(const geometry& g) {
+  const helical_orbit& h = *g.helix;
+  CTFORGE_EXPECTS(!g.orbit && g.beam == beam_kind::cone,
+                  "helical geometry: a helix is a cone-beam orbit of its own");
+  CTFORGE_EXPECTS(h.angles_rad.size() == g.views.size(),
+                  "helical geometry: angle count differs from view count");
+  for (std::size_t i = 0; i < h.angles_rad.size(); ++i) {
+    CTFORGE_EXPECTS(std::isfinite(h.angles_rad[i]),
+                    "helical geometry: field 'angles_deg' holds a non-finite angle");
+    CTFORGE_EXPECTS(
+        i < 2 || (h.angles_rad[i] - h.angles_rad[i - 1]) * (h.angles_rad[1] - h.angles_rad[0]) > 0,
+        fmt::format("helical geometry: field 'angles_deg' must run one way "
+                    "(strictly increasing or decreasing): view {} turns back",
+                    i));
+  }
+  CTFORGE_EXPECTS(h.angles_rad.size() < 2 || h.angles_rad[1] != h.angles_rad[0],
+                  "helical geometry: field 'angles_deg' repeats its first angle");
+  CTFORGE_EXPECTS(std::isfinite(h.source_to_isocenter_mm) && h.source_to_isocenter_mm > 0,
+                  fmt::format("helical geometry: field 'source_to_isocenter_mm' must be > 0 (got "
+                              "{})",
+                              h.source_to_isocenter_mm));
+  CTFORGE_EXPECTS(
+      std::isfinite(h.source_to_detector_mm) && h.source_to_detector_mm > h.source_to_isocenter_mm,
+      fmt::format("helical geometry: field 'source_to_detector_mm' ({}) must be "
+                  "greater than 'source_to_isocenter_mm' ({})",
+                  h.source_to_detector_mm, h.source_to_isocenter_mm));
+  CTFORGE_EXPECTS(std::isfinite(h.pitch_mm_per_turn),
+                  "helical geometry: field 'pitch_mm_per_turn' is not finite");
+  CTFORGE_EXPECTS(std::isfinite(h.z_start_mm),
+                  "helical geometry: field 'z_start_mm' is not finite");
+  CTFORGE_EXPECTS(std::isfinite(h.offset_u_mm) && std::isfinite(h.offset_v_mm),
+                  "helical geometry: field 'detector.offset_mm' is not finite");
+}
+
+// Type "helical": the circular cone's fields plus the table feed (pitch_mm_per_turn, or
+// pitch_factor times the detector's height at the isocentre) and the first view's height.
+geometry helical_from_json(const reader& r, const json& j, const json& det, std::int64_t cols,
+                           std::int64_t rows, detector_shape shape, std::string_view origin) {
+  auto px = r.numbers(r.member(det, "detector", "pixel_mm"), "detector.pixel_mm");
+  if (px.size() != 2) r.fail("detector.pixel_mm", "expected [u, v]");
+  if (!(pixel_pitch_ok(px[0]) && pixel_pitch_ok(px[1])))
+    r.fail("detector.pixel_mm", fmt::format("pixel sizes must be at least {:g} mm in magnitude "
+                                            "(got [{}, {}])",
+                                            k_min_pixel_mm, px[0], px[1]));
+  auto angles = parse_angles(r, r.member(j, "", "angles_deg"));
+  std::vector<double> ou, ov;
+  parse_offsets(r, det, ou, ov);
+  if (ou.size() > 1)
+    r.fail("detector.offset_mm", "a helical geometry takes one offset [u, v] for all views");
+  const double sid = r.number(r.member(j, "", "source_to_isocenter_mm"), "source_to_isocenter_mm");
+  const double sdd = r.number(r.member(j, "", "source_to_detector_mm"), "source_to_detector_mm");
+  if (!(sid > 0)) r.fail("source_to_isocenter_mm", fmt::format("must be > 0 (got {})", sid));
+  if (!(sdd > sid))
+    r.fail("source_to_detector_mm",
+           fmt::format("must be greater than source_to_isocenter_mm ({} <= {})", sdd, sid));
+  const bool by_mm = j.contains("pitch_mm_per_turn"), by_factor = j.contains("pitch_factor");
+  if (by_mm == by_factor)
+    r.fail(by_mm ? "pitch_factor" : "pitch_mm_per_turn",
+           by_mm ? "give pitch_mm_per_turn or pitch_factor, not both"
+                 : "a helical geometry needs the table feed: pitch_mm_per_turn (mm per turn, its "
+                   "sign the direction along z) or pitch_factor (feed over the detector's height "
+                   "at the isocentre)");
+  double pitch = 0;
+  if (by_mm) {
+    pitch = r.number(j["pitch_mm_per_turn"], "pitch_mm_per_turn");
+  } else {
+    const double factor = r.number(j["pitch_factor"], "pitch_factor");
+    pitch = factor * static_cast<double>(rows) * std::abs(px[1]) * sid / sdd;
+  }
+  const double z0 = j.contains("z_start_mm") ? r.number(j["z_start_mm"], "z_start_mm") : 0.0;
+  try {
+    return make_helical_geometry(cols, rows, px[0], px[1], sid, sdd, std::move(angles), pitch, z0,
+                                 ou.empty() ? 0.0 : ou[0], ov.empty() ? 0.0 : ov[0], shape);
+  } catch (const usage_error& e) {
+    throw usage_error(fmt::format("{}: {}", origin, e.what()));
+  }
+}
+
 }  // namespace
 
 std::string geometry::type_name() const {
+  if (helix) return "helical";
   if (orbit) return beam == beam_kind::cone ? "cone" : "parallel";
   return beam == beam_kind::cone ? "cone_vec" : "parallel_vec";
 }
@@ -110,7 +189,7 @@ void geometry::validate() const {
   // Circular orbits build their views from 'detector.pixel_mm'; vector geometries have no such
   // field (the pitch is the length of views[0].u / .v), so their views are checked first, each
   // naming its own field.
-  if (orbit)
+  if (orbit || helix)
     CTFORGE_EXPECTS(
         pixel_pitch_ok(pixel_u_mm) && pixel_pitch_ok(pixel_v_mm),
         fmt::format("{} geometry: field 'detector.pixel_mm' ([{}, {}]) must be finite with a "
@@ -118,11 +197,12 @@ void geometry::validate() const {
                     "columns or rows)",
                     t, pixel_u_mm, pixel_v_mm, k_min_pixel_mm));
   if (curved())
-    CTFORGE_EXPECTS(beam == beam_kind::cone && orbit.has_value(),
+    CTFORGE_EXPECTS(beam == beam_kind::cone && (orbit.has_value() || helix.has_value()),
                     fmt::format("{} geometry: field 'detector.shape' is 'cylindrical', which needs "
-                                "a circular 'cone' geometry (the cylinder is centred on the source "
-                                "of a circular orbit); use 'flat'",
+                                "a 'cone' or 'helical' geometry (the cylinder is centred on the "
+                                "source of a circular or helical orbit); use 'flat'",
                                 t));
+  if (helix) validate_helix(*this);
   if (orbit) {
     const auto& o = *orbit;
     CTFORGE_EXPECTS(o.angles_rad.size() == views.size(),
@@ -269,7 +349,7 @@ geometry geometry_from_json(std::string_view text, std::string_view origin) {
   if (!j.is_object()) r.fail("", "expected a JSON object");
   r.known_keys(j, "",
                {"type", "detector", "source_to_isocenter_mm", "source_to_detector_mm", "angles_deg",
-                "views"});
+                "views", "pitch_mm_per_turn", "pitch_factor", "z_start_mm"});
   const json& type_j = r.member(j, "", "type");
   if (!type_j.is_string()) r.fail("type", "expected a string");
   const std::string type = type_j.get<std::string>();
@@ -287,11 +367,15 @@ geometry geometry_from_json(std::string_view text, std::string_view origin) {
   }
   const std::int64_t cols = r.integer(r.member(det, "detector", "cols"), "detector.cols");
   const std::int64_t rows = r.integer(r.member(det, "detector", "rows"), "detector.rows");
-  if (shape == detector_shape::cylindrical && type != "cone")
+  if (shape == detector_shape::cylindrical && type != "cone" && type != "helical")
     r.fail("detector.shape",
-           fmt::format("'cylindrical' needs type 'cone' (a circular cone-beam orbit, the cylinder "
-                       "centred on its source), not '{}'",
+           fmt::format("'cylindrical' needs type 'cone' or 'helical' (the cylinder centred on the "
+                       "source of a circular or helical orbit), not '{}'",
                        type));
+  if (type != "helical")
+    for (const char* key : {"pitch_mm_per_turn", "pitch_factor", "z_start_mm"})
+      if (j.contains(key))
+        r.fail(key, fmt::format("applies to type 'helical' only, not '{}'", type));
   if (cols < 1) r.fail("detector.cols", fmt::format("must be >= 1 (got {})", cols));
   if (rows < 1) r.fail("detector.rows", fmt::format("must be >= 1 (got {})", rows));
 
@@ -321,6 +405,7 @@ geometry geometry_from_json(std::string_view text, std::string_view origin) {
     }
     return make_parallel_geometry(cols, rows, px[0], px[1], std::move(angles), ou, ov);
   }
+  if (type == "helical") return helical_from_json(r, j, det, cols, rows, shape, origin);
   if (type == "cone_vec" || type == "parallel_vec") {
     const bool cone = type == "cone_vec";
     const json& vj = r.member(j, "", "views");
@@ -346,10 +431,10 @@ geometry geometry_from_json(std::string_view text, std::string_view origin) {
       throw usage_error(fmt::format("{}: {}", origin, e.what()));
     }
   }
-  r.fail(
-      "type",
-      fmt::format("unknown geometry type '{}' (expected cone, parallel, cone_vec or parallel_vec)",
-                  type));
+  r.fail("type",
+         fmt::format("unknown geometry type '{}' (expected cone, parallel, helical, cone_vec or "
+                     "parallel_vec)",
+                     type));
 }
 
 geometry load_geometry(const std::string& path) {
@@ -360,7 +445,20 @@ std::string geometry_to_json(const geometry& g) {
   json j;
   j["type"] = g.type_name();
   j["detector"] = {{"cols", g.cols}, {"rows", g.rows}};
-  if (g.orbit) {
+  if (g.helix) {
+    const helical_orbit& h = *g.helix;
+    j["detector"]["pixel_mm"] = {g.pixel_u_mm, g.pixel_v_mm};
+    if (g.curved()) j["detector"]["shape"] = to_string(g.shape);
+    if (h.offset_u_mm != 0 || h.offset_v_mm != 0)
+      j["detector"]["offset_mm"] = {h.offset_u_mm, h.offset_v_mm};
+    j["source_to_isocenter_mm"] = h.source_to_isocenter_mm;
+    j["source_to_detector_mm"] = h.source_to_detector_mm;
+    json angles = json::array();
+    for (double a : h.angles_rad) angles.push_back(rad_to_deg(a));
+    j["angles_deg"] = angles;
+    j["pitch_mm_per_turn"] = h.pitch_mm_per_turn;
+    j["z_start_mm"] = h.z_start_mm;
+  } else if (g.orbit) {
     const auto& o = *g.orbit;
     j["detector"]["pixel_mm"] = {g.pixel_u_mm, g.pixel_v_mm};
     if (g.curved()) j["detector"]["shape"] = to_string(g.shape);
@@ -493,8 +591,7 @@ detector_coords project_to_detector(const geometry& g, std::int64_t view, vec3 x
   const double l = std::sqrt(a * a + c * c);
   if (!(c > 0) || !(l > 0)) return {0, 0, 0};
   return {0.5 * static_cast<double>(g.cols - 1) + f.radius / f.du * std::atan2(a, c),
-          0.5 * static_cast<double>(g.rows - 1) + (b * f.radius / l - f.hc) / f.dv,
-          l / f.radius};
+          0.5 * static_cast<double>(g.rows - 1) + (b * f.radius / l - f.hc) / f.dv, l / f.radius};
 }
 
 cylinder_frame cylinder_frame_of(const geometry& g, std::int64_t view) {

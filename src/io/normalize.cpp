@@ -135,6 +135,17 @@ geometry select_geometry(const geometry& g, const detector_selection& sel, std::
                     0.5 * static_cast<double>(g.cols - 1);
   const double dr = static_cast<double>(r0) + 0.5 * static_cast<double>(bin_rows * mr - 1) -
                     0.5 * static_cast<double>(g.rows - 1);
+  if (g.helix) {
+    const auto& h = *g.helix;
+    std::vector<double> angles(h.angles_rad.begin() + v0, h.angles_rad.begin() + v0 + nv);
+    const double z0 = h.z_at(angles.front());
+    return make_helical_geometry(mc, mr, g.pixel_u_mm * static_cast<double>(bin_cols),
+                                 g.pixel_v_mm * static_cast<double>(bin_rows),
+                                 h.source_to_isocenter_mm, h.source_to_detector_mm,
+                                 std::move(angles), h.pitch_mm_per_turn, z0,
+                                 h.offset_u_mm + dc * g.pixel_u_mm,
+                                 h.offset_v_mm + dr * g.pixel_v_mm, g.shape);
+  }
   if (g.orbit) {
     const auto& o = *g.orbit;
     std::vector<double> angles, ou, ov;

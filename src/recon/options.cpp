@@ -1,9 +1,9 @@
 // The table of algorithm-specific reconstruction options (include/ctforge/options.hpp).
 #include "ctforge/options.hpp"
 
-#include <array>
-
 #include <fmt/format.h>
+
+#include <array>
 
 #include "ctforge/error.hpp"
 
@@ -44,10 +44,11 @@ constexpr std::array k_options{
                  "stop_criterion per iteration as CSV (residual: |Ax - p| / |p|; "
                  "stop_criterion: what --tolerance compares)"},
     recon_option{"filter", "--filter", analytic, "",
-                 "FDK / FBP: ramp filter window: ram-lak, shepp-logan, cosine, hamming or hann"},
+                 "FDK / FBP / helical FBP: ramp filter window: ram-lak, shepp-logan, cosine, "
+                 "hamming or hann"},
     recon_option{"cutoff", "--cutoff", analytic, "",
-                 "FDK / FBP: filter cut-off as a fraction of Nyquist, in (0, 1]"},
-    recon_option{"displaced_detector", "--displaced-detector", analytic, "",
+                 "FDK / FBP / helical FBP: filter cut-off as a fraction of Nyquist, in (0, 1]"},
+    recon_option{"displaced_detector", "--displaced-detector", circular, "",
                  "FDK / FBP: weighting of a displaced (half-fan) detector: auto (when the "
                  "detector reaches more than a pixel further to one side of the rotation axis "
                  "than to the other), on (always) or off (the 1/2 weights of a centred detector: "
@@ -55,7 +56,7 @@ constexpr std::array k_options{
                  "short scan (under 360 deg) measures the lines beyond the overlap's radius only "
                  "in part: it reconstructs, and warns on stderr with that radius and the "
                  "fraction measured"},
-    recon_option{"offset_transition", "--offset-transition", analytic, "",
+    recon_option{"offset_transition", "--offset-transition", circular, "",
                  "FDK / FBP, displaced detector: width (detector pixels, >= 1) of the smooth "
                  "ramps at the ends of the overlap both sides cover; between them a line's two "
                  "measurements weigh 1/2 each, as on a centred detector (least noise). The "
@@ -63,20 +64,28 @@ constexpr std::array k_options{
                  "filter, while only 2 x 16 columns weigh other than 1/2; clamped to the "
                  "overlap's width, which gives Wang's ramp across the whole overlap (the noisier "
                  "weighting of before)"},
+    recon_option{"helical_q", "--helical-q", helical, "",
+                 "Helical FBP: share Q of the detector's height, in [0, 1), where a ray weighs "
+                 "fully; towards the edge its weight falls to 0 as cos^2, and each ray's weight "
+                 "is divided by the sum over its conjugate rays (Stierstorfer's WFBP window). "
+                 "Larger Q: less noise; smaller Q: fewer cone-beam artefacts at high pitch"},
     recon_option{"checkpoint_every", "--checkpoint-every", iterative, "checkpoint_dir",
                  "--checkpoint-dir, iterative methods: save their state every N iterations "
                  "(0: by time only)"},
     recon_option{"checkpoint_seconds", "--checkpoint-seconds", iterative, "checkpoint_dir",
                  "--checkpoint-dir, iterative methods: save their state when T seconds have "
                  "passed since the last save (0: by count only)"},
-    recon_option{"unit_planes", "--unit-planes", analytic, "checkpoint_dir",
-                 "--checkpoint-dir or --memory-limit, FDK / FBP: z-planes per unit (default: "
-                 "about 16 M voxels per unit)"},
+    recon_option{
+        "unit_planes", "--unit-planes", analytic, "checkpoint_dir",
+        "--checkpoint-dir or --memory-limit, FDK / FBP / helical FBP: z-planes per unit (default: "
+        "about 16 M voxels per unit)"},
 };
 
 }  // namespace
 
-std::span<const recon_option> recon_option_table() { return k_options; }
+std::span<const recon_option> recon_option_table() {
+  return k_options;
+}
 
 const recon_option* find_recon_option(std::string_view name_or_flag) {
   for (const recon_option& o : k_options)
@@ -88,6 +97,10 @@ bool applies(option_scope scope, algorithm a) {
   switch (scope) {
     case analytic:
       return !is_iterative(a);
+    case circular:
+      return a == algorithm::fdk || a == algorithm::fbp;
+    case helical:
+      return a == algorithm::helical_fbp;
     case iterative:
       return is_iterative(a);
     case relaxed:
@@ -110,14 +123,13 @@ bool option_applies(std::string_view name_or_flag, algorithm a) {
 
 std::string algorithms_of(option_scope scope) {
   std::string out;
-  for (algorithm a : {algorithm::fdk, algorithm::fbp, algorithm::sirt, algorithm::os_sart,
-                      algorithm::cgls, algorithm::fista_tv, algorithm::osem})
+  for (algorithm a : {algorithm::fdk, algorithm::fbp, algorithm::helical_fbp, algorithm::sirt,
+                      algorithm::os_sart, algorithm::cgls, algorithm::fista_tv, algorithm::osem})
     if (applies(scope, a)) out += (out.empty() ? "" : ", ") + to_string(a);
   return out;
 }
 
-void require_option_applies(std::string_view name_or_flag, algorithm a,
-                            std::string_view spelling) {
+void require_option_applies(std::string_view name_or_flag, algorithm a, std::string_view spelling) {
   if (option_applies(name_or_flag, a)) return;
   const recon_option& o = *find_recon_option(name_or_flag);
   const bool cli = spelling.starts_with("--");

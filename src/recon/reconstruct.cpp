@@ -18,6 +18,7 @@
 #include "recon/fdk.hpp"
 #include "recon/fdk_geometry.hpp"
 #include "recon/fdk_setup.hpp"
+#include "recon/helical.hpp"
 #include "recon/iterative/iterative.hpp"
 
 namespace ctforge {
@@ -41,16 +42,18 @@ algorithm parse_algorithm(std::string_view name) {
   if (n == "os-sart") return algorithm::os_sart;
   if (n == "fista-tv") return algorithm::fista_tv;
   if (n == "osem") return algorithm::osem;
+  if (n == "helical-fbp") return algorithm::helical_fbp;
   throw usage_error(fmt::format(
-      "--algorithm: unknown algorithm '{}' (expected fdk, fbp, sirt, os-sart, cgls, fista-tv or "
-      "osem)",
+      "--algorithm: unknown algorithm '{}' (expected fdk, fbp, helical-fbp, sirt, os-sart, cgls, "
+      "fista-tv or osem)",
       name));
 }
 
 constexpr detail::enum_name<algorithm> k_algorithm_names[] = {
-    {algorithm::fdk, "fdk"},   {algorithm::fbp, "fbp"},         {algorithm::sirt, "sirt"},
-    {algorithm::cgls, "cgls"}, {algorithm::os_sart, "os-sart"}, {algorithm::fista_tv, "fista-tv"},
-    {algorithm::osem, "osem"}};
+    {algorithm::fdk, "fdk"},         {algorithm::fbp, "fbp"},
+    {algorithm::sirt, "sirt"},       {algorithm::cgls, "cgls"},
+    {algorithm::os_sart, "os-sart"}, {algorithm::fista_tv, "fista-tv"},
+    {algorithm::osem, "osem"},       {algorithm::helical_fbp, "helical-fbp"}};
 
 std::string to_string(algorithm a) {
   return detail::name_of(a, k_algorithm_names, "fdk");
@@ -142,6 +145,7 @@ std::string to_string(filter_window w) {
 }
 
 algorithm default_algorithm(const geometry& g) {
+  if (g.helix) return algorithm::helical_fbp;
   const algorithm analytic = g.beam == beam_kind::cone ? algorithm::fdk : algorithm::fbp;
   if (g.orbit) return analytic;
   try {
@@ -235,6 +239,16 @@ volume reconstruct_impl(const projection_view& proj, const geometry& g, const vo
     if (resolve_backend(opt.where, nullptr, opt.device) != backend::cuda)
       throw error(std::string(what) + ": no usable CUDA device");
   }
+  if (opt.algo == algorithm::helical_fbp) {
+    CTFORGE_EXPECTS(!on_device && !device_out,
+                    "helical-fbp: reads and returns host memory (GPU-resident input and output: "
+                    "fdk or fbp)");
+    return detail::helical_reconstruct(proj, g, vg, opt);
+  }
+  CTFORGE_EXPECTS(!g.helix || is_iterative(opt.algo),
+                  fmt::format("{}: needs a circular orbit; the geometry is 'helical' (use "
+                              "--algorithm helical-fbp, or an iterative method)",
+                              to_string(opt.algo)));
   if (is_iterative(opt.algo)) {
     detail::validate_iterative(proj, g, vg, opt);
     CTFORGE_EXPECTS(!opt.reference, fmt::format("--reference: there is no reference path for {}",

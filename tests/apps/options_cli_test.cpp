@@ -129,7 +129,8 @@ TEST_F(OptionsCli, InapplicableOptionNamesWhereItApplies) {
                                                      {"--displaced-detector", "on"},
                                                      {"--log-iterations", "x.csv"},
                                                      {"--initial", "x.h5"},
-                                                     {"--backprojector", "matched"}};
+                                                     {"--backprojector", "matched"},
+                                                     {"--helical-q", "0.5"}};
   const ctforge::algorithm all[] = {ctforge::algorithm::fdk, ctforge::algorithm::sirt,
                                     ctforge::algorithm::os_sart, ctforge::algorithm::cgls,
                                     ctforge::algorithm::fista_tv};

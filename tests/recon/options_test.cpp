@@ -13,7 +13,7 @@ namespace {
 
 constexpr algorithm k_all[] = {algorithm::fdk,     algorithm::fbp,      algorithm::sirt,
                                algorithm::os_sart, algorithm::cgls,     algorithm::fista_tv,
-                               algorithm::osem};
+                               algorithm::osem,    algorithm::helical_fbp};
 
 // Names and flags are unique, and every flag but the CSV log's is the keyword spelled with
 // dashes (the Python keyword and the command-line option name the same thing).
@@ -32,7 +32,7 @@ TEST(ReconOptionTable, NamesAndFlagsAreUniqueAndSpelledAlike) {
     int n = 0;
     for (algorithm a : k_all) n += applies(o.scope, a);
     EXPECT_GT(n, 0) << o.name;
-    EXPECT_LT(n, 7) << o.name;
+    EXPECT_LT(n, static_cast<int>(std::size(k_all))) << o.name;
   }
   EXPECT_EQ(find_recon_option("threads"), nullptr);
 }
@@ -50,6 +50,10 @@ TEST(ReconOptionTable, AppliesAsDocumented) {
   EXPECT_FALSE(option_applies("filter", algorithm::sirt));
   EXPECT_TRUE(option_applies("unit_planes", algorithm::fdk));
   EXPECT_FALSE(option_applies("checkpoint_every", algorithm::fdk));
+  EXPECT_TRUE(option_applies("helical_q", algorithm::helical_fbp));
+  EXPECT_FALSE(option_applies("helical_q", algorithm::fdk));
+  EXPECT_TRUE(option_applies("filter", algorithm::helical_fbp));
+  EXPECT_FALSE(option_applies("displaced_detector", algorithm::helical_fbp));
   for (algorithm a : k_all) {
     EXPECT_EQ(option_applies("iterations", a), is_iterative(a)) << to_string(a);
     EXPECT_EQ(option_applies("--cutoff", a), !is_iterative(a)) << to_string(a);
@@ -70,7 +74,7 @@ TEST(ReconOptionTable, RefusalNamesOptionAlgorithmAndWhereItApplies) {
     require_option_applies("filter", algorithm::cgls, "filter");
     FAIL() << "no usage_error";
   } catch (const usage_error& e) {
-    EXPECT_STREQ(e.what(), "filter: does not apply to algorithm cgls (only to fdk, fbp)");
+    EXPECT_STREQ(e.what(), "filter: does not apply to algorithm cgls (only to fdk, fbp, helical-fbp)");
   }
 }
 

@@ -1,0 +1,173 @@
+// Helical weighted filtered back-projection (WFBP) arithmetic shared by the CPU loop and the
+// CUDA kernels (src/recon/helical.cpp, src/cuda/helical.cu).
+//
+// The method is Stierstorfer et al.'s WFBP (Phys. Med. Biol. 49 (2004) 2209), for flat and
+// cylindrical detectors:
+//  1. Every detector pixel is multiplied by the cosine of its ray's cone angle.
+//  2. Each detector row is rebinned from fan to parallel rays ("cone-parallel" data): the
+//     parallel view at angle theta samples, for each ray distance t from the axis, the fan ray
+//     of fan angle gamma = asin(t / R) from the source at beta = theta + gamma (R = SID);
+//     linear interpolation between the two nearest views and columns.
+//  3. The rebinned rows are ramp filtered along t (parallel-beam kernel, pitch dt).
+//  4. A voxel at (x, y, z) reads each parallel view at t = x cos theta + y sin theta and the
+//     row where its ray from the source at beta hits the detector; the sample is weighted by
+//     W(q) / sum_k W(q_k), where q is that row's position between the outermost pixel centres
+//     (-1 .. 1 about the detector's centre row), W the window below, and the sum runs over the
+//     measurements of the same line: the parallel views theta + k pi (k integer), within the
+//     scan, whose rays through the voxel come from the sources at theta + k pi + (-1)^k gamma.
+//     The weights of one line's measurements thus sum to 1; a view contributes its angular
+//     weight (radians), so f(x) = integral over theta in [0, pi) of the filtered data.
+// Conventions: source at (R sin beta, -R cos beta, z_s(beta)), z_s linear in beta (kappa mm per
+// radian); ray direction of parallel angle theta (-sin theta, cos theta, 0), its distance from the
+// axis t along (cos theta, sin theta, 0); fan angle gamma towards +u, so t = R sin gamma.
+#pragma once
+
+#include "math/hd.hpp"
+
+namespace ctforge::kernels {
+
+inline constexpr float k_helical_pi = 3.14159265358979323846f;
+
+/// Scan-wide constants (trivially copyable; passed to kernels by value).
+struct helical_params {
+  float sid;       ///< R, source to axis (mm)
+  float sdd;       ///< source to detector (mm)
+  float kappa;     ///< source height per radian of angle along the scan's angles (mm / rad)
+  float half_h;    ///< half the detector's height between the outermost pixel centres (mm)
+  float offset_v;  ///< detector offset along z (mm): the centre row's height over the source
+  float dv;        ///< row pitch (mm, signed: negative when rows run along -z)
+  float r0;        ///< (rows - 1) / 2
+  float q;         ///< WFBP window: full weight for |q| <= Q, in [0, 1)
+  float dt;        ///< rebinned column pitch (mm at the axis, > 0)
+  float tc0;       ///< rebinned column index of t = 0
+  float du;        ///< fan detector column pitch (mm, signed; arc length when curved)
+  float c0;        ///< (cols - 1) / 2 of the fan detector
+  float offset_u;  ///< fan detector offset along u (mm; arc length when curved)
+  int curved;      ///< 1: cylindrical detector
+};
+
+/// Constants of one parallel view.
+struct helical_view {
+  float cos_t, sin_t;  ///< cos and sin of the view's angle theta
+  float z;             ///< source height at beta = theta (mm)
+  float lo, hi;  ///< the scan's angles relative to theta: [beta_min - theta, beta_max - theta]
+  float scale;   ///< angular weight of the view (rad)
+};
+
+/// The WFBP window: 1 for |q| <= Q, cos^2 falling to 0 at |q| = 1, 0 beyond.
+CTFORGE_HD float wfbp_window(float q, float Q) {
+  const float a = q < 0.0f ? -q : q;
+  if (a <= Q) return 1.0f;
+  if (a >= 1.0f) return 0.0f;
+  const float c = cosf(0.5f * k_helical_pi * (a - Q) / (1.0f - Q));
+  return c * c;
+}
+
+/// Fan-detector position of the rebinned ray at distance t from the axis: the fan column
+/// (fractional, pixel centres at integers), the fan angle gamma (rad) and the cosine of the
+/// in-plane ray to the detector against its cone angle (the factor of step 1 without the row).
+struct fan_ray {
+  float col, gamma, u;  ///< u: flat: the column's position on the detector (mm); curved: 0
+  bool inside;          ///< |t| < R
+};
+CTFORGE_HD fan_ray fan_ray_of(const helical_params& P, float t) {
+  fan_ray r{0.0f, 0.0f, 0.0f, false};
+  if (!(t > -P.sid && t < P.sid)) return r;
+  r.gamma = asinf(t / P.sid);
+  if (P.curved) {
+    r.col = (P.sdd * r.gamma - P.offset_u) / P.du + P.c0;
+  } else {
+    r.u = P.sdd * tanf(r.gamma);
+    r.col = (r.u - P.offset_u) / P.du + P.c0;
+  }
+  r.inside = true;
+  return r;
+}
+
+/// Step 1's cone-angle cosine of the ray to detector position u (flat; 0 when curved) at the
+/// height v (mm) over the source plane: flat sqrt(D^2 + u^2) / sqrt(D^2 + u^2 + v^2), curved
+/// D / sqrt(D^2 + v^2), D = SDD.
+CTFORGE_HD float cone_cosine(const helical_params& P, float u, float v) {
+  const float in_plane = P.sdd * P.sdd + (P.curved ? 0.0f : u * u);
+  return sqrtf(in_plane / (in_plane + v * v));
+}
+
+/// The parallel ray of view V through the voxel column at (x, y): what every height z of the
+/// column shares. Family f = 0 holds the measurements theta + k pi with k even (the direct one
+/// k = 0 among them), f = 1 those with k odd (the conjugate side).
+struct helical_ray {
+  float col;        ///< rebinned column of the ray
+  float inv_a[2];   ///< SDD-side distance over the voxel's distance from the source, per family
+  float z_base[2];  ///< source height of the measurement k = f
+  float b_base[2];  ///< its angle relative to theta: f pi + (-1)^f gamma
+  bool valid;       ///< the direct measurement exists (|t| < R, within the scan)
+};
+CTFORGE_HD helical_ray helical_ray_of(const helical_params& P, const helical_view& V, float x,
+                                      float y) {
+  helical_ray r{};
+  r.valid = false;
+  const float t = x * V.cos_t + y * V.sin_t;
+  if (!(t > -P.sid && t < P.sid)) return r;
+  const float gamma = asinf(t / P.sid), cg = cosf(gamma);
+  const float d = -x * V.sin_t + y * V.cos_t;  // along the ray, from its foot
+  const float s = P.curved ? P.sdd : P.sdd / cg;
+  const float l0 = P.sid * cg + d, l1 = P.sid * cg - d;
+  if (!(l0 > 1e-6f) || !(l1 > 1e-6f)) return r;
+  r.col = t / P.dt + P.tc0;
+  r.inv_a[0] = s / l0;
+  r.inv_a[1] = s / l1;
+  r.b_base[0] = gamma;
+  r.b_base[1] = k_helical_pi - gamma;
+  r.z_base[0] = V.z + P.kappa * r.b_base[0];
+  r.z_base[1] = V.z + P.kappa * r.b_base[1];
+  r.valid = r.b_base[0] >= V.lo && r.b_base[0] <= V.hi;
+  return r;
+}
+
+/// Range [lo, hi] of the heights z where the direct measurement of ray r lies on the rows.
+struct z_range {
+  float lo, hi;
+};
+CTFORGE_HD z_range helical_z_range(const helical_params& P, const helical_ray& r) {
+  const float a = (P.offset_v - P.half_h) / r.inv_a[0], b = (P.offset_v + P.half_h) / r.inv_a[0];
+  return {r.z_base[0] + a, r.z_base[0] + b};
+}
+
+/// Sum of the window over family f's measurements of the line through height z.
+CTFORGE_HD float family_window_sum(const helical_params& P, const helical_view& V,
+                                   const helical_ray& r, int f, float z) {
+  const float two_pi = 2.0f * k_helical_pi, step = two_pi * P.kappa;
+  // Measurements k = f + 2 m within the scan: lo <= b_base + 2 pi m <= hi.
+  float m_lo = ceilf((V.lo - r.b_base[f]) / two_pi), m_hi = floor_f((V.hi - r.b_base[f]) / two_pi);
+  if (step != 0.0f) {  // and on the rows: |(z - z_base - step m) inv_a - offset_v| < half_h
+    const float e0 = (z - r.z_base[f] - (P.offset_v + P.half_h) / r.inv_a[f]) / step;
+    const float e1 = (z - r.z_base[f] - (P.offset_v - P.half_h) / r.inv_a[f]) / step;
+    m_lo = max_f(m_lo, ceilf(min_f(e0, e1)));
+    m_hi = min_f(m_hi, floor_f(max_f(e0, e1)));
+  }
+  float sum = 0.0f;
+  for (float m = m_lo; m <= m_hi; m += 1.0f) {
+    const float v = (z - r.z_base[f] - step * m) * r.inv_a[f];
+    sum += wfbp_window((v - P.offset_v) / P.half_h, P.q);
+  }
+  return sum;
+}
+
+/// Where the voxel at height z reads view V along ray r (rebinned row; the column is r.col),
+/// and its weight: the view's angular weight times W(q) / sum of W over the line's
+/// measurements; weight 0 where the voxel is not on the rows.
+struct helical_sample {
+  float row, weight;
+};
+CTFORGE_HD helical_sample helical_sample_of(const helical_params& P, const helical_view& V,
+                                            const helical_ray& r, float z) {
+  const float v = (z - r.z_base[0]) * r.inv_a[0];
+  const float w0 = wfbp_window((v - P.offset_v) / P.half_h, P.q);
+  const float row = (v - P.offset_v) / P.dv + P.r0;
+  if (!r.valid || w0 == 0.0f) return {row, 0.0f};
+  float sum = family_window_sum(P, V, r, 0, z) + family_window_sum(P, V, r, 1, z);
+  sum = max_f(sum, w0);  // the direct measurement is one of the terms (rounding at the edges)
+  return {row, V.scale * w0 / sum};
+}
+
+}  // namespace ctforge::kernels

@@ -1,0 +1,52 @@
+// Helical weighted FBP (algorithm::helical_fbp): set-up shared by the CPU path and the CUDA
+// backend, and the CPU path. The per-ray and per-voxel arithmetic is math/helical.hpp.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ctforge/geometry.hpp"
+#include "ctforge/recon.hpp"
+#include "ctforge/volume.hpp"
+#include "math/helical.hpp"
+
+namespace ctforge::detail {
+
+/// Where each rebinned ray (parallel view j, rebinned column c) reads the fan data: between
+/// views `view` and `view + 1` with weight `a` on the second, at fan column `col`; `u` feeds
+/// the cone-angle cosine (kernels::cone_cosine). view < 0: the ray's source lies outside the
+/// scan (the rebinned value is 0).
+struct rebin_tap {
+  std::int32_t view;
+  float a, col, u;
+};
+
+struct helical_setup {
+  kernels::helical_params params{};
+  std::vector<kernels::helical_view> views;  ///< one per parallel view (= per scanned view)
+  std::int64_t cols_t = 0;                   ///< rebinned columns
+  std::vector<rebin_tap> taps;               ///< [view][cols_t]
+  /// Index range [view_lo, view_hi) of the parallel views a grid's voxels can read.
+  std::int64_t view_lo = 0, view_hi = 0;
+};
+
+/// Checks the input (usage_error naming what is wrong: not a helical geometry, one row, a pitch
+/// the rows cannot cover, shapes, options) and builds the set-up for grid `vg`.
+helical_setup make_helical_setup(const projection_view& proj, const geometry& g,
+                                 const volume_geometry& vg, const recon_options& opt);
+
+/// Steps 1-2 of math/helical.hpp: the cone-angle cosine and the fan-to-parallel rebinning of
+/// views [v0, v1) of the parallel data into `out` ([v1 - v0][rows][cols_t]).
+void rebin_views(const projection_view& proj, const helical_setup& s, std::int64_t v0,
+                 std::int64_t v1, float* out, int threads);
+
+/// The whole reconstruction on the CPU.
+volume helical_reconstruct_cpu(const projection_view& proj, const geometry& g,
+                               const volume_geometry& vg, const recon_options& opt,
+                               const helical_setup& s);
+
+/// The reconstruction on the backend `opt` selects (CPU, or CUDA when built with it).
+volume helical_reconstruct(const projection_view& proj, const geometry& g,
+                           const volume_geometry& vg, const recon_options& opt);
+
+}  // namespace ctforge::detail
