@@ -105,7 +105,8 @@ struct grid_request {
 /// without a size, cols x cols x rows voxels (more across when a displaced detector covers a
 /// wider circle); without a spacing, the detector's field of view at the isocentre divided by
 /// the size (pixel pitch / magnification without a size); without an origin, centred on the
-/// isocentre.
+/// isocentre. Helical scans: along z, the heights the rows see on the axis for half a turn or
+/// more (helical_coverage_of), in slices of the row pitch at the isocentre, centred there.
 /// Throws usage_error naming the option on invalid values or a grid too large for memory.
 volume_geometry default_grid(const geometry& g, const grid_request& request = {});
 

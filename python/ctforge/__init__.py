@@ -170,6 +170,28 @@ class Geometry:
                                         str(detector_shape)))
 
     @staticmethod
+    def helical(cols: int, rows: int, pixel_size: Union[float, Sequence[float]], sid: float,
+                sdd: float, angles: Any, *, pitch_mm_per_turn: Optional[float] = None,
+                pitch_factor: Optional[float] = None, z_start: float = 0.0,
+                offset_u: float = 0.0, offset_v: float = 0.0,
+                detector_shape: str = "flat") -> "Geometry":
+        """Helical cone beam: the circular cone's orbit (units as in :meth:`cone`; ``angles``
+        strictly monotonic, radians, several turns) while the source and detector move along
+        z by ``pitch_mm_per_turn`` per turn (its sign: the direction), or by ``pitch_factor``
+        times the detector's height at the isocentre (rows x pixel_v x sid / sdd); the first
+        view's source at height ``z_start`` (mm). One detector offset (mm) for all views.
+        :func:`reconstruct` runs "helical-fbp" on it by default (docs/guide/helical.md)."""
+        du, dv = _pair(pixel_size, "pixel_size")
+        if (pitch_mm_per_turn is None) == (pitch_factor is None):
+            raise UsageError("helical: give pitch_mm_per_turn or pitch_factor (one of them)")
+        feed = (float(pitch_mm_per_turn) if pitch_mm_per_turn is not None else
+                float(pitch_factor) * int(rows) * abs(dv) * float(sid) / float(sdd))
+        return Geometry(_core.make_helical(int(cols), int(rows), du, dv, float(sid), float(sdd),
+                                           _angles(angles), feed, float(z_start),
+                                           float(offset_u), float(offset_v),
+                                           str(detector_shape)))
+
+    @staticmethod
     def parallel(cols: int, rows: int, pixel_size: Union[float, Sequence[float]], angles: Any,
                  offset_u: Any = None, offset_v: Any = None) -> "Geometry":
         """Circular parallel beam; units as in :meth:`cone`."""
@@ -235,7 +257,8 @@ class Geometry:
         """Copy with the detector shifted so the rotation axis projects onto column ``col``."""
         return Geometry(self._g.with_center_of_rotation(float(col)))
 
-    type = property(lambda self: self._g.type, doc='"cone", "parallel", "cone_vec" or "parallel_vec"')
+    type = property(lambda self: self._g.type,
+                    doc='"cone", "parallel", "helical", "cone_vec" or "parallel_vec"')
     beam = property(lambda self: self._g.beam, doc='"cone" or "parallel"')
     cols = property(lambda self: self._g.cols, doc="detector columns")
     rows = property(lambda self: self._g.rows, doc="detector rows (1: fan beam / 2D)")
@@ -246,9 +269,22 @@ class Geometry:
     projection_shape = property(lambda self: self._g.projection_shape, doc="(views, rows, cols)")
     views = property(lambda self: self._g.vectors,
                      doc="(n, 12) per-view vectors: source (or ray), detector centre, u, v (mm)")
-    angles = property(lambda self: self._g.angles, doc="view angles (radians); None for vector geometries")
-    sid = property(lambda self: self._g.sid, doc="source-to-isocentre distance (mm); circular cone only")
-    sdd = property(lambda self: self._g.sdd, doc="source-to-detector distance (mm); circular cone only")
+    angles = property(lambda self: self._g.angles,
+                      doc="view angles (radians); None for vector geometries")
+    sid = property(lambda self: self._g.sid,
+                   doc="source-to-isocentre distance (mm); circular cone and helical only")
+    sdd = property(lambda self: self._g.sdd,
+                   doc="source-to-detector distance (mm); circular cone and helical only")
+    pitch_mm_per_turn = property(lambda self: self._g.pitch_mm_per_turn,
+                                 doc="helical: table feed per turn (mm); None otherwise")
+    z_start = property(lambda self: self._g.z_start,
+                       doc="helical: the first view's source height (mm); None otherwise")
+
+    def helical_coverage(self) -> dict:
+        """Helical scans: pitch_factor, the source's z range (source_z_min / _max, mm) and the
+        heights the rows see on the axis for half a turn or more (full_z_min / _max, mm; min >
+        max when none): what ``ctforge info`` prints and the default grid covers."""
+        return self._g.helical_coverage()
     offset_u = property(lambda self: self._g.offset_u, doc="detector offsets along u per view (mm)")
     offset_v = property(lambda self: self._g.offset_v, doc="detector offsets along v per view (mm)")
 
@@ -582,7 +618,7 @@ def linear_operator(geometry: Any, grid: Any = None, *, threads: int = 0, backen
     return op
 
 
-_ALGORITHMS = ("fdk", "fbp", "sirt", "os-sart", "cgls", "fista-tv", "osem")
+_ALGORITHMS = ("fdk", "fbp", "helical-fbp", "sirt", "os-sart", "cgls", "fista-tv", "osem")
 _OPTION_TABLE: list = []
 
 
@@ -695,11 +731,13 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
                 tv_weight: Optional[float] = None, tv_iterations: int = 20,
                 backprojector: str = "auto", tolerance: float = 0.0, initial: Any = None,
                 return_log: bool = False, displaced_detector: str = "auto",
-                offset_transition: float = 16.0) -> Any:
+                offset_transition: float = 16.0, helical_q: float = 0.7) -> Any:
     """Reconstructs a volume (nz, ny, nx) on ``grid`` from line integrals (views, rows, cols):
     what ``ctforge recon`` does, with the same options (docs/cli.md).
 
-    ``algorithm``: "fdk" (circular cone / fan beam), "fbp" (parallel beam), or an iterative
+    ``algorithm``: "fdk" (circular cone / fan beam), "fbp" (parallel beam), "helical-fbp"
+    (helical cone beam, :meth:`Geometry.helical`; ``helical_q`` in [0, 1): the share of the
+    detector's height where a ray weighs fully, docs/guide/helical.md), or an iterative
     method for any geometry: "sirt" (robust, slow), "os-sart" (SIRT per ordered subset of
     views: fast first iterations), "cgls" (least squares, fastest on consistent data),
     "fista-tv" (least squares plus total variation: sparse-view, limited-angle, noisy scans)
@@ -771,7 +809,7 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
     if initial is not None:
         init = _as_float32(initial, 3, "initial")
     method = algo.lower().replace("_", "-")
-    iterative = method not in ("fdk", "fbp")
+    iterative = method not in ("fdk", "fbp", "helical-fbp")
     # Options given (other than their defaults) for a method they do not apply to: refused,
     # as the command line refuses them (the library's table decides).
     given = _given_options(reconstruct, options, {"tv_weight": 0.0})
@@ -786,14 +824,14 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
     for entry in _option_table():
         if entry["name"] in given and entry["needs"] and options.get(entry["needs"]) is None:
             raise UsageError(f"{entry['name']}: needs {entry['needs']}")
-    if (not iterative and str(displaced_detector).lower() == "off"
+    if (method in ("fdk", "fbp") and str(displaced_detector).lower() == "off"
             and _core.detector_is_displaced(g)):
         import warnings
         warnings.warn("displaced_detector='off': this detector reaches further to one side of "
                       "the rotation axis than to the other; with the weights of a centred "
                       "detector the ring beyond the narrow side is reconstructed wrong "
                       "(truncation artefacts)", stacklevel=2)
-    if not iterative and method in _ALGORITHMS:
+    if method in ("fdk", "fbp"):
         # A displaced detector on a short scan: the ring beyond the overlap lacks data (empty
         # when there is nothing to say, or when the reconstruction refuses the input below).
         note = _core.displaced_short_scan_warning(g, algo, str(displaced_detector),
@@ -807,7 +845,7 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
             raise UsageError("checkpoint_dir: projections in GPU memory are not supported")
         import hashlib
         digest = hashlib.blake2b(data.view(np.uint8), digest_size=16).hexdigest()
-        record = _json.dumps({
+        fields = {
             "data": {"shape": list(data.shape), "blake2b": digest},
             "geometry": _json.loads(g.to_json()),
             "grid": {"shape": list(vg.shape), "spacing_mm": list(vg.spacing),
@@ -815,7 +853,10 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
             "algorithm": algo, "filter": filter, "cutoff": float(cutoff), "backend": backend,
             "displaced_detector": str(displaced_detector),
             "offset_transition": float(offset_transition),
-            "gpu_interpolation": gpu_interpolation, "reference": bool(reference)})
+            "gpu_interpolation": gpu_interpolation, "reference": bool(reference)}
+        if method == "helical-fbp":  # recorded only there, so that older directories resume
+            fields["helical_q"] = float(helical_q)
+        record = _json.dumps(fields)
     return _core.reconstruct(
         data, g, vg, algorithm=algo, filter=filter, cutoff=float(cutoff),
         iterations=int(iterations), relaxation=float(relaxation), nonnegative=bool(nonnegative),
@@ -827,7 +868,7 @@ def reconstruct(projections: Any, geometry: Any, grid: Any = None, *,
         tv_weight=float(tv_weight), tv_iterations=int(tv_iterations),
         backprojector=str(backprojector), tolerance=float(tolerance), initial=init,
         return_log=bool(return_log), displaced_detector=str(displaced_detector),
-        offset_transition=float(offset_transition),
+        offset_transition=float(offset_transition), helical_q=float(helical_q),
         **_context(backend, device, threads, gpu_memory_limit, gpu_interpolation))
 
 

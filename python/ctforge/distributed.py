@@ -344,7 +344,7 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
                 gpu_interpolation: str = "exact", keep_units: bool = False,
                 progress: Optional[Callable[[float], None]] = None,
                 displaced_detector: str = "auto", offset_transition: float = 16.0,
-                **read: Any) -> dict:
+                helical_q: float = 0.7, **read: Any) -> dict:
     """Reconstructs projection file ``input`` into volume file ``output`` on the workers of
     Dask ``client``; returns a summary (units, how many were computed and reused, the workers,
     seconds).
@@ -355,8 +355,9 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
     applies to its band of rows with the margin they need. The grid is
     ``grid`` (a :class:`ctforge.VolumeGeometry`) or ``default_grid(geometry, shape, spacing,
     origin)``; ``algorithm``, ``filter``, ``cutoff``, ``iterations``, ``relaxation``,
-    ``nonnegative``, ``backend``, ``threads``, ``displaced_detector``, ``offset_transition``
-    as in :func:`ctforge.reconstruct`;
+    ``nonnegative``, ``backend``, ``threads``, ``displaced_detector``, ``offset_transition``,
+    ``helical_q`` as in :func:`ctforge.reconstruct` (helical scans: "helical-fbp" by default,
+    each unit reading every row of every view);
     ``center_of_rotation``: a detector column or "auto" (estimated from 32 central rows).
 
     ``checkpoint_dir`` (shared by all workers; default ``.<output>.units/`` beside the output)
@@ -389,8 +390,9 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
         grid = _core.default_grid(g._g, s, ctforge._triple(spacing, "spacing"),
                                   ctforge._triple(origin, "origin"), whole_in_memory=not streamed)
     algo = algorithm or ctforge.default_algorithm(g)
-    if algo not in ("fdk", "fbp", "sirt"):
-        raise ctforge.UsageError(f"algorithm: expected fdk, fbp or sirt (got {algo!r})")
+    if algo not in ("fdk", "fbp", "helical-fbp", "sirt"):
+        raise ctforge.UsageError(f"algorithm: expected fdk, fbp, helical-fbp or sirt "
+                                 f"(got {algo!r})")
     # Options given (other than their defaults) that do not apply to the method: refused, as
     # ctforge.reconstruct and the command line refuse them (the library's table decides).
     ctforge._require_options_apply(reconstruct, arguments, algo)
@@ -399,6 +401,8 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
                "gpu_interpolation": gpu_interpolation,
                "displaced_detector": str(displaced_detector),
                "offset_transition": float(offset_transition)}
+    if algo == "helical-fbp":  # (recorded only there: older directories resume)
+        options["helical_q"] = float(helical_q)
     read_record = {k: (list(ctforge._range(v, k)) if k in ("views", "rows", "cols") else
                        _file_identity(v) if k in ("flat", "dark", "geometry", "angles") else
                        [list(r) for r in (v or [])] if k == "open_beam_cols" else v)
@@ -609,11 +613,12 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--threads", type=int, default=0, help="CPU threads per task (0 = all)")
         p.add_argument("--quiet", action="store_true", help="print nothing but errors")
 
-    r = sub.add_parser("recon", help="FDK / FBP slab by slab, or SIRT with the views partitioned")
+    r = sub.add_parser("recon", help="FDK / FBP / helical FBP slab by slab, or SIRT with the views "
+                                    "partitioned")
     r.add_argument("input", help="projections (ctforge / DataExchange / NXtomo HDF5, TIFF stack)")
     r.add_argument("-o", "--output", required=True, help="output volume (.h5 streamed; others in memory)")
     cluster(r)
-    r.add_argument("--algorithm", choices=("fdk", "fbp", "sirt"))
+    r.add_argument("--algorithm", choices=("fdk", "fbp", "helical-fbp", "sirt"))
     r.add_argument("--unit-planes", type=int, default=0, metavar="N")
     r.add_argument("--size", type=int, metavar="N")
     r.add_argument("--size-xyz", metavar="X,Y,Z")
@@ -623,6 +628,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--cutoff", type=float, default=1.0)
     r.add_argument("--displaced-detector", default="auto", choices=("auto", "on", "off"))
     r.add_argument("--offset-transition", type=float, default=16.0, metavar="PIXELS")
+    r.add_argument("--helical-q", type=float, default=0.7, metavar="Q")
     r.add_argument("--iterations", type=int, default=50)
     r.add_argument("--relaxation", type=float, default=1.0)
     r.add_argument("--nonnegative", action="store_true")
@@ -704,7 +710,7 @@ def _run(args: argparse.Namespace) -> dict:
             origin=_numbers(args.origin, "--origin", (3,)), algorithm=args.algorithm,
             filter=args.filter, cutoff=args.cutoff,
             displaced_detector=args.displaced_detector, offset_transition=args.offset_transition,
-            iterations=args.iterations,
+            helical_q=args.helical_q, iterations=args.iterations,
             relaxation=args.relaxation, nonnegative=args.nonnegative, parts=args.parts,
             checkpoint_every=args.checkpoint_every, center_of_rotation=cor,
             backend=args.backend, threads=args.threads, gpu_interpolation=args.gpu_interpolation,

@@ -78,6 +78,11 @@ std::string geometry_repr(const geometry& g) {
   if (g.orbit && g.beam == beam_kind::cone)
     s += ", sid=" + py::repr(py::float_(g.orbit->source_to_isocenter_mm)).cast<std::string>() +
          ", sdd=" + py::repr(py::float_(g.orbit->source_to_detector_mm)).cast<std::string>();
+  if (g.helix)
+    s += ", sid=" + py::repr(py::float_(g.helix->source_to_isocenter_mm)).cast<std::string>() +
+         ", sdd=" + py::repr(py::float_(g.helix->source_to_detector_mm)).cast<std::string>() +
+         ", pitch_mm_per_turn=" +
+         py::repr(py::float_(g.helix->pitch_mm_per_turn)).cast<std::string>();
   return s + ")";
 }
 
@@ -152,6 +157,13 @@ void register_volume_geometry(py::module_& m) {
 void register_geometry(py::module_& m) {
   const auto circular = [](const geometry& g) { return g.orbit.has_value(); };
   const auto cone_orbit = [](const geometry& g) { return g.orbit && g.beam == beam_kind::cone; };
+  // SID and SDD of a circular cone or a helix (nothing otherwise).
+  const auto distances = [](const geometry& g) -> std::optional<std::pair<double, double>> {
+    if (g.orbit && g.beam == beam_kind::cone)
+      return std::pair{g.orbit->source_to_isocenter_mm, g.orbit->source_to_detector_mm};
+    if (g.helix) return std::pair{g.helix->source_to_isocenter_mm, g.helix->source_to_detector_mm};
+    return std::nullopt;
+  };
   py::class_<geometry>(m, "Geometry")
       .def_property_readonly("type", &geometry::type_name)
       .def_property_readonly(
@@ -170,19 +182,41 @@ void register_geometry(py::module_& m) {
       .def_property_readonly("vectors", &view_array)
       .def_property_readonly("angles",
                              [=](const geometry& g) {
+                               if (g.helix) return optional_array(true, g.helix->angles_rad);
                                return optional_array(circular(g), g.orbit ? g.orbit->angles_rad
                                                                           : std::vector<double>{});
                              })
       .def_property_readonly("sid",
                              [=](const geometry& g) -> py::object {
-                               if (!cone_orbit(g)) return py::none();
-                               return py::float_(g.orbit->source_to_isocenter_mm);
+                               const auto d = distances(g);
+                               return d ? py::object(py::float_(d->first)) : py::none();
                              })
       .def_property_readonly("sdd",
                              [=](const geometry& g) -> py::object {
-                               if (!cone_orbit(g)) return py::none();
-                               return py::float_(g.orbit->source_to_detector_mm);
+                               const auto d = distances(g);
+                               return d ? py::object(py::float_(d->second)) : py::none();
                              })
+      .def_property_readonly("pitch_mm_per_turn",
+                             [](const geometry& g) -> py::object {
+                               if (!g.helix) return py::none();
+                               return py::float_(g.helix->pitch_mm_per_turn);
+                             })
+      .def_property_readonly("z_start",
+                             [](const geometry& g) -> py::object {
+                               if (!g.helix) return py::none();
+                               return py::float_(g.helix->z_start_mm);
+                             })
+      .def("helical_coverage",
+           [](const geometry& g) {
+             const helical_coverage c = helical_coverage_of(g);
+             py::dict d;
+             d["pitch_factor"] = c.pitch_factor;
+             d["source_z_min"] = c.source_z_min_mm;
+             d["source_z_max"] = c.source_z_max_mm;
+             d["full_z_min"] = c.full_z_min_mm;
+             d["full_z_max"] = c.full_z_max_mm;
+             return d;
+           })
       .def_property_readonly("offset_u",
                              [=](const geometry& g) {
                                return optional_array(circular(g), g.orbit ? g.orbit->offset_u_mm
@@ -231,6 +265,23 @@ void register_geometry_makers(py::module_& m) {
       py::arg("cols"), py::arg("rows"), py::arg("pixel_u"), py::arg("pixel_v"), py::arg("sid"),
       py::arg("sdd"), py::arg("angles"), py::arg("offset_u") = std::vector<double>{},
       py::arg("offset_v") = std::vector<double>{}, py::arg("detector_shape") = "flat");
+  m.def(
+      "make_helical",
+      [](std::int64_t cols, std::int64_t rows, double pixel_u, double pixel_v, double sid,
+         double sdd, std::vector<double> angles, double pitch_mm_per_turn, double z_start,
+         double offset_u, double offset_v, const std::string& detector_shape_name) {
+        CTFORGE_EXPECTS(
+            detector_shape_name == "flat" || detector_shape_name == "cylindrical",
+            "detector_shape: expected 'flat' or 'cylindrical', got '" + detector_shape_name + "'");
+        return make_helical_geometry(cols, rows, pixel_u, pixel_v, sid, sdd, std::move(angles),
+                                     pitch_mm_per_turn, z_start, offset_u, offset_v,
+                                     detector_shape_name == "cylindrical"
+                                         ? detector_shape::cylindrical
+                                         : detector_shape::flat);
+      },
+      py::arg("cols"), py::arg("rows"), py::arg("pixel_u"), py::arg("pixel_v"), py::arg("sid"),
+      py::arg("sdd"), py::arg("angles"), py::arg("pitch_mm_per_turn"), py::arg("z_start"),
+      py::arg("offset_u"), py::arg("offset_v"), py::arg("detector_shape"));
   m.def("make_parallel", &make_parallel_geometry, py::arg("cols"), py::arg("rows"),
         py::arg("pixel_u"), py::arg("pixel_v"), py::arg("angles"),
         py::arg("offset_u") = std::vector<double>{}, py::arg("offset_v") = std::vector<double>{});

@@ -75,6 +75,29 @@ def test_fdk_units_equal_one_process_bit_for_bit(client, scan, tmp_path):
     assert np.array_equal(ctforge.read_volume(tmp_path / "v.mha")[0], ref)
 
 
+def test_helical_units_equal_one_process_and_one_shot(client, tmp_path):
+    rows, dv = 8, 1.5
+    feed = rows * dv * 300 / 600  # pitch factor 1
+    g = ctforge.Geometry.helical(64, rows, 1.5, 300, 600, np.deg2rad(np.arange(720) * 3.0),
+                                 pitch_factor=1.0, z_start=-3 * feed,
+                                 detector_shape="cylindrical")
+    p = ctforge.project_analytic(ctforge.shepp_logan(40), g)
+    path = tmp_path / "h.h5"
+    ctforge.write_projections(path, p, g)
+    shape = (30, 48, 48)
+    summary = cd.reconstruct(client, path, tmp_path / "v.h5", shape=shape, unit_planes=3,
+                             threads=1)
+    assert summary["units"] == 10 and summary["computed"] == 10
+    vol, grid = ctforge.read_volume(tmp_path / "v.h5")
+    ref = ctforge.reconstruct(p, g, grid, checkpoint_dir=tmp_path / "one", threads=1,
+                              unit_planes=3)
+    assert np.array_equal(vol, ref)
+    # Units sum a voxel's views in other batches than one whole run: float rounding only.
+    whole = ctforge.reconstruct(p, g, grid, threads=1)
+    assert ctforge.default_algorithm(g) == "helical-fbp"
+    assert np.abs(vol - whole).max() <= 1e-5 * np.abs(whole).max()
+
+
 def test_cleaning_steps_reach_the_units(client, scan, tmp_path):
     """Each unit cleans its band of rows with the margin the steps need: the volume equals the
     one-process units of the scan cleaned whole (read_projections with the same steps), bit

@@ -11,14 +11,14 @@ import pytest
 import ctforge
 from ctforge import _core
 
-ALGORITHMS = ("fdk", "fbp", "sirt", "os-sart", "cgls", "fista-tv", "osem")
+ALGORITHMS = ("fdk", "fbp", "helical-fbp", "sirt", "os-sart", "cgls", "fista-tv", "osem")
 
 # A value other than the default for every option of the table.
 GIVEN = {"iterations": 3, "relaxation": 0.5, "nonnegative": True, "subsets": 2,
          "tv_weight": 1e-3, "tv_iterations": 5, "backprojector": "matched", "tolerance": 1e-3,
          "return_log": True, "filter": "hann", "cutoff": 0.5, "displaced_detector": "on",
          "offset_transition": 8.0, "checkpoint_every": 2, "checkpoint_seconds": 5.0,
-         "unit_planes": 2}
+         "unit_planes": 2, "helical_q": 0.5}
 
 
 def small_scan(beam):

@@ -24,6 +24,7 @@
 #include "ctforge/recon.hpp"
 #include "ctforge/volume.hpp"
 #include "math/fdk_weights.hpp"
+#include "math/helical.hpp"
 #include "math/phase_filter.hpp"
 
 namespace ctforge::detail {
@@ -84,6 +85,26 @@ struct fdk_job {
 volume cuda_reconstruct(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                         const fdk_job& job, const recon_options& opt, const cuda_options& copt,
                         device_array* device_out = nullptr);
+
+/// Helical weighted FBP prepared on the host (recon/helical.hpp's make_helical_setup; the
+/// kernels run math/helical.hpp): the parallel views [view_lo, view_hi) are rebinned through
+/// `taps` ([views][cols_t]), ramp filtered with `response` (ramp_response for padded_len) and
+/// back-projected with `views`' constants.
+struct helical_job {
+  kernels::helical_params params;
+  std::span<const kernels::helical_view> views;
+  std::span<const kernels::rebin_tap> taps;
+  std::int64_t cols_t = 0, view_lo = 0, view_hi = 0;
+  std::vector<float> response;
+  int padded_len = 0;
+};
+
+/// Helical FBP on the GPU (src/cuda/helical.cu) of host projections: batches of views, the
+/// whole volume in device memory (usage_error naming the sizes when it does not fit), the
+/// per-voxel sums in the CPU path's order. opt: device, GPU memory limit, progress,
+/// cancellation.
+volume cuda_helical_reconstruct(const projection_view& proj, const volume_geometry& vg,
+                                const helical_job& job, const recon_options& opt);
 
 /// device_array's CUDA calls (src/cuda/cuda_device.cu). Synchronous; throw ctforge::error
 /// with the failing call.

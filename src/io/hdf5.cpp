@@ -3,15 +3,14 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
-#include <cstring>
-#include <memory>
-
-#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -166,6 +165,24 @@ std::string geometry_summary(const geometry& g) {
     if (g.beam == beam_kind::cone)
       s += fmt::format(", SID {:g} mm, SDD {:g} mm", o.source_to_isocenter_mm,
                        o.source_to_detector_mm);
+  }
+  if (g.helix) {
+    const auto& h = *g.helix;
+    const helical_coverage c = helical_coverage_of(g);
+    s += fmt::format(
+        " of {:g} x {:g} mm, SID {:g} mm, SDD {:g} mm, {:.4g} turns; feed {:g} mm "
+        "per turn (pitch factor {:.3g}); source z {:g} .. {:g} mm; ",
+        g.pixel_u_mm, g.pixel_v_mm, h.source_to_isocenter_mm, h.source_to_detector_mm,
+        std::abs(h.angles_rad.back() - h.angles_rad.front()) / (2 * 3.14159265358979),
+        h.pitch_mm_per_turn, c.pitch_factor, c.source_z_min_mm, c.source_z_max_mm);
+    s += c.full_z_max_mm >= c.full_z_min_mm
+             ? fmt::format(
+                   "reconstructable z {:g} .. {:g} mm (seen on the axis for half a "
+                   "turn or more)",
+                   c.full_z_min_mm, c.full_z_max_mm)
+             : std::string(
+                   "no height is seen for half a turn (pitch too large or scan too "
+                   "short)");
   }
   return s;
 }
@@ -414,8 +431,8 @@ void volume_file_writer::write_planes(std::int64_t k0, std::span<const float> pl
     const ssize_t w = ::pwrite(m.fd, p + done, std::min<std::size_t>(total - done, 1u << 30),
                                static_cast<off_t>(at + done));
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) m.fail(fmt::format("write of planes {}..{} failed", k0, k0 + n - 1),
-                       w < 0 ? errno : ENOSPC);
+    if (w <= 0)
+      m.fail(fmt::format("write of planes {}..{} failed", k0, k0 + n - 1), w < 0 ? errno : ENOSPC);
     done += static_cast<std::size_t>(w);
   }
   for (std::int64_t k = k0; k < k0 + n; ++k) m.written[static_cast<std::size_t>(k)] = true;
@@ -426,8 +443,8 @@ void volume_file_writer::commit() {
   CTFORGE_EXPECTS(m.fd >= 0, m.path + ": volume_file_writer: already committed");
   const auto missing = std::find(m.written.begin(), m.written.end(), false);
   CTFORGE_CHECK(missing == m.written.end(),
-                fmt::format("{}: plane {} of {} was never written; the file is not complete", m.path,
-                            missing - m.written.begin(), m.g.nz));
+                fmt::format("{}: plane {} of {} was never written; the file is not complete",
+                            m.path, missing - m.written.begin(), m.g.nz));
   const int fd = m.fd;
   m.fd = -1;
   if (::close(fd) != 0) m.fail("closing failed", errno);

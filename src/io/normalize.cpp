@@ -49,9 +49,9 @@ std::vector<double> mean_frame(const projection_view& s) {
 void require_finite_line_integrals(const projection_stack& in, const std::string& context) {
   const std::int64_t k =
       detail::first_non_finite(in.data.data(), static_cast<std::int64_t>(in.data.size()));
-  CTFORGE_CHECK(k < 0, fmt::format("{}: non-finite line integral at view {}, row {}, col {}",
-                                   context, k / (in.rows * in.cols), k / in.cols % in.rows,
-                                   k % in.cols));
+  CTFORGE_CHECK(k < 0,
+                fmt::format("{}: non-finite line integral at view {}, row {}, col {}", context,
+                            k / (in.rows * in.cols), k / in.cols % in.rows, k % in.cols));
 }
 
 /// Reads /projections of a native file, restricted to the selection (hyperslab).
@@ -139,12 +139,11 @@ geometry select_geometry(const geometry& g, const detector_selection& sel, std::
     const auto& h = *g.helix;
     std::vector<double> angles(h.angles_rad.begin() + v0, h.angles_rad.begin() + v0 + nv);
     const double z0 = h.z_at(angles.front());
-    return make_helical_geometry(mc, mr, g.pixel_u_mm * static_cast<double>(bin_cols),
-                                 g.pixel_v_mm * static_cast<double>(bin_rows),
-                                 h.source_to_isocenter_mm, h.source_to_detector_mm,
-                                 std::move(angles), h.pitch_mm_per_turn, z0,
-                                 h.offset_u_mm + dc * g.pixel_u_mm,
-                                 h.offset_v_mm + dr * g.pixel_v_mm, g.shape);
+    return make_helical_geometry(
+        mc, mr, g.pixel_u_mm * static_cast<double>(bin_cols),
+        g.pixel_v_mm * static_cast<double>(bin_rows), h.source_to_isocenter_mm,
+        h.source_to_detector_mm, std::move(angles), h.pitch_mm_per_turn, z0,
+        h.offset_u_mm + dc * g.pixel_u_mm, h.offset_v_mm + dr * g.pixel_v_mm, g.shape);
   }
   if (g.orbit) {
     const auto& o = *g.orbit;
@@ -313,7 +312,8 @@ std::string projection_format(const std::string& path, const hdf5_scan_paths& pa
   const auto names = f.dataset_names();
   for (std::size_t i = 0; i < names.size() && i < 20; ++i)
     present += (present.empty() ? "" : ", ") + names[i];
-  if (names.size() > 20) present += fmt::format(", ... {} more (ctforge info lists them)", names.size() - 20);
+  if (names.size() > 20)
+    present += fmt::format(", ... {} more (ctforge info lists them)", names.size() - 20);
   CTFORGE_FAIL(
       fmt::format("{}: not a projection file: no /projections (ctforge), /exchange/data "
                   "(DataExchange) or NXtomo entry with frames{} (datasets present: {}); "
@@ -391,16 +391,15 @@ raw_scan read_frames_any(const std::string& path, const std::string& format,
   if (keyed && frames) sel.views = {0, -1};  // every stored frame: flats and darks among them
   if (keyed && !frames) sel.views = {0, 1};
   const hdf5_scan_paths& ds = opt.datasets;
-  const bool named = !ds.data.empty() || !ds.flats.empty() || !ds.darks.empty() ||
-                     !ds.angles.empty();
-  CTFORGE_EXPECTS(!named || format == "dxchange" || format == "nxtomo" || format == "hdf5" ||
-                      (format == "mat" && ds.flats.empty() && ds.darks.empty() &&
-                       ds.angles.empty()),
-                  fmt::format("--data-path, --flat-path, --dark-path, --angles-path name datasets "
-                              "of an HDF5 file (and --data-path the variable of a .mat file); {} "
-                              "is a {} file{}",
-                              path, format,
-                              format == "ctforge" ? ", whose datasets are fixed" : ""));
+  const bool named =
+      !ds.data.empty() || !ds.flats.empty() || !ds.darks.empty() || !ds.angles.empty();
+  CTFORGE_EXPECTS(
+      !named || format == "dxchange" || format == "nxtomo" || format == "hdf5" ||
+          (format == "mat" && ds.flats.empty() && ds.darks.empty() && ds.angles.empty()),
+      fmt::format("--data-path, --flat-path, --dark-path, --angles-path name datasets "
+                  "of an HDF5 file (and --data-path the variable of a .mat file); {} "
+                  "is a {} file{}",
+                  path, format, format == "ctforge" ? ", whose datasets are fixed" : ""));
   raw_scan scan;
   if (format == "ctforge")
     scan = read_native_selection(path, sel, stored_geometry);
@@ -540,8 +539,8 @@ geometry full_geometry(const std::string& path, const std::string& format,
     CTFORGE_EXPECTS(format != "ctforge",
                     fmt::format("{}: no /geometry dataset; pass --geometry FILE", path));
     CTFORGE_CHECK(static_cast<std::int64_t>(scan.angles_rad.size()) == scan.full_views,
-                  fmt::format("{}: {} rotation angles for {} views and no geometry given{}",
-                              path, scan.angles_rad.size(), scan.full_views,
+                  fmt::format("{}: {} rotation angles for {} views and no geometry given{}", path,
+                              scan.angles_rad.size(), scan.full_views,
                               format == "tiff" ? ""
                                                : " (--angles-path names the dataset of the "
                                                  "angles, --geometry gives a geometry file)"));
@@ -585,8 +584,7 @@ oriented_selection orient_selection(const std::string& path, const projection_re
 }
 
 /// --bin within the selection, once the stored sizes are known.
-void check_bins(const std::string& path, const projection_read_options& opt,
-                const raw_scan& scan) {
+void check_bins(const std::string& path, const projection_read_options& opt, const raw_scan& scan) {
   // Binning by more pixels than are selected leaves none: the option is at fault.
   const std::int64_t sel_rows = resolve_range(opt.select.rows, scan.full_rows, "rows", path).second;
   const std::int64_t sel_cols = resolve_range(opt.select.cols, scan.full_cols, "cols", path).second;
@@ -713,9 +711,9 @@ geometry read_projection_geometry(const std::string& path, const projection_read
 projection_read_options row_band_options(const projection_read_options& opt,
                                          std::int64_t total_rows, std::int64_t r0,
                                          std::int64_t r1) {
-  CTFORGE_EXPECTS(0 <= r0 && r0 < r1 && r1 <= total_rows,
-                  fmt::format("detector rows [{}, {}) are not within the {} rows read", r0, r1,
-                              total_rows));
+  CTFORGE_EXPECTS(
+      0 <= r0 && r0 < r1 && r1 <= total_rows,
+      fmt::format("detector rows [{}, {}) are not within the {} rows read", r0, r1, total_rows));
   // Rows of the reoriented detector are rows (or, transposed, columns) of the binned stored
   // data, reversed by flip_v: the band is one contiguous range of stored pixels, and reading
   // it with the same options gives exactly these rows.

@@ -22,6 +22,8 @@
 // axis t along (cos theta, sin theta, 0); fan angle gamma towards +u, so t = R sin gamma.
 #pragma once
 
+#include <cstdint>
+
 #include "math/hd.hpp"
 
 namespace ctforge::kernels {
@@ -90,6 +92,58 @@ CTFORGE_HD fan_ray fan_ray_of(const helical_params& P, float t) {
 CTFORGE_HD float cone_cosine(const helical_params& P, float u, float v) {
   const float in_plane = P.sdd * P.sdd + (P.curved ? 0.0f : u * u);
   return sqrtf(in_plane / (in_plane + v * v));
+}
+
+/// Where a rebinned ray (parallel view j, rebinned column c) reads the fan data: between views
+/// `view` and `view + 1` with weight `a` on the second, at fan column `col`; `u` feeds the
+/// cone-angle cosine (cone_cosine). view < 0: the ray's source lies outside the scan (the
+/// rebinned value is 0).
+struct rebin_tap {
+  std::int32_t view;
+  float a, col, u;
+};
+
+/// Linear interpolation along row `r` of fan view `view` ([rows][cols] at `p`) at column `col`,
+/// zeros beyond the detector's columns.
+CTFORGE_HD float fan_row_sample(const float* p, std::int64_t cols, float col) {
+  const float fc = floor_f(col);
+  const std::int64_t c0 = static_cast<std::int64_t>(fc);
+  const float w = col - fc;
+  const float a = c0 >= 0 && c0 < cols ? p[c0] : 0.0f;
+  const float b = c0 + 1 >= 0 && c0 + 1 < cols ? p[c0 + 1] : 0.0f;
+  return (1.0f - w) * a + w * b;
+}
+
+/// Steps 1-2 for one rebinned sample: the fan data `fan` ([views][rows][cols], view 0 of it
+/// being fan view `first`) read through tap `t` on row `r` (height v over the source plane, mm),
+/// times the cone-angle cosine.
+CTFORGE_HD float rebinned_value(const helical_params& P, const rebin_tap& t, const float* fan,
+                                std::int64_t first, std::int64_t rows, std::int64_t cols,
+                                std::int64_t r, float v) {
+  if (t.view < 0 || !(t.col > -1.0f && t.col < static_cast<float>(cols))) return 0.0f;
+  const float* p0 = fan + ((t.view - first) * rows + r) * cols;
+  float value = (1.0f - t.a) * fan_row_sample(p0, cols, t.col);
+  if (t.a > 0.0f) value += t.a * fan_row_sample(p0 + rows * cols, cols, t.col);
+  return value * cone_cosine(P, t.u, v);
+}
+
+/// Bilinear sample at (col, row) of a [rows][cols] image whose rows lie `pitch` floats apart,
+/// zeros outside (kernels::sample_bilinear_border's semantics).
+CTFORGE_HD float sample_pitched(const float* img, int cols, int rows, int pitch, float col,
+                                float row) {
+  if (!(col > -1.0f && col < static_cast<float>(cols) && row > -1.0f &&
+        row < static_cast<float>(rows)))
+    return 0.0f;
+  const float fc = floor_f(col), fr = floor_f(row);
+  const int c0 = static_cast<int>(fc), r0 = static_cast<int>(fr);
+  const float ac = col - fc, ar = row - fr;
+  auto px = [&](int c, int r) -> float {
+    return (c >= 0 && c < cols && r >= 0 && r < rows)
+               ? img[static_cast<std::int64_t>(r) * pitch + c]
+               : 0.0f;
+  };
+  return (1.0f - ar) * ((1.0f - ac) * px(c0, r0) + ac * px(c0 + 1, r0)) +
+         ar * ((1.0f - ac) * px(c0, r0 + 1) + ac * px(c0 + 1, r0 + 1));
 }
 
 /// The parallel ray of view V through the voxel column at (x, y): what every height z of the
@@ -168,6 +222,16 @@ CTFORGE_HD helical_sample helical_sample_of(const helical_params& P, const helic
   float sum = family_window_sum(P, V, r, 0, z) + family_window_sum(P, V, r, 1, z);
   sum = max_f(sum, w0);  // the direct measurement is one of the terms (rounding at the edges)
   return {row, V.scale * w0 / sum};
+}
+
+/// One view's contribution to the voxel at height z on ray r: the filtered rebinned view `img`
+/// (rows x cols_t, rows `pitch` floats apart) sampled where the voxel reads it, weighted.
+CTFORGE_HD float helical_contribution(const helical_params& P, const helical_view& V,
+                                      const helical_ray& r, float z, const float* img, int cols_t,
+                                      int rows, int pitch) {
+  const helical_sample q = helical_sample_of(P, V, r, z);
+  if (q.weight == 0.0f) return 0.0f;
+  return q.weight * sample_pitched(img, cols_t, rows, pitch, r.col, q.row);
 }
 
 }  // namespace ctforge::kernels

@@ -373,7 +373,11 @@ std::vector<slab_unit> plan_slab_units(const geometry& g, const volume_geometry&
     slab_unit u;
     u.k0 = k0;
     u.k1 = std::min(vg.nz, k0 + planes);
-    if (g.curved()) {
+    if (g.helix) {
+      // Helical FBP weighs each ray by its row's place on the whole detector: every row.
+      u.r0 = 0;
+      u.r1 = g.rows;
+    } else if (g.curved()) {
       const kernels::row_band b = kernels::slab_row_band(
           kernels::slab_centres(vg.origin_mm, vg.spacing_mm, vg.nx, vg.ny, u.k0, u.k1 - u.k0),
           maps.data(), maps.size(), g.rows, /*curved=*/true,

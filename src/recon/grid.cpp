@@ -49,6 +49,33 @@ double field_half_width(const geometry& g) {
   return std::abs(mean) > 0.5 * du ? reach : half;
 }
 
+// Helical scans along z: the heights the rows see on the axis for at least half a turn
+// (helical_coverage_of), in slices of the rows' pitch at the isocentre unless a size or a
+// spacing is given; centred on that range unless an origin is given.
+void helical_z_extent(const geometry& g, const grid_request& r, std::int64_t n[3],
+                      std::array<double, 3>& spacing, double& origin_z) {
+  const helical_coverage c = helical_coverage_of(g);
+  const double length = c.full_z_max_mm - c.full_z_min_mm;
+  CTFORGE_EXPECTS(length >= 0 || (r.size && r.spacing_mm && r.origin_mm),
+                  fmt::format("helical scan: no height is seen for half a turn (pitch factor "
+                              "{:.3g}, source from z = {:g} to {:g} mm); give {}, {} and {} to "
+                              "choose the grid",
+                              c.pitch_factor, c.source_z_min_mm, c.source_z_max_mm, r.size_option,
+                              r.spacing_option, r.origin_option));
+  if (!r.spacing_mm) {
+    if (r.size) {
+      spacing[2] = length > 0 ? length / static_cast<double>(n[2]) : spacing[2];
+    } else {
+      spacing[2] = std::abs(g.pixel_v_mm) / magnification(g);
+      n[2] = static_cast<std::int64_t>(std::floor(length / spacing[2] + 1e-9)) + 1;
+    }
+  } else if (!r.size) {
+    n[2] = static_cast<std::int64_t>(std::floor(length / spacing[2] + 1e-9)) + 1;
+  }
+  origin_z =
+      0.5 * (c.full_z_min_mm + c.full_z_max_mm) - 0.5 * static_cast<double>(n[2] - 1) * spacing[2];
+}
+
 }  // namespace
 
 volume_geometry default_grid(const geometry& g, const grid_request& r) {
@@ -86,15 +113,19 @@ volume_geometry default_grid(const geometry& g, const grid_request& r) {
     spacing = {fov_u / static_cast<double>(n[0]), fov_u / static_cast<double>(n[1]),
                fov_v / static_cast<double>(n[2])};
   }
+  double helical_origin_z = 0;
+  if (g.helix) helical_z_extent(g, r, n, spacing, helical_origin_z);
   for (int a = 0; a < 3; ++a)
     CTFORGE_EXPECTS(n[a] < (std::int64_t{1} << 31),
                     fmt::format("{}: {} voxels along an axis is too many", r.size_option, n[a]));
   if (r.whole_in_memory)
     detail::require_memory(static_cast<std::uint64_t>(n[0]) * static_cast<std::uint64_t>(n[1]) *
-                             static_cast<std::uint64_t>(n[2]),
-                         sizeof(float), fmt::format("a {} x {} x {} voxel grid", n[0], n[1], n[2]),
-                         fmt::format("choose a smaller {}", r.size_option));
+                               static_cast<std::uint64_t>(n[2]),
+                           sizeof(float),
+                           fmt::format("a {} x {} x {} voxel grid", n[0], n[1], n[2]),
+                           fmt::format("choose a smaller {}", r.size_option));
   volume_geometry vg = volume_geometry::centered(n[0], n[1], n[2], spacing);
+  if (g.helix) vg.origin_mm[2] = helical_origin_z;
   if (r.origin_mm) {
     for (double o : *r.origin_mm)
       CTFORGE_EXPECTS(std::isfinite(o), fmt::format("{}: '{}' is not finite", r.origin_option, o));

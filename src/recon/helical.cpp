@@ -9,6 +9,7 @@
 
 #include "core/parallel_copy.hpp"
 #include "core/projection_checks.hpp"
+#include "ctforge/backend.hpp"
 #include "ctforge/error.hpp"
 #include "math/backproject.hpp"
 #include "recon/filter.hpp"
@@ -166,7 +167,7 @@ helical_setup make_helical_setup(const projection_view& proj, const geometry& g,
     for (std::int64_t c = 0; c < s.cols_t; ++c) {
       const double t = (static_cast<double>(c) - s.params.tc0) * dt;
       const kernels::fan_ray r = kernels::fan_ray_of(s.params, static_cast<float>(t));
-      rebin_tap& tap = s.taps[static_cast<std::size_t>(j * s.cols_t + c)];
+      kernels::rebin_tap& tap = s.taps[static_cast<std::size_t>(j * s.cols_t + c)];
       tap = {-1, 0.0f, r.col, r.u};
       if (!r.inside) continue;
       const double f = fractional_view(
@@ -185,30 +186,14 @@ void rebin_views(const projection_view& proj, const helical_setup& s, std::int64
                  std::int64_t v1, float* out, int threads) {
   const std::int64_t rows = proj.rows, cols = proj.cols, ct = s.cols_t;
   const kernels::helical_params& P = s.params;
-  auto lerp_row = [&](std::int64_t view, std::int64_t r, float col) {
-    const float* p = proj.data.data() + (view * rows + r) * cols;
-    const float fc = std::floor(col);
-    const std::int64_t c0 = static_cast<std::int64_t>(fc);
-    const float w = col - fc;
-    const float a = c0 >= 0 && c0 < cols ? p[c0] : 0.0f;
-    const float b = c0 + 1 >= 0 && c0 + 1 < cols ? p[c0 + 1] : 0.0f;
-    return (1.0f - w) * a + w * b;
-  };
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (std::int64_t jr = 0; jr < (v1 - v0) * rows; ++jr) {
     const std::int64_t j = v0 + jr / rows, r = jr % rows;
     const float v = (static_cast<float>(r) - P.r0) * P.dv + P.offset_v;
     float* dst = out + ((j - v0) * rows + r) * ct;
-    for (std::int64_t c = 0; c < ct; ++c) {
-      const rebin_tap& t = s.taps[static_cast<std::size_t>(j * ct + c)];
-      if (t.view < 0 || !(t.col > -1.0f && t.col < static_cast<float>(cols))) {
-        dst[c] = 0.0f;
-        continue;
-      }
-      float value = (1.0f - t.a) * lerp_row(t.view, r, t.col);
-      if (t.a > 0.0f) value += t.a * lerp_row(t.view + 1, r, t.col);
-      dst[c] = value * kernels::cone_cosine(P, t.u, v);
-    }
+    for (std::int64_t c = 0; c < ct; ++c)
+      dst[c] = kernels::rebinned_value(P, s.taps[static_cast<std::size_t>(j * ct + c)],
+                                       proj.data.data(), 0, rows, cols, r, v);
   }
 }
 
@@ -243,14 +228,10 @@ void backproject_rows(const float* data, std::int64_t v0, std::int64_t v1, std::
         const std::int64_t k1 = std::min<std::int64_t>(
             nz - 1, static_cast<std::int64_t>(std::floor((zr.hi - oz) / sz)));
         const float* img = data + (j - v0) * rows * ct;
-        for (std::int64_t k = k0; k <= k1; ++k) {
-          const kernels::helical_sample q =
-              kernels::helical_sample_of(P, V, ray, oz + static_cast<float>(k) * sz);
-          if (q.weight == 0.0f) continue;
-          acc[static_cast<std::size_t>(k)] +=
-              q.weight * kernels::sample_bilinear_border(img, static_cast<int>(ct),
-                                                         static_cast<int>(rows), ray.col, q.row);
-        }
+        for (std::int64_t k = k0; k <= k1; ++k)
+          acc[static_cast<std::size_t>(k)] += kernels::helical_contribution(
+              P, V, ray, oz + static_cast<float>(k) * sz, img, static_cast<int>(ct),
+              static_cast<int>(rows), static_cast<int>(ct));
       }
       for (std::int64_t k = 0; k < nz; ++k)
         out[(k * vg.ny + iy) * nx + ix] += acc[static_cast<std::size_t>(k)];
@@ -298,6 +279,20 @@ volume helical_reconstruct(const projection_view& proj, const geometry& g,
   require_host(proj, "helical-fbp");
   const helical_setup s = make_helical_setup(proj, g, vg, opt);
   check_finite_values(proj, opt.threads);
+  if (resolve_backend(opt.where, nullptr, opt.device) == backend::cuda) {
+#if defined(CTFORGE_WITH_CUDA)
+    helical_job job;
+    job.params = s.params;
+    job.views = s.views;
+    job.taps = s.taps;
+    job.cols_t = s.cols_t;
+    job.view_lo = s.view_lo;
+    job.view_hi = s.view_hi;
+    job.padded_len = static_cast<int>(padded_length(s.cols_t));
+    job.response = ramp_response(job.padded_len, s.params.dt, opt.filter, opt.cutoff);
+    return cuda_helical_reconstruct(proj, vg, job, opt);
+#endif
+  }
   return helical_reconstruct_cpu(proj, g, vg, opt, s);
 }
 

@@ -12,20 +12,11 @@
 
 namespace ctforge::detail {
 
-/// Where each rebinned ray (parallel view j, rebinned column c) reads the fan data: between
-/// views `view` and `view + 1` with weight `a` on the second, at fan column `col`; `u` feeds
-/// the cone-angle cosine (kernels::cone_cosine). view < 0: the ray's source lies outside the
-/// scan (the rebinned value is 0).
-struct rebin_tap {
-  std::int32_t view;
-  float a, col, u;
-};
-
 struct helical_setup {
   kernels::helical_params params{};
   std::vector<kernels::helical_view> views;  ///< one per parallel view (= per scanned view)
   std::int64_t cols_t = 0;                   ///< rebinned columns
-  std::vector<rebin_tap> taps;               ///< [view][cols_t]
+  std::vector<kernels::rebin_tap> taps;               ///< [view][cols_t]
   /// Index range [view_lo, view_hi) of the parallel views a grid's voxels can read.
   std::int64_t view_lo = 0, view_hi = 0;
 };
