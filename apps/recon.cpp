@@ -169,7 +169,7 @@ nlohmann::json file_identity(const std::string& path) {
 /// Bytes an FDK / FBP unit holds at its peak: its band of views (and the filtered copy) and
 /// its slab (and the copy handed on).
 std::int64_t unit_bytes(const geometry& g, const volume_geometry& vg, const slab_unit& u) {
-  return 2 * 4 * (g.view_count() * (u.r1 - u.r0) * g.cols + (u.k1 - u.k0) * vg.nx * vg.ny);
+  return 2 * 4 * ((u.v1 - u.v0) * (u.r1 - u.r0) * g.cols + (u.k1 - u.k0) * vg.nx * vg.ny);
 }
 
 /// The most planes per unit (at most `planes`, 0: the default) whose units fit in `limit`
@@ -182,7 +182,7 @@ std::int64_t planes_within(const geometry& g, const volume_geometry& vg, std::in
     for (const auto& u : plan_slab_units(g, vg, p)) peak = std::max(peak, unit_bytes(g, vg, u));
     if (peak <= limit) return p;
     CTFORGE_EXPECTS(p > 1, fmt::format("--memory-limit: {} bytes do not hold one plane of the "
-                                       "volume and the detector rows it needs ({} bytes)",
+                                       "volume and the detector rows and views it needs ({} bytes)",
                                        limit, peak));
     p = std::max<std::int64_t>(1, p / 2);
   }
@@ -507,12 +507,21 @@ void reconstruct_checkpointed(recon_run& r, std::int64_t planes) {
   const recon_cli_options& o = r.o;
   const nlohmann::json record = run_record(r);
   const stop_on_signals stop(r.ro.cancel);
-  const row_band_source rows = preprocessed_rows(
-      [&](std::int64_t r0, std::int64_t r1) {
-        return io::read_projections_any(o.input, io::row_band_options(r.read, r.g.rows, r0, r1))
+  // Each unit's rows and views read from the file; with cleaning steps, the rows of every view
+  // with their margins (steps such as ring removal need every view), cleaned, then its views.
+  const band_source rows =
+      r.prep.empty() ? band_source([&](const slab_unit& u) {
+        return io::read_projections_any(
+                   o.input, io::unit_band_options(r.read, r.g.rows, u.r0, u.r1, u.v0, u.v1))
             .projections;
-      },
-      r.g.rows, r.prep);
+      })
+                     : bands_from_rows(preprocessed_rows(
+                           [&](std::int64_t r0, std::int64_t r1) {
+                             return io::read_projections_any(
+                                        o.input, io::row_band_options(r.read, r.g.rows, r0, r1))
+                                 .projections;
+                           },
+                           r.g.rows, r.prep));
   if (r.slabwise && !r.streamed) r.vol = volume(r.vg);
   const std::int64_t plane = r.vg.nx * r.vg.ny;
   const slab_sink sink = [&](const slab_unit& u, std::span<const float> data) {

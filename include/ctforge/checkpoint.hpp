@@ -30,17 +30,19 @@ class checkpoint_stopped : public cancelled {
 struct checkpoint_options {
   std::string dir;                   ///< the checkpoint directory (created when missing)
   std::int64_t planes_per_unit = 0;  ///< FDK / FBP: z-planes per unit; 0: about 16 M voxels
-  int every_iterations = 0;          ///< iterative methods: save the state every N iterations (0: by time)
-  double every_seconds = 30;         ///< SIRT: ... and after T seconds since the last save (0: off)
+  int every_iterations = 0;   ///< iterative methods: save the state every N iterations (0: by time)
+  double every_seconds = 30;  ///< SIRT: ... and after T seconds since the last save (0: off)
   /// Called after each unit (FDK / FBP: units complete; SIRT: iterations saved). May be empty.
   std::function<void(std::int64_t)> after_unit;
 };
 
 /// One FDK / FBP work unit: z-planes [k0, k1) of the grid, reconstructed from detector rows
-/// [r0, r1) of every view (the rows those planes project onto, plus the interpolation margin).
+/// [r0, r1) of views [v0, v1) (the rows those planes project onto, plus the interpolation
+/// margin; every view, except for helical scans: the views whose rays reach the planes).
 struct slab_unit {
   std::int64_t k0 = 0, k1 = 0;  ///< planes of the grid (z indices)
   std::int64_t r0 = 0, r1 = 0;  ///< detector rows (0-based) of the geometry the unit is cut from
+  std::int64_t v0 = 0, v1 = 0;  ///< views (0-based) of that geometry
   std::string name() const;     ///< "slab_<k0>_<k1>", the stem of its files in a checkpoint dir
 };
 
@@ -52,8 +54,8 @@ std::int64_t default_unit_planes(const volume_geometry& vg);
 std::vector<slab_unit> plan_slab_units(const geometry& g, const volume_geometry& vg,
                                        std::int64_t planes);
 
-/// Planes [u.k0, u.k1) of reconstruct(proj, g, vg, opt) computed from rows [u.r0, u.r1) of the
-/// projections only: `band` holds those rows of every view ([views][r1 - r0][cols]). The ramp
+/// Planes [u.k0, u.k1) of reconstruct(proj, g, vg, opt) computed from rows [u.r0, u.r1) of views
+/// [u.v0, u.v1) of the projections only: `band` holds those ([v1 - v0][r1 - r0][cols]). The ramp
 /// filter runs once on the band. Deterministic: the same inputs give the same floats.
 volume reconstruct_unit(const projection_view& band, const geometry& g, const volume_geometry& vg,
                         const recon_options& opt, const slab_unit& u);
@@ -96,6 +98,14 @@ class slab_run {
 /// from a file with io::row_band_options, so that only one unit's rows are in memory.
 using row_band_source = std::function<projection_stack(std::int64_t r0, std::int64_t r1)>;
 
+/// Source of a unit's band: rows [u.r0, u.r1) of views [u.v0, u.v1) ([v1 - v0][r1 - r0][cols]).
+using band_source = std::function<projection_stack(const slab_unit& u)>;
+
+/// The band source that reads rows [u.r0, u.r1) of every view from `rows` and keeps views
+/// [u.v0, u.v1) (all of them but for helical scans, whose units read fewer views: pass a
+/// band_source that reads only those to bound the memory).
+band_source bands_from_rows(row_band_source rows);
+
 /// `rows` with the preprocessing steps of `opt` applied: each band is read with the rows on
 /// either side that the steps need (preprocess_row_margin, clipped to the `total_rows` of the
 /// detector), cleaned and cut back to its own rows, so that it equals the same rows of the whole
@@ -113,10 +123,9 @@ using slab_sink = std::function<void(const slab_unit& u, std::span<const float> 
 /// back instead of computed (resume); `run_record_json` is then the run record as for
 /// reconstruct_resumable. opt.cancel stops at the next batch: checkpoint_stopped (co.dir set)
 /// or cancelled.
-void reconstruct_slabwise(const row_band_source& rows, const geometry& g,
-                          const volume_geometry& vg, recon_options opt, std::int64_t planes,
-                          const checkpoint_options& co, std::string_view run_record_json,
-                          const slab_sink& sink,
+void reconstruct_slabwise(const band_source& bands, const geometry& g, const volume_geometry& vg,
+                          recon_options opt, std::int64_t planes, const checkpoint_options& co,
+                          std::string_view run_record_json, const slab_sink& sink,
                           const std::function<void(const std::string&)>& note = {});
 
 /// reconstruct(proj, g, vg, opt), recorded unit by unit in co.dir:

@@ -162,8 +162,13 @@ geometry read_projection_geometry(const std::string& path, const projection_read
 /// the selected, binned and reoriented detector of `total_rows` rows): the same values, bit for
 /// bit, from a hyperslab of the stored data. The geometry read with them describes the band.
 projection_read_options row_band_options(const projection_read_options& opt,
-                                         std::int64_t total_rows, std::int64_t r0,
-                                         std::int64_t r1);
+                                         std::int64_t total_rows, std::int64_t r0, std::int64_t r1);
+
+/// row_band_options, reading views [v0, v1) of those read_projections_any(path, opt) returns
+/// (a slab unit's band: rows and views).
+projection_read_options unit_band_options(const projection_read_options& opt,
+                                          std::int64_t total_rows, std::int64_t r0, std::int64_t r1,
+                                          std::int64_t v0, std::int64_t v1);
 
 /// "ctforge", "dxchange", "nxtomo", "tiff", "npy" or "mat" for a projection file, from its
 /// content (HDF5) or its name (directory, glob, .tif/.tiff, .npy, .mat). Throws error when the

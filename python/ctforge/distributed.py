@@ -50,10 +50,10 @@ __all__ = ["reconstruct", "simulate", "main"]
 PathLike = ctforge.PathLike
 
 # Options of ctforge.read_projections that a distributed run passes through to its workers.
+_CLEANING = tuple(e["name"] for e in ctforge.preprocess_options())
 _READ_OPTIONS = ("flat", "dark", "geometry", "views", "rows", "cols", "bin_rows", "bin_cols",
                  "pixel_size", "mode", "min_transmission", "transpose", "flip_u", "flip_v",
-                 "angles", "angle_unit", "sinogram", "open_beam_cols") + tuple(
-                     e["name"] for e in ctforge.preprocess_options())
+                 "angles", "angle_unit", "sinogram", "open_beam_cols") + _CLEANING
 
 
 def _dask():
@@ -191,6 +191,20 @@ def _grid(spec: dict) -> ctforge.VolumeGeometry:
     return ctforge.VolumeGeometry(nz, ny, nx, spec["spacing"], spec["origin"])
 
 
+def _unit_band(input: str, read: dict, views: int, r0: int, r1: int, v0: int,
+               v1: int) -> np.ndarray:
+    """Rows r0..r1 - 1 of views v0..v1 - 1 of what read_projections(input, **read) reads. With
+    cleaning steps every view's rows are read and cleaned (steps such as ring removal need them
+    all), then the unit's views kept."""
+    if (v0, v1) == (0, views) or any(read.get(k) is not None for k in _CLEANING):
+        band, _ = ctforge.read_projections(input, band=(r0, r1), **read)
+        return band[v0:v1]
+    first, _ = ctforge._range(read.get("views"), "views")
+    band, _ = ctforge.read_projections(input, band=(r0, r1),
+                                       **dict(read, views=(first + v0, v1 - v0)))
+    return band
+
+
 def _slab_unit_task(spec: dict, unit: int) -> dict:
     """One FDK / FBP unit: reads its rows of the input, reconstructs and records its slab
     (nothing when a complete record is there already: a task run again after its worker died
@@ -200,8 +214,8 @@ def _slab_unit_task(spec: dict, unit: int) -> dict:
     run = _core.SlabRun(g._g, _grid(spec["grid"]), spec["dir"], spec["planes"], spec["record"])
     done, _ = run.is_recorded(unit)
     if not done:
-        k0, k1, r0, r1 = run.units[unit]
-        band, _ = ctforge.read_projections(spec["input"], band=(r0, r1), **spec["read"])
+        k0, k1, r0, r1, v0, v1 = run.units[unit]
+        band = _unit_band(spec["input"], spec["read"], g.view_count, r0, r1, v0, v1)
         o = spec["options"]
         run.compute_unit(unit, band, **o)
     return {"unit": unit, "computed": not done, "seconds": time.perf_counter() - t0,
@@ -436,7 +450,7 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
     writer = _core.VolumeFileWriter(output, grid) if streamed else None
     try:
         volume = None if streamed else np.empty(grid.shape, dtype=np.float32)
-        for i, (k0, k1, _, _) in enumerate(units):
+        for i, (k0, k1, *_) in enumerate(units):
             planes = run.read_unit(i, grid)
             if writer is not None:
                 writer.write_planes(k0, planes)

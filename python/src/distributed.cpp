@@ -28,7 +28,7 @@ void register_slab_run(py::module_& m) {
                              [](const slab_run& r) {
                                py::list out;
                                for (const auto& u : r.units())
-                                 out.append(py::make_tuple(u.k0, u.k1, u.r0, u.r1));
+                                 out.append(py::make_tuple(u.k0, u.k1, u.r0, u.r1, u.v0, u.v1));
                                return out;
                              })
       .def_property_readonly("dir", &slab_run::dir)

@@ -146,7 +146,9 @@ def test_options_that_do_not_apply_are_refused_before_any_work(client, scan, tmp
                                         "sirt, os-sart, cgls, fista-tv, osem)"),
             ("fdk", dict(checkpoint_every=2), "checkpoint_every: does not apply to algorithm fdk"),
             ("sirt", dict(filter="hann"), "filter: does not apply to algorithm sirt (only to "
-                                          "fdk, fbp)"),
+                                          "fdk, fbp, helical-fbp)"),
+            ("fdk", dict(helical_q=0.5), "helical_q: does not apply to algorithm fdk (only to "
+                                         "helical-fbp)"),
             ("sirt", dict(unit_planes=4), "unit_planes: does not apply to algorithm sirt")):
         out = tmp_path / f"{algo}.h5"
         with pytest.raises(ctforge.UsageError, match=re.escape(message)):

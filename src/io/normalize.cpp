@@ -726,6 +726,15 @@ projection_read_options row_band_options(const projection_read_options& opt,
   return band;
 }
 
+projection_read_options unit_band_options(const projection_read_options& opt,
+                                          std::int64_t total_rows, std::int64_t r0, std::int64_t r1,
+                                          std::int64_t v0, std::int64_t v1) {
+  CTFORGE_EXPECTS(0 <= v0 && v0 < v1, fmt::format("views [{}, {}): not a range", v0, v1));
+  projection_read_options band = row_band_options(opt, total_rows, r0, r1);
+  band.select.views = {opt.select.views.first + v0, v1 - v0};
+  return band;
+}
+
 std::string content_kind(const std::string& path) {
   const std::string ext = lower_extension(path);
   std::error_code ec;

@@ -39,6 +39,7 @@
 #include "ctforge/formats.hpp"
 #include "math/cylinder.hpp"
 #include "math/slab_rows.hpp"
+#include "recon/helical.hpp"
 #include "recon/iterative/iterative.hpp"
 
 namespace ctforge {
@@ -51,6 +52,14 @@ std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h = 146959810
   const auto* p = static_cast<const unsigned char*>(data);
   for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
   return h;
+}
+
+// Planes [u.k0, u.k1) of vg as a grid of their own.
+volume_geometry sub_grid(const volume_geometry& vg, const slab_unit& u) {
+  volume_geometry sub = vg;
+  sub.nz = u.k1 - u.k0;
+  sub.origin_mm[2] = vg.origin_mm[2] + static_cast<double>(u.k0) * vg.spacing_mm[2];
+  return sub;
 }
 
 std::string hex(std::uint64_t v) {
@@ -356,6 +365,19 @@ std::int64_t default_unit_planes(const volume_geometry& vg) {
                                 (std::int64_t{1} << 24) / std::max<std::int64_t>(1, vg.nx * vg.ny));
 }
 
+band_source bands_from_rows(row_band_source rows) {
+  return [rows = std::move(rows)](const slab_unit& u) {
+    projection_stack all = rows(u.r0, u.r1);
+    if (u.v0 == 0 && u.v1 == all.views) return all;
+    CTFORGE_CHECK(u.v1 <= all.views, fmt::format("{}: views {}..{} of a band of {} views", u.name(),
+                                                 u.v0, u.v1 - 1, all.views));
+    projection_stack band(u.v1 - u.v0, all.rows, all.cols);
+    std::copy(all.data.begin() + u.v0 * all.rows * all.cols,
+              all.data.begin() + u.v1 * all.rows * all.cols, band.data.begin());
+    return band;
+  };
+}
+
 std::vector<slab_unit> plan_slab_units(const geometry& g, const volume_geometry& vg,
                                        std::int64_t planes) {
   CTFORGE_EXPECTS(planes >= 0, fmt::format("planes per unit: must be >= 0 (got {})", planes));
@@ -373,10 +395,13 @@ std::vector<slab_unit> plan_slab_units(const geometry& g, const volume_geometry&
     slab_unit u;
     u.k0 = k0;
     u.k1 = std::min(vg.nz, k0 + planes);
+    u.v1 = g.view_count();
     if (g.helix) {
-      // Helical FBP weighs each ray by its row's place on the whole detector: every row.
+      // Helical FBP weighs each ray by its row's place on the whole detector: every row, of
+      // the views whose rays reach the unit's planes.
       u.r0 = 0;
       u.r1 = g.rows;
+      std::tie(u.v0, u.v1) = detail::helical_unit_views(g, sub_grid(vg, u));
     } else if (g.curved()) {
       const kernels::row_band b = kernels::slab_row_band(
           kernels::slab_centres(vg.origin_mm, vg.spacing_mm, vg.nx, vg.ny, u.k0, u.k1 - u.k0),
@@ -400,18 +425,19 @@ volume reconstruct_unit(const projection_view& band, const geometry& g, const vo
       fmt::format("{}: planes [{}, {}) / rows [{}, {}) outside the {}-plane grid / "
                   "{}-row detector",
                   u.name(), u.k0, u.k1, u.r0, u.r1, vg.nz, g.rows));
-  CTFORGE_EXPECTS(band.views == g.view_count() && band.rows == u.r1 - u.r0 && band.cols == g.cols,
+  CTFORGE_EXPECTS(
+      0 <= u.v0 && u.v0 < u.v1 && u.v1 <= g.view_count(),
+      fmt::format("{}: views [{}, {}) outside the {} views", u.name(), u.v0, u.v1, g.view_count()));
+  CTFORGE_EXPECTS(band.views == u.v1 - u.v0 && band.rows == u.r1 - u.r0 && band.cols == g.cols,
                   fmt::format("{}: the band holds [{}][{}][{}] projections, the unit needs "
-                              "[{}][{}][{}] (views, rows {}..{}, cols)",
-                              u.name(), band.views, band.rows, band.cols, g.view_count(),
-                              u.r1 - u.r0, g.cols, u.r0, u.r1 - 1));
+                              "[{}][{}][{}] (views {}..{}, rows {}..{}, cols)",
+                              u.name(), band.views, band.rows, band.cols, u.v1 - u.v0, u.r1 - u.r0,
+                              g.cols, u.v0, u.v1 - 1, u.r0, u.r1 - 1));
   io::detector_selection sel;
   sel.rows = {u.r0, u.r1 - u.r0};
+  sel.views = {u.v0, u.v1 - u.v0};
   const geometry gb = io::select_geometry(g, sel, 1, 1);
-  volume_geometry sub = vg;
-  sub.nz = u.k1 - u.k0;
-  sub.origin_mm[2] = vg.origin_mm[2] + static_cast<double>(u.k0) * vg.spacing_mm[2];
-  return reconstruct(band, gb, sub, opt);
+  return reconstruct(band, gb, sub_grid(vg, u), opt);
 }
 
 slab_run::slab_run(const geometry& g, const volume_geometry& vg, const checkpoint_options& co,
@@ -463,10 +489,14 @@ void slab_run::compute_unit(std::size_t i, const projection_view& band,
   const slab_unit& u = units_.at(i);
   const volume slab = reconstruct_unit(band, g_, vg_, opt, u);
   record_unit(dir_, u.name(), slab.data,
-              {{"k0", u.k0}, {"k1", u.k1}, {"rows", {u.r0, u.r1}}, {"run", hash_}});
+              {{"k0", u.k0},
+               {"k1", u.k1},
+               {"rows", {u.r0, u.r1}},
+               {"views", {u.v0, u.v1}},
+               {"run", hash_}});
 }
 
-void reconstruct_slabwise(const row_band_source& rows, const geometry& g, const volume_geometry& vg,
+void reconstruct_slabwise(const band_source& bands, const geometry& g, const volume_geometry& vg,
                           recon_options ro, std::int64_t planes, const checkpoint_options& co_in,
                           std::string_view run_record_json, const slab_sink& sink,
                           const std::function<void(const std::string&)>& note_fn) {
@@ -510,7 +540,7 @@ void reconstruct_slabwise(const row_band_source& rows, const geometry& g, const 
       const double base = static_cast<double>(i) / n_units;
       ro.progress = [&, base](double f) { user_progress(base + f / n_units); };
     }
-    const projection_stack band = rows(u.r0, u.r1);
+    const projection_stack band = bands(u);
     volume slab;
     try {
       slab = reconstruct_unit(band, g, vg, ro, u);
@@ -518,9 +548,12 @@ void reconstruct_slabwise(const row_band_source& rows, const geometry& g, const 
       break;
     }
     if (run)
-      record_unit(
-          dir, u.name(), slab.data,
-          {{"k0", u.k0}, {"k1", u.k1}, {"rows", {u.r0, u.r1}}, {"run", run->fingerprint()}});
+      record_unit(dir, u.name(), slab.data,
+                  {{"k0", u.k0},
+                   {"k1", u.k1},
+                   {"rows", {u.r0, u.r1}},
+                   {"views", {u.v0, u.v1}},
+                   {"run", run->fingerprint()}});
     sink(u, slab.data);
     if (co.after_unit) co.after_unit(++done);
   }
@@ -544,10 +577,10 @@ volume reconstruct_resumable(const projection_view& proj, const geometry& g,
   };
   if (is_iterative(ro.algo)) return iterative_checkpointed(proj, g, vg, ro, co, run_record, note);
   // Each unit's rows of the detector, copied out of the caller's projections.
-  const row_band_source rows = [&](std::int64_t r0, std::int64_t r1) {
-    projection_stack band(proj.views, r1 - r0, proj.cols);
-    for (std::int64_t v = 0; v < proj.views; ++v)
-      std::copy_n(proj.view(v) + r0 * proj.cols, (r1 - r0) * proj.cols, band.view(v));
+  const band_source rows = [&](const slab_unit& u) {
+    projection_stack band(u.v1 - u.v0, u.r1 - u.r0, proj.cols);
+    for (std::int64_t v = u.v0; v < u.v1; ++v)
+      std::copy_n(proj.view(v) + u.r0 * proj.cols, (u.r1 - u.r0) * proj.cols, band.view(v - u.v0));
     return band;
   };
   volume out(vg);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "core/parallel_copy.hpp"
 #include "core/projection_checks.hpp"
@@ -107,10 +108,10 @@ double t_of_column(const geometry& g, double c) {
   return h.source_to_isocenter_mm * std::sin(gamma);
 }
 
-// Parallel views whose rays reach the grid's heights: the source within the rows' reach of
-// [z_min, z_max] (rows' height at the detector times the largest depth ratio (R + r) / SDD,
-// plus the source's travel over the largest fan angle).
-void view_range(const geometry& g, const volume_geometry& vg, helical_setup& s) {
+// Parallel views [first, last) whose rays reach the grid's heights: the source within the
+// rows' reach of [z_min, z_max] (the rows' height at the detector times the largest depth
+// ratio (R + r) / SDD, plus the source's travel over the grid's largest fan angle).
+std::pair<std::int64_t, std::int64_t> views_reaching(const geometry& g, const volume_geometry& vg) {
   const helical_orbit& h = *g.helix;
   double r_max = 0;
   for (double x :
@@ -119,20 +120,24 @@ void view_range(const geometry& g, const volume_geometry& vg, helical_setup& s) 
          {vg.origin_mm[1], vg.origin_mm[1] + static_cast<double>(vg.ny - 1) * vg.spacing_mm[1]})
       r_max = std::max(r_max, std::hypot(x, y));
   const double sid = h.source_to_isocenter_mm;
-  const double reach = (sid + r_max) / h.source_to_detector_mm *
-                           (std::abs(h.offset_v_mm) + static_cast<double>(s.params.half_h)) +
-                       std::abs(static_cast<double>(s.params.kappa)) * k_pi / 2 + 1e-3;
+  const double half_h = 0.5 * static_cast<double>(g.rows - 1) * std::abs(g.pixel_v_mm);
+  // The rays through a voxel at distance r from the axis come from sources at most
+  // asin(r / R) of rotation from the parallel view's angle.
+  const double kappa = std::abs(h.pitch_mm_per_turn) / (2 * k_pi);
+  const double reach =
+      (sid + r_max) / h.source_to_detector_mm * (std::abs(h.offset_v_mm) + half_h) +
+      kappa * std::asin(std::min(1.0, r_max / sid)) + 1e-3;
   const double z_lo = vg.origin_mm[2] - reach;
   const double z_hi = vg.origin_mm[2] + static_cast<double>(vg.nz - 1) * vg.spacing_mm[2] + reach;
-  s.view_lo = g.view_count();
-  s.view_hi = 0;
+  std::int64_t first = g.view_count(), last = 0;
   for (std::int64_t j = 0; j < g.view_count(); ++j) {
     const double z = h.z_at(h.angles_rad[static_cast<std::size_t>(j)]);
     if (z < z_lo || z > z_hi) continue;
-    s.view_lo = std::min(s.view_lo, j);
-    s.view_hi = j + 1;
+    first = std::min(first, j);
+    last = j + 1;
   }
-  if (s.view_hi <= s.view_lo) s.view_lo = s.view_hi = 0;
+  if (last <= first) return {0, 0};
+  return {first, last};
 }
 
 }  // namespace
@@ -178,8 +183,16 @@ helical_setup make_helical_setup(const projection_view& proj, const geometry& g,
       tap.view = static_cast<std::int32_t>(i0);
       tap.a = static_cast<float>(f - i0);
     }
-  view_range(g, vg, s);
+  std::tie(s.view_lo, s.view_hi) = views_reaching(g, vg);
   return s;
+}
+
+std::pair<std::int64_t, std::int64_t> helical_unit_views(const geometry& g,
+                                                         const volume_geometry& vg) {
+  CTFORGE_EXPECTS(g.helix.has_value(), "helical_unit_views: not a helical geometry");
+  const auto [first, last] = views_reaching(g, vg);
+  if (last <= first) return {0, std::min<std::int64_t>(g.view_count(), 2)};
+  return {std::max<std::int64_t>(0, first - 2), std::min(g.view_count(), last + 2)};
 }
 
 void rebin_views(const projection_view& proj, const helical_setup& s, std::int64_t v0,

@@ -3,6 +3,8 @@
 // cover, FDK on a helix, options of other methods).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -53,6 +55,37 @@ TEST_F(HelicalCli, SimulateInfoAndReconstructWithTheDefaults) {
   // The truth's grid is the recon's (same defaults): the C++ accuracy tests' floor, 26 dB
   // (measured 28.0 here, over the whole grid, corners beyond the fan included).
   EXPECT_GT(std::stod(m[1]), 26) << r.output;
+}
+
+// --memory-limit below what the whole scan needs: units of a few planes, each with the views
+// that reach it, write the volume slab by slab; it equals the one-shot volume to rounding.
+TEST_F(HelicalCli, MemoryLimitBelowTheWholeScan) {
+  write_geometry("helix.json", 1.2);
+  auto r =
+      run("simulate --phantom shepp-logan --phantom-size 44 --geometry helix.json -o p.h5 "
+          "--quiet");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string grid = " --size-xyz 48,48,40 --backend cpu --threads 2 --quiet";
+  r = run("recon p.h5 -o whole.h5" + grid);
+  ASSERT_EQ(r.status, 0) << r.output;
+  // The projections alone are 900 x 16 x 96 floats (5.5 MB), twice that with their filtered
+  // copy; 4 MB hold a unit of a few planes and the views that reach it.
+  r = run("recon p.h5 -o units.h5 --memory-limit 4M" + grid);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const ctforge::volume a = ctforge::io::read_volume((dir_ / "units.h5").string());
+  const ctforge::volume b = ctforge::io::read_volume((dir_ / "whole.h5").string());
+  ASSERT_EQ(a.data.size(), b.data.size());
+  float peak = 0, worst = 0;
+  for (std::size_t i = 0; i < a.data.size(); ++i) {
+    peak = std::max(peak, std::abs(b.data[i]));
+    worst = std::max(worst, std::abs(a.data[i] - b.data[i]));
+  }
+  ASSERT_GT(peak, 0);
+  EXPECT_LE(worst, 1e-5 * peak);
+  // A limit that does not hold one plane and its views is refused naming the option.
+  r = run("recon p.h5 -o tiny.h5 --memory-limit 200K" + grid);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--memory-limit"), std::string::npos) << r.output;
 }
 
 TEST_F(HelicalCli, RefusesWhatHelicalFbpCannotDo) {
