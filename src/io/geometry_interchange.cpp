@@ -17,6 +17,7 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "core/text_file.hpp"
@@ -300,6 +301,52 @@ std::string rtk_xml(std::span<const rtk_projection> projections) {
   return x;
 }
 
+namespace {
+
+constexpr double k_pi = 3.14159265358979323846;
+
+// The helix RTK describes with source and detector offsets along its y axis (our z): no tilts,
+// constant SID, SDD and in-plane offsets, SourceOffsetY linear in the (unwrapped, strictly
+// monotonic) gantry angle and ProjectionOffsetY following it. Nothing when the projections
+// are not such a helix.
+std::optional<geometry> helix_of(std::span<const rtk_projection> ps, std::int64_t cols,
+                                 std::int64_t rows, double du, double dv, bool cylindrical) {
+  if (ps.size() < 3 || ps[0].sdd == 0) return std::nullopt;
+  const rtk_projection& a = ps.front();
+  std::vector<double> angles;
+  for (const rtk_projection& p : ps) {
+    const bool same = p.out_of_plane_deg == 0 && p.in_plane_deg == 0 && p.source_offset_x == 0 &&
+                      p.sid == a.sid && p.sdd == a.sdd && p.proj_offset_x == a.proj_offset_x &&
+                      std::abs((p.proj_offset_y - p.source_offset_y) -
+                               (a.proj_offset_y - a.source_offset_y)) <= 1e-9 * a.sdd;
+    if (!same) return std::nullopt;
+    double t = deg_to_rad(p.gantry_deg);  // RTK stores angles in [0, 360): unwrap
+    if (!angles.empty()) t += 2 * k_pi * std::round((angles.back() - t) / (2 * k_pi));
+    angles.push_back(t);
+  }
+  const double step = angles[1] - angles[0];
+  if (step == 0) return std::nullopt;
+  for (std::size_t i = 1; i < angles.size(); ++i)
+    if ((angles[i] - angles[i - 1]) * step <= 0 || std::abs(angles[i] - angles[i - 1]) >= k_pi)
+      return std::nullopt;
+  const double turns = std::abs(angles.back() - angles.front()) / (2 * k_pi);
+  const double rise = ps.back().source_offset_y - a.source_offset_y;
+  if (rise == 0) return std::nullopt;
+  const double pitch = rise / turns;
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    const double z = a.source_offset_y + pitch * std::abs(angles[i] - angles.front()) / (2 * k_pi);
+    if (std::abs(ps[i].source_offset_y - z) > 1e-6 * std::max(1.0, std::abs(z)))
+      return std::nullopt;
+  }
+  if (!(a.sid > 0 && a.sdd > a.sid)) return std::nullopt;
+  return make_helical_geometry(cols, rows, du, dv, a.sid, a.sdd, std::move(angles), pitch,
+                               a.source_offset_y, a.proj_offset_x,
+                               a.proj_offset_y - a.source_offset_y,
+                               cylindrical ? detector_shape::cylindrical : detector_shape::flat);
+}
+
+}  // namespace
+
 geometry geometry_from_rtk(std::span<const rtk_projection> projections, std::int64_t cols,
                            std::int64_t rows, double du, double dv) {
   CTFORGE_EXPECTS(!projections.empty(), "RTK geometry: at least one projection is required");
@@ -315,8 +362,9 @@ geometry geometry_from_rtk(std::span<const rtk_projection> projections, std::int
   const auto& p0 = projections[0];
   // Cylindrical detectors: ctforge's are centred on the source (radius = SDD) on a circular
   // cone orbit; RTK allows other radii, which we refuse rather than treat as flat.
-  const bool cylindrical = std::any_of(projections.begin(), projections.end(),
-                                       [](const rtk_projection& p) { return p.radius_cylindrical != 0; });
+  const bool cylindrical =
+      std::any_of(projections.begin(), projections.end(),
+                  [](const rtk_projection& p) { return p.radius_cylindrical != 0; });
   if (cylindrical)
     for (std::size_t i = 0; i < projections.size(); ++i) {
       const auto& p = projections[i];
@@ -344,9 +392,11 @@ geometry geometry_from_rtk(std::span<const rtk_projection> projections, std::int
     return make_cone_geometry(cols, rows, du, dv, p0.sid, p0.sdd, std::move(angles), ou, ov,
                               cylindrical ? detector_shape::cylindrical : detector_shape::flat);
   }
+  if (auto h = helix_of(projections, cols, rows, du, dv, cylindrical)) return std::move(*h);
   CTFORGE_EXPECTS(!cylindrical,
                   "RTK geometry: a cylindrical detector (RadiusCylindricalDetector) needs a "
-                  "circular orbit (no tilt angles or source offsets, constant SID and SDD)");
+                  "circular orbit (no tilt angles or source offsets, constant SID and SDD) or a "
+                  "helix (SourceOffsetY advancing with the gantry angle, the detector with it)");
   std::vector<view_vectors> views;
   for (const auto& p : projections) {
     const mat3 r = rtk_rotation(p);
@@ -372,6 +422,21 @@ std::vector<rtk_projection> rtk_from_geometry(const geometry& g) {
   g.validate();
 
   std::vector<rtk_projection> out;
+  if (g.helix) {  // RTK's helix: the source and the detector offset along its y axis (our z)
+    const helical_orbit& h = *g.helix;
+    for (const double t : h.angles_rad) {
+      rtk_projection p;
+      p.sid = h.source_to_isocenter_mm;
+      p.sdd = h.source_to_detector_mm;
+      p.gantry_deg = rad_to_deg(t);
+      p.source_offset_y = h.z_at(t);
+      p.proj_offset_x = h.offset_u_mm;
+      p.proj_offset_y = h.z_at(t) + h.offset_v_mm;
+      if (g.curved()) p.radius_cylindrical = h.source_to_detector_mm;
+      out.push_back(p);
+    }
+    return out;
+  }
   if (g.orbit) {
     const auto& o = *g.orbit;
     for (std::size_t i = 0; i < g.views.size(); ++i) {

@@ -11,6 +11,7 @@
 
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
+#include "test_support.hpp"
 
 namespace ctforge {
 namespace {
@@ -162,6 +163,39 @@ TEST(RtkGeometry, CylindricalDetectorRoundTrip) {
   }
   // ASTRA's vectors describe flat detectors only.
   EXPECT_THROW((void)io::astra_vectors(g), usage_error);
+}
+
+// A helix goes to RTK as SourceOffsetY advancing with the gantry angle and the detector offset
+// with it (RTK's own helical description); it comes back as a helix, also with the angles
+// wrapped into [0, 360) as RTK stores them, on flat and cylindrical detectors, angles up or
+// down. A source off the helix makes a flat scan per-view vectors and a curved one a refusal.
+TEST(RtkGeometry, HelixRoundTrip) {
+  for (const detector_shape shape : {detector_shape::flat, detector_shape::cylindrical})
+    for (const double step : {9.0, -7.0}) {
+      const geometry g = make_helical_geometry(31, 5, 0.9, 1.1, 400, 800,
+                                               angle_range(deg_to_rad(20), deg_to_rad(step), 200),
+                                               -6.5, 12, 0.4, -0.3, shape);
+      auto p = io::rtk_from_geometry(g);
+      for (auto& q : p) q.gantry_deg = std::fmod(std::fmod(q.gantry_deg, 360) + 360, 360);
+      const geometry b = io::geometry_from_rtk(io::parse_rtk_xml(io::rtk_xml(p)), 31, 5, 0.9, 1.1);
+      ASSERT_TRUE(b.helix.has_value()) << step;
+      EXPECT_EQ(b.shape, shape);
+      EXPECT_NEAR(b.helix->pitch_mm_per_turn, -6.5, 1e-9);
+      double worst = 0;
+      for (std::size_t i = 0; i < g.views.size(); ++i)
+        worst = std::max({worst, norm(b.views[i].source - g.views[i].source),
+                          norm(b.views[i].detector_center - g.views[i].detector_center),
+                          norm(b.views[i].u - g.views[i].u), norm(b.views[i].v - g.views[i].v)});
+      EXPECT_LT(worst, 1e-9);
+      p[57].source_offset_y += 0.01;
+      p[57].proj_offset_y += 0.01;
+      if (shape == detector_shape::flat) {
+        EXPECT_EQ(io::geometry_from_rtk(p, 31, 5, 0.9, 1.1).type_name(), "cone_vec");
+      } else {
+        ctforge::testing::expect_usage_error_naming(
+            [&] { (void)io::geometry_from_rtk(p, 31, 5, 0.9, 1.1); }, "helix");
+      }
+    }
 }
 
 TEST(RtkGeometry, ParallelRoundTrip) {
