@@ -148,13 +148,15 @@ CTFORGE_HD float sample_pitched(const float* img, int cols, int rows, int pitch,
 
 /// The parallel ray of view V through the voxel column at (x, y): what every height z of the
 /// column shares. Family f = 0 holds the measurements theta + k pi with k even (the direct one
-/// k = 0 among them), f = 1 those with k odd (the conjugate side).
+/// k = 0 among them), f = 1 those with k odd (the conjugate side). Measurement k = f + 2 m of
+/// family f reads the row at q = qa z + qb - qc m (q: -1 .. 1 between the outermost pixel
+/// centres), and exists for m_lo <= m <= m_hi (within the scan).
 struct helical_ray {
-  float col;        ///< rebinned column of the ray
-  float inv_a[2];   ///< SDD-side distance over the voxel's distance from the source, per family
-  float z_base[2];  ///< source height of the measurement k = f
-  float b_base[2];  ///< its angle relative to theta: f pi + (-1)^f gamma
-  bool valid;       ///< the direct measurement exists (|t| < R, within the scan)
+  float col;                  ///< rebinned column of the ray
+  float qa[2], qb[2], qc[2];  ///< per family: q = qa z + qb - qc m
+  float inv_qc[2];            ///< 1 / qc (0 when qc = 0: a helix without feed)
+  float m_lo[2], m_hi[2];     ///< per family: the measurements within the scan
+  bool valid;                 ///< the direct measurement exists (|t| < R, within the scan)
 };
 CTFORGE_HD helical_ray helical_ray_of(const helical_params& P, const helical_view& V, float x,
                                       float y) {
@@ -165,16 +167,22 @@ CTFORGE_HD helical_ray helical_ray_of(const helical_params& P, const helical_vie
   const float gamma = asinf(t / P.sid), cg = cosf(gamma);
   const float d = -x * V.sin_t + y * V.cos_t;  // along the ray, from its foot
   const float s = P.curved ? P.sdd : P.sdd / cg;
-  const float l0 = P.sid * cg + d, l1 = P.sid * cg - d;
-  if (!(l0 > 1e-6f) || !(l1 > 1e-6f)) return r;
+  const float l[2] = {P.sid * cg + d, P.sid * cg - d};
+  if (!(l[0] > 1e-6f) || !(l[1] > 1e-6f)) return r;
   r.col = t / P.dt + P.tc0;
-  r.inv_a[0] = s / l0;
-  r.inv_a[1] = s / l1;
-  r.b_base[0] = gamma;
-  r.b_base[1] = k_helical_pi - gamma;
-  r.z_base[0] = V.z + P.kappa * r.b_base[0];
-  r.z_base[1] = V.z + P.kappa * r.b_base[1];
-  r.valid = r.b_base[0] >= V.lo && r.b_base[0] <= V.hi;
+  const float two_pi = 2.0f * k_helical_pi, step = two_pi * P.kappa;
+  const float b_base[2] = {gamma, k_helical_pi - gamma};  // angle of measurement k = f
+  for (int f = 0; f < 2; ++f) {
+    // Row height over the source plane v = (z - z_base - step m) s / l; q = (v - off_v) / h.
+    const float inv_a = s / l[f], z_base = V.z + P.kappa * b_base[f];
+    r.qa[f] = inv_a / P.half_h;
+    r.qb[f] = -(z_base * inv_a + P.offset_v) / P.half_h;
+    r.qc[f] = step * inv_a / P.half_h;
+    r.inv_qc[f] = r.qc[f] != 0.0f ? 1.0f / r.qc[f] : 0.0f;
+    r.m_lo[f] = ceilf((V.lo - b_base[f]) / two_pi);
+    r.m_hi[f] = floor_f((V.hi - b_base[f]) / two_pi);
+  }
+  r.valid = b_base[0] >= V.lo && b_base[0] <= V.hi;
   return r;
 }
 
@@ -182,28 +190,21 @@ CTFORGE_HD helical_ray helical_ray_of(const helical_params& P, const helical_vie
 struct z_range {
   float lo, hi;
 };
-CTFORGE_HD z_range helical_z_range(const helical_params& P, const helical_ray& r) {
-  const float a = (P.offset_v - P.half_h) / r.inv_a[0], b = (P.offset_v + P.half_h) / r.inv_a[0];
-  return {r.z_base[0] + a, r.z_base[0] + b};
+CTFORGE_HD z_range helical_z_range(const helical_ray& r) {
+  return {(-1.0f - r.qb[0]) / r.qa[0], (1.0f - r.qb[0]) / r.qa[0]};
 }
 
 /// Sum of the window over family f's measurements of the line through height z.
-CTFORGE_HD float family_window_sum(const helical_params& P, const helical_view& V,
-                                   const helical_ray& r, int f, float z) {
-  const float two_pi = 2.0f * k_helical_pi, step = two_pi * P.kappa;
-  // Measurements k = f + 2 m within the scan: lo <= b_base + 2 pi m <= hi.
-  float m_lo = ceilf((V.lo - r.b_base[f]) / two_pi), m_hi = floor_f((V.hi - r.b_base[f]) / two_pi);
-  if (step != 0.0f) {  // and on the rows: |(z - z_base - step m) inv_a - offset_v| < half_h
-    const float e0 = (z - r.z_base[f] - (P.offset_v + P.half_h) / r.inv_a[f]) / step;
-    const float e1 = (z - r.z_base[f] - (P.offset_v - P.half_h) / r.inv_a[f]) / step;
+CTFORGE_HD float family_window_sum(const helical_params& P, const helical_ray& r, int f, float z) {
+  const float qz = r.qa[f] * z + r.qb[f];
+  float m_lo = r.m_lo[f], m_hi = r.m_hi[f];
+  if (r.inv_qc[f] != 0.0f) {  // and on the rows: |qz - qc m| < 1
+    const float e0 = (qz - 1.0f) * r.inv_qc[f], e1 = (qz + 1.0f) * r.inv_qc[f];
     m_lo = max_f(m_lo, ceilf(min_f(e0, e1)));
     m_hi = min_f(m_hi, floor_f(max_f(e0, e1)));
   }
   float sum = 0.0f;
-  for (float m = m_lo; m <= m_hi; m += 1.0f) {
-    const float v = (z - r.z_base[f] - step * m) * r.inv_a[f];
-    sum += wfbp_window((v - P.offset_v) / P.half_h, P.q);
-  }
+  for (float m = m_lo; m <= m_hi; m += 1.0f) sum += wfbp_window(qz - r.qc[f] * m, P.q);
   return sum;
 }
 
@@ -215,11 +216,11 @@ struct helical_sample {
 };
 CTFORGE_HD helical_sample helical_sample_of(const helical_params& P, const helical_view& V,
                                             const helical_ray& r, float z) {
-  const float v = (z - r.z_base[0]) * r.inv_a[0];
-  const float w0 = wfbp_window((v - P.offset_v) / P.half_h, P.q);
-  const float row = (v - P.offset_v) / P.dv + P.r0;
+  const float q = r.qa[0] * z + r.qb[0];
+  const float w0 = wfbp_window(q, P.q);
+  const float row = q * P.half_h / P.dv + P.r0;
   if (!r.valid || w0 == 0.0f) return {row, 0.0f};
-  float sum = family_window_sum(P, V, r, 0, z) + family_window_sum(P, V, r, 1, z);
+  float sum = family_window_sum(P, r, 0, z) + family_window_sum(P, r, 1, z);
   sum = max_f(sum, w0);  // the direct measurement is one of the terms (rounding at the edges)
   return {row, V.scale * w0 / sum};
 }

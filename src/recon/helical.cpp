@@ -235,7 +235,7 @@ void backproject_rows(const float* data, std::int64_t v0, std::int64_t v1, std::
         const kernels::helical_view& V = s.views[static_cast<std::size_t>(j)];
         const kernels::helical_ray ray = kernels::helical_ray_of(P, V, x, y);
         if (!ray.valid) continue;
-        const kernels::z_range zr = kernels::helical_z_range(P, ray);
+        const kernels::z_range zr = kernels::helical_z_range(ray);
         const std::int64_t k0 =
             std::max<std::int64_t>(0, static_cast<std::int64_t>(std::ceil((zr.lo - oz) / sz)));
         const std::int64_t k1 = std::min<std::int64_t>(

@@ -268,10 +268,10 @@ volume per_voxel_normalised(const projection_stack& p, const geometry& g,
       const kernels::helical_ray r =
           kernels::helical_ray_of(P, V, static_cast<float>(x.x), static_cast<float>(x.y));
       if (!r.valid) continue;
-      const float z = static_cast<float>(x.z), vz = (z - r.z_base[0]) * r.inv_a[0];
-      const float w = kernels::wfbp_window((vz - P.offset_v) / P.half_h, P.q);
+      const float q = r.qa[0] * static_cast<float>(x.z) + r.qb[0];
+      const float w = kernels::wfbp_window(q, P.q);
       if (w == 0.0f) continue;
-      const float row = (vz - P.offset_v) / P.dv + P.r0;
+      const float row = q * P.half_h / P.dv + P.r0;
       num += V.scale * w *
              kernels::sample_bilinear_border(work.data() + v * rows * ct, static_cast<int>(ct),
                                              static_cast<int>(rows), r.col, row);
