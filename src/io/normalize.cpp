@@ -165,12 +165,21 @@ geometry select_geometry(const geometry& g, const detector_selection& sel, std::
   std::vector<view_vectors> views;
   for (std::int64_t i = v0; i < v0 + nv; ++i) {
     view_vectors w = g.views[static_cast<std::size_t>(i)];
-    w.detector_center = w.detector_center + dc * w.u + dr * w.v;
+    if (g.curved()) {
+      // A cylinder's new centre pixel lies on the arc, where u turns with it.
+      const cylinder_frame f = cylinder_frame_of(g, i);
+      const double gamma = dc * f.du / f.radius;
+      w.detector_center = pixel_center(g, i, 0.5 * static_cast<double>(g.cols - 1) + dc,
+                                       0.5 * static_cast<double>(g.rows - 1) + dr);
+      w.u = f.du * (std::cos(gamma) * f.t - std::sin(gamma) * f.n);
+    } else {
+      w.detector_center = w.detector_center + dc * w.u + dr * w.v;
+    }
     w.u = static_cast<double>(bin_cols) * w.u;
     w.v = static_cast<double>(bin_rows) * w.v;
     views.push_back(w);
   }
-  return make_vec_geometry(g.beam, mc, mr, std::move(views));
+  return make_vec_geometry(g.beam, mc, mr, std::move(views), g.shape);
 }
 
 projection_stack normalize(const raw_scan& scan, intensity_mode mode, std::int64_t bin_rows,
