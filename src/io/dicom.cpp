@@ -395,6 +395,10 @@ std::string ds(double x) {
 }  // namespace
 
 volume read_dicom(const std::string& path, const volume_read_options& opt) {
+  CTFORGE_EXPECTS(!is_dicom_ct_pd(path),
+                  fmt::format("{}: holds DICOM-CT-PD projections (one file per view), not a CT "
+                              "image series; read it as projections (ctforge recon, convert)",
+                              path));
   series s = read_series(path);
   // Refused as the HDF5 reader refuses them (a float series, or an infinite rescale slope).
   ctforge::detail::refuse_non_finite_input(s.vol.data.data(), s.vol.geom.nz, s.vol.geom.ny,

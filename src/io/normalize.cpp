@@ -306,12 +306,17 @@ namespace {
 /// reader, which finds image keys and angles beside the frames).
 std::string projection_format(const std::string& path, const hdf5_scan_paths& paths) {
   std::error_code ec;
+  if (!has_glob_chars(path) && is_dicom_ct_pd(path)) return "dicom-ct-pd";
   if (fs::is_directory(path, ec) || has_glob_chars(path)) return "tiff";
   const std::string ext = lower_extension(path);
   if (ext == ".tif" || ext == ".tiff") return "tiff";
   CTFORGE_CHECK(fs::exists(path, ec), path + ": no such file or directory");
   if (ext == ".npy") return "npy";
   if (ext == ".mat") return "mat";
+  CTFORGE_CHECK(ext != ".dcm",
+                path +
+                    ": a DICOM file without DICOM-CT-PD tags: not projections (a CT image is "
+                    "read as a volume)");
   auto f = detail::h5::file::open(path);
   if (f.has_dataset("/exchange/data")) return "dxchange";
   if (!paths.data.empty()) return f.has_dataset("/projections") ? "ctforge" : "hdf5";
@@ -421,6 +426,8 @@ raw_scan read_frames_any(const std::string& path, const std::string& format,
     scan = read_npy(path, sel);
   else if (format == "mat")
     scan = read_mat(path, ds.data, sel);
+  else if (format == "dicom-ct-pd")
+    scan = read_dicom_ct_pd_frames(path, sel, stored_geometry.emplace());
   else
     scan = sinogram ? read_tiff_sinogram(path, sel) : read_tiff_stack(path, sel);
   if (array) {
@@ -686,12 +693,13 @@ loaded_projections load_projections(const std::string& path, const projection_re
   raw_scan scan = read_frames_any(path, format, opt, read_sel, list ? &*list : nullptr, frames,
                                   sinogram, stored_geometry);
   check_bins(path, opt, scan);
-  if (format == "ctforge") {
-    CTFORGE_EXPECTS(
-        mode != intensity_mode::raw,
-        fmt::format("{}: ctforge projection files hold line integrals, not raw counts", path));
+  if (format == "ctforge" || format == "dicom-ct-pd") {
+    CTFORGE_EXPECTS(mode != intensity_mode::raw,
+                    fmt::format("{}: {} files hold line integrals, not raw counts", path,
+                                format == "ctforge" ? "ctforge projection" : "DICOM-CT-PD"));
     if (opt.flat_path.empty() && opt.dark_path.empty()) mode = intensity_mode::line_integrals;
   }
+  if (!scan.notes.empty()) notes.push_back(scan.notes);
   check_open_beam_cols(path, opt, scan);
   // The view range is checked here, before any field image is read.
   (void)resolve_range(opt.select.views, scan.full_views, "views", path);
@@ -743,6 +751,7 @@ std::string content_kind(const std::string& path) {
   const bool dir = fs::is_directory(path, ec);
   if (!dir && (ext == ".json" || ext == ".xml" || ext == ".txt" || ext == ".vec"))
     return "geometry";
+  if ((dir || ext == ".dcm") && is_dicom_ct_pd(path)) return "projections";
   if (dir) {
     for (const auto& e : fs::directory_iterator(path, ec)) {
       const std::string x = lower_extension(e.path().string());
@@ -793,6 +802,8 @@ std::string describe_hdf5_tree(const detail::h5::file& f) {
 std::string describe_any(const std::string& path) {
   std::error_code ec;
   const bool dir = fs::is_directory(path, ec);
+  if ((dir || lower_extension(path) == ".dcm") && is_dicom_ct_pd(path))
+    return describe_dicom_ct_pd(path);
   if (dir) {
     bool has_tiff = false;
     for (const auto& e : fs::directory_iterator(path, ec)) {
