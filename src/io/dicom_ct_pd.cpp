@@ -87,7 +87,7 @@ std::vector<unsigned char> read_prefix(const std::string& path, std::uintmax_t n
 }
 
 header_bytes read_header(const std::string& path) {
-  constexpr std::uintmax_t k_prefix = 64 * 1024;
+  constexpr std::uintmax_t k_prefix = 16 * 1024;  // a longer header is read whole below
   header_bytes h;
   h.path = path;
   std::error_code ec;

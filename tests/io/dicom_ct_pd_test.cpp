@@ -214,11 +214,11 @@ TEST(DicomCtPd, IntegerValuesAreExact) {
   EXPECT_EQ(d.scan.views.front().rescale_intercept, 0);
 }
 
-// A clinical-sized helix whose numbers FL rounds (SID 595, SDD 1085.6, 1152 views per turn over
+// A clinical-sized helix whose numbers FL rounds (SID 595, SDD 1085.6, 576 views per turn over
 // two turns): still a helix, the sources within float precision of ours.
 TEST(DicomCtPd, ClinicalHelixKeepsFloatPrecision) {
   const geometry g = make_helical_geometry(32, 4, 1.2858, 1.0947, 595, 1085.6,
-                                           angle_range(0.1, -2 * k_pi / 1152, 2304), 23.04, 81.3,
+                                           angle_range(0.1, -2 * k_pi / 576, 1152), 23.04, 81.3,
                                            -1.4465, 0, detector_shape::cylindrical);
   const io::dicom_ct_pd_scan scan = io::dicom_ct_pd_from_geometry(g);
   const projection_stack p =
