@@ -139,7 +139,8 @@ projection_stack reorient_projections(const projection_view& p, bool transpose, 
 
 /// Projections read from any supported file; converts to projection_file by slicing.
 struct loaded_projections : projection_file {
-  std::string format;        ///< "ctforge", "dxchange", "nxtomo", "tiff", "npy" or "mat"
+  /// "ctforge", "dxchange", "nxtomo", "tiff", "npy", "mat" or "dicom-ct-pd"
+  std::string format;
   std::string warnings;      ///< human-readable notes (clamped pixels, ...); empty when none
   std::int64_t clamped = 0;  ///< pixels clamped to min_transmission
 };
@@ -148,8 +149,10 @@ struct loaded_projections : projection_file {
 /// data_white, data_dark, theta in degrees: parallel beam), a NeXus NXtomo file (/entry*/ with
 /// image_key 0 = projection, 1 = flat, 2 = dark and rotation_angle: parallel beam), or a TIFF
 /// stack (a directory, a glob pattern or a multi-page TIFF file; images sorted by name with
-/// numbers compared numerically; 8/16/32-bit integer or 32-bit float, one image per view).
-/// The result always carries a geometry. Throws error naming the file on unreadable, truncated
+/// numbers compared numerically; 8/16/32-bit integer or 32-bit float, one image per view), or
+/// a DICOM-CT-PD scan (a directory of one DICOM file per view, or one such file: line
+/// integrals and the scanner's geometry; see read_dicom_ct_pd). The result always carries a
+/// geometry. Throws error naming the file on unreadable, truncated
 /// or inconsistent input, usage_error on invalid options.
 loaded_projections read_projections_any(const std::string& path,
                                         const projection_read_options& opt = {});
@@ -170,9 +173,9 @@ projection_read_options unit_band_options(const projection_read_options& opt,
                                           std::int64_t total_rows, std::int64_t r0, std::int64_t r1,
                                           std::int64_t v0, std::int64_t v1);
 
-/// "ctforge", "dxchange", "nxtomo", "tiff", "npy" or "mat" for a projection file, from its
-/// content (HDF5) or its name (directory, glob, .tif/.tiff, .npy, .mat). Throws error when the
-/// file is none of those.
+/// "ctforge", "dxchange", "nxtomo", "tiff", "npy", "mat" or "dicom-ct-pd" for a projection
+/// file, from its content (HDF5, DICOM-CT-PD: is_dicom_ct_pd) or its name (directory, glob,
+/// .tif/.tiff, .npy, .mat). Throws error when the file is none of those.
 std::string projection_format(const std::string& path);
 
 /// First index and count of `r` on an axis of `size` elements (count < 0: to the end). Throws
@@ -190,6 +193,7 @@ struct raw_scan {
   std::int64_t full_views = 0, full_rows = 0, full_cols = 0;  ///< size of the whole stored data set
   double pixel_u_mm = 0, pixel_v_mm = 0;  ///< recorded pixel pitch (0: not recorded)
   bool integer_data = false;              ///< frames were stored as integers (counts)
+  std::string notes;  ///< the reader's remarks for the user (one per line); empty when none
 };
 
 /// Readers behind read_projections_any. Ranges are checked against the stored sizes
@@ -218,6 +222,114 @@ raw_scan read_npy(const std::string& path, const detector_selection& sel = {});
 /// 3D numeric one). MATLAB index order: 2D (views, cols) = a sinogram, 3D (views, rows, cols).
 raw_scan read_mat(const std::string& path, const std::string& name = {},
                   const detector_selection& sel = {});
+
+// ---- DICOM-CT-PD -----------------------------------------------------------------------------
+//
+// Clinical CT projections in DICOM-CT-PD (Chen et al., Med. Phys. 42 (2015) 6964; the AAPM /
+// TCIA Low Dose CT data): one DICOM file per view, line integrals stored as 16-bit pixels with
+// Rescale Slope / Intercept, the geometry in private tags of groups 7029 / 7031 / 7033 (the
+// table and its source: docs/file-formats.md). The format's frame is a left-handed cylindrical
+// one (rho, phi, z): phi = 0 at 12 o'clock, phi growing counter-clockwise and z pointing into the
+// gantry as seen from the table, Cartesian x = -rho sin phi, y = rho cos phi. We map it onto ours
+// (right-handed, rotation axis +z) by flipping its vertical axis:
+//     x = x_pd,  y = -y_pd,  z = z_pd,   so that our view angle t = -phi.
+// Detector column 1 (the manual's indices are 1-based) is the leftmost seen from the table with
+// the detector at 6 o'clock: columns grow along our u. Row 1 is the row farthest from the table
+// (largest z): rows are stored reversed, our row r is the format's row rows - r.
+// DetectorCentralElement (X, Y) is where the ray from the detector's focal centre through the
+// isocentre meets the detector: our offsets are off_u = ((cols + 1) / 2 - X) du (an arc length on
+// a cylindrical detector) and off_v = (Y - (rows + 1) / 2) dv. ConstantRadialDistance is our SDD,
+// DetectorFocalCenterRadialDistance our SID.
+
+/// One view (file) of a DICOM-CT-PD scan in the format's own terms.
+struct dicom_ct_pd_view {
+  double focal_angle_rad = 0;     ///< (7031,1001) DetectorFocalCenterAngularPosition, phi0
+  double focal_z_mm = 0;          ///< (7031,1002) DetectorFocalCenterAxialPosition, z0
+  double focal_radius_mm = 0;     ///< (7031,1003) DetectorFocalCenterRadialDistance, rho0
+  double detector_radius_mm = 0;  ///< (7031,1031) ConstantRadialDistance, d0
+  /// (7033,100B / 100C / 100D) the focal spot's offsets from the detector's focal centre
+  /// (flying focal spot): the source sits at (rho0 + d_radius, phi0 + d_angle, z0 + d_z).
+  double source_d_angle_rad = 0, source_d_z_mm = 0, source_d_radius_mm = 0;
+  std::int64_t instance = 0;                        ///< (0020,0013) Instance Number (0: absent)
+  double rescale_slope = 1, rescale_intercept = 0;  ///< (0028,1053), (0028,1052)
+  std::string file;  ///< where it was read from (empty for a scan to write)
+};
+
+/// A DICOM-CT-PD scan's geometry in the format's terms (what every file repeats, and the views
+/// in acquisition order).
+struct dicom_ct_pd_scan {
+  std::int64_t cols = 0, rows = 0;  ///< (7029,1011) NumberofDetectorColumns, (7029,1010) Rows
+  double col_spacing_mm = 0;  ///< (7029,1002) DetectorElementTransverseSpacing (at the detector)
+  double row_spacing_mm = 0;  ///< (7029,1006) DetectorElementAxialSpacing (at the detector)
+  detector_shape shape = detector_shape::cylindrical;  ///< (7029,100B) CYLINDRICAL or FLAT
+  double central_col = 0, central_row = 0;    ///< (7031,1033) DetectorCentralElement, 1-based
+  std::string flying_focal_spot = "FFSNONE";  ///< (7033,100E) FlyingFocalSpotMode
+  std::int64_t views_per_turn = 0;  ///< (7033,1013) NumberofSourceAngularSteps (0: absent)
+  std::string scan_type;            ///< (7037,1009) TypeofProjectionData: HELICAL, AXIAL
+  std::vector<dicom_ct_pd_view> views;
+};
+
+/// Our geometry of a DICOM-CT-PD scan (see above). Without source shifts, with one focal radius
+/// and views on a regular helix (angles within 1% of a step and focal heights within 1% of a
+/// detector row at the isocentre of a line): "helical" (pitch and first height from the first
+/// and last views, our angles the format's negated) or, when every height is the same, a
+/// circular "cone" whose z = 0 is that height. Otherwise (flying focal spot, irregular views)
+/// "cone_vec" with each view's source; a cylindrical detector then stays centred on the focal
+/// centre's arc at the centre pixel but is modelled as a cylinder about that view's source
+/// (docs/file-formats.md measures what that costs). `how` (optional) says which and why.
+/// Throws usage_error for a SPHERICAL or unknown detector shape or invalid values.
+geometry geometry_from_dicom_ct_pd(const dicom_ct_pd_scan& scan, std::string* how = nullptr);
+
+/// The DICOM-CT-PD description of a "helical" or circular "cone" geometry (one offset for all
+/// views), flat or cylindrical, without source shifts: the inverse of
+/// geometry_from_dicom_ct_pd. usage_error for other geometries.
+dicom_ct_pd_scan dicom_ct_pd_from_geometry(const geometry& g);
+
+/// What read_dicom_ct_pd returns.
+struct dicom_ct_pd_data {
+  projection_stack projections;  ///< [view][row][col] line integrals, rescale applied
+  geometry geom;                 ///< geometry_from_dicom_ct_pd(scan)
+  dicom_ct_pd_scan scan;         ///< the format's own description, views in acquisition order
+  std::string warnings;          ///< notes (e.g. how the views were ordered); empty when none
+};
+
+/// Reads a DICOM-CT-PD scan: a directory of one file per view (files that are not DICOM are
+/// ignored) or a single file. Views are ordered by Instance Number (0020,0013) (all files need
+/// one, all distinct; without any, by file name); every file must hold 16-bit uncompressed
+/// pixels of NumberofDetectorRows x Columns (stored rows x cols as the manual says, or cols x
+/// rows as the TCIA files are) and the same detector. Throws error naming the file and the tag
+/// on a missing tag, a wrong VR or length, inconsistent files or a truncated file.
+dicom_ct_pd_data read_dicom_ct_pd(const std::string& path);
+
+/// The frames of a DICOM-CT-PD scan restricted to `sel` (only the selected views' files and
+/// pixels are read), and the geometry of the whole scan (read_projections_any's reader).
+raw_scan read_dicom_ct_pd_frames(const std::string& path, const detector_selection& sel,
+                                 geometry& whole);
+
+/// True when `path` is a DICOM-CT-PD file, or a directory whose first DICOM file (in name
+/// order) carries DICOM-CT-PD tags (any element 10xx of groups 7029, 7031, 7033); a CT image
+/// series is not.
+bool is_dicom_ct_pd(const std::string& path);
+
+/// Summary of a DICOM-CT-PD scan (detector, views, angles, heights, geometry read).
+std::string describe_dicom_ct_pd(const std::string& path);
+
+struct dicom_ct_pd_write_options {
+  /// Store each view's pixels as cols x rows (DICOM Rows = detector columns), as the TCIA files
+  /// do, instead of the manual's rows x cols.
+  bool transposed = false;
+  bool explicit_vr = true;  ///< explicit VR little endian; false: implicit VR little endian
+};
+
+/// Writes `p` ([view][row][col] line integrals, as read_dicom_ct_pd returns them) and `scan`
+/// (one view per projection) as one DICOM-CT-PD file per view, "view_00001.dcm", ..., with
+/// Instance Numbers 1, 2, ..., unsigned 16-bit pixels and per view a Rescale Slope / Intercept
+/// written as decimal strings and used exactly: each value is rounded to intercept + k slope
+/// (slope 1, intercept 0 when the view's values are integers in 0..65535). Built in a
+/// temporary directory beside `dir` that replaces it as a unit; an existing `dir` must hold
+/// only .dcm files. usage_error for non-finite values or sizes that do not match.
+void write_dicom_ct_pd(const std::string& dir, const projection_view& p,
+                       const dicom_ct_pd_scan& scan, const dicom_ct_pd_write_options& opt = {});
 
 /// Writes one float32 TIFF per view into directory `dir`, named `<prefix>_00000.tif`, ..., and
 /// with `geometry_json` non-empty that text as `dir`/geometry.json. The stack is built in a

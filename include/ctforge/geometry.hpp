@@ -35,7 +35,7 @@ namespace ctforge {
 
 enum class beam_kind { cone, parallel };
 
-/// Detector surface: flat (a plane, the default) or cylindrical (curved, circular cone only).
+/// Detector surface: flat (a plane, the default) or cylindrical (curved, cone beams only).
 enum class detector_shape { flat, cylindrical };
 
 /// One view of a vector geometry. All positions in mm, world frame.
@@ -82,7 +82,7 @@ struct geometry {
   std::optional<circular_orbit> orbit;  ///< set for "cone" and "parallel"
   std::optional<helical_orbit> helix;   ///< set for "helical" (orbit is then empty)
   /// JSON "detector.shape". cylindrical: curved detector of radius SDD centred on the source
-  /// (circular "cone" only; see the file comment).
+  /// ("cone" and "helical"; "cone_vec": see make_vec_geometry; see the file comment).
   detector_shape shape = detector_shape::flat;
 
   bool curved() const { return shape == detector_shape::cylindrical; }
@@ -125,9 +125,13 @@ struct helical_coverage {
   double full_z_min_mm = 0, full_z_max_mm = 0;
 };
 helical_coverage helical_coverage_of(const geometry& g);
-/// Vector geometries: explicit per-view vectors.
+/// Vector geometries: explicit per-view vectors. `shape` cylindrical (cone beams): each view's
+/// detector is a cylinder about its source with its axis along z, the view vectors its tangent
+/// frame at the centre pixel (v along z; u horizontal, perpendicular to the horizontal direction
+/// from the source to detector_center), of radius the horizontal distance between the two.
 geometry make_vec_geometry(beam_kind beam, std::int64_t cols, std::int64_t rows,
-                           std::vector<view_vectors> views);
+                           std::vector<view_vectors> views,
+                           detector_shape shape = detector_shape::flat);
 
 /// `count` angles from `start` in steps of `step` (radians).
 std::vector<double> angle_range(double start, double step, std::int64_t count);

@@ -1026,7 +1026,7 @@ def read_projections(path: PathLike, *, flat: Optional[PathLike] = None,
                      dark_path: Optional[str] = None, angles_path: Optional[str] = None,
                      **steps: Any):
     """Projections from any file ``ctforge recon`` reads (ctforge HDF5, DataExchange, NXtomo,
-    TIFF stacks), as line integrals: ``(array (views, rows, cols), Geometry)``, plus a dict
+    TIFF stacks, DICOM-CT-PD directories), as line integrals: ``(array (views, rows, cols), Geometry)``, plus a dict
     (format, warnings, clamped pixels) with ``return_info=True``.
 
     ``views`` / ``rows`` / ``cols``: a ``slice(first, stop)`` or ``(first, count)`` in the

@@ -173,6 +173,32 @@ geometry helical_from_json(const reader& r, const json& j, const json& det, std:
 
 }  // namespace
 
+namespace {
+
+// A cone_vec geometry with a cylindrical detector: each view's cylinder stands on its source
+// with its axis along z (math/cylinder.hpp reads the view vectors as its tangent frame at the
+// centre pixel), so v must run along z and u be horizontal and tangent to the cylinder there.
+void validate_cylinder_views(const geometry& g) {
+  for (std::size_t i = 0; i < g.views.size(); ++i) {
+    const view_vectors& w = g.views[i];
+    const double lu = norm(w.u), lv = norm(w.v);
+    vec3 e = w.detector_center - w.source;
+    e.z = 0;
+    const double r = norm(e);
+    CTFORGE_EXPECTS(
+        std::abs(w.v.x) <= 1e-9 * lv && std::abs(w.v.y) <= 1e-9 * lv &&
+            std::abs(w.u.z) <= 1e-9 * lu && r > 1e-9 * lu && std::abs(dot(w.u, e)) <= 1e-9 * lu * r,
+        fmt::format("cone_vec geometry: field 'detector.shape' is 'cylindrical', which needs every "
+                    "view's detector on a cylinder about its source with its axis along z: "
+                    "'views[{}].v' must run along z and 'views[{}].u' be horizontal and "
+                    "perpendicular to the horizontal direction from the source to "
+                    "'detector_center'",
+                    i, i));
+  }
+}
+
+}  // namespace
+
 std::string geometry::type_name() const {
   if (helix) return "helical";
   if (orbit) return beam == beam_kind::cone ? "cone" : "parallel";
@@ -197,10 +223,10 @@ void geometry::validate() const {
                     "columns or rows)",
                     t, pixel_u_mm, pixel_v_mm, k_min_pixel_mm));
   if (curved())
-    CTFORGE_EXPECTS(beam == beam_kind::cone && (orbit.has_value() || helix.has_value()),
+    CTFORGE_EXPECTS(beam == beam_kind::cone,
                     fmt::format("{} geometry: field 'detector.shape' is 'cylindrical', which needs "
-                                "a 'cone' or 'helical' geometry (the cylinder is centred on the "
-                                "source of a circular or helical orbit); use 'flat'",
+                                "a cone beam ('cone', 'helical' or 'cone_vec': the cylinder is "
+                                "centred on the source); use 'flat'",
                                 t));
   if (helix) validate_helix(*this);
   if (orbit) {
@@ -251,6 +277,7 @@ void geometry::validate() const {
   CTFORGE_EXPECTS(pixel_pitch_ok(pixel_u_mm) && pixel_pitch_ok(pixel_v_mm),
                   fmt::format("{} geometry: pixel pitch {} x {} mm does not match views[0].u / .v",
                               t, pixel_u_mm, pixel_v_mm));
+  if (curved() && !orbit && !helix) validate_cylinder_views(*this);
 }
 
 std::vector<double> angle_range(double start, double step, std::int64_t count) {
@@ -329,9 +356,10 @@ geometry make_parallel_geometry(std::int64_t cols, std::int64_t rows, double du,
 }
 
 geometry make_vec_geometry(beam_kind beam, std::int64_t cols, std::int64_t rows,
-                           std::vector<view_vectors> views) {
+                           std::vector<view_vectors> views, detector_shape shape) {
   geometry g;
   g.beam = beam;
+  g.shape = shape;
   g.cols = cols;
   g.rows = rows;
   g.views = std::move(views);
@@ -367,10 +395,11 @@ geometry geometry_from_json(std::string_view text, std::string_view origin) {
   }
   const std::int64_t cols = r.integer(r.member(det, "detector", "cols"), "detector.cols");
   const std::int64_t rows = r.integer(r.member(det, "detector", "rows"), "detector.rows");
-  if (shape == detector_shape::cylindrical && type != "cone" && type != "helical")
+  if (shape == detector_shape::cylindrical && type != "cone" && type != "helical" &&
+      type != "cone_vec")
     r.fail("detector.shape",
-           fmt::format("'cylindrical' needs type 'cone' or 'helical' (the cylinder centred on the "
-                       "source of a circular or helical orbit), not '{}'",
+           fmt::format("'cylindrical' needs type 'cone', 'helical' or 'cone_vec' (a cone beam: "
+                       "the cylinder is centred on the source), not '{}'",
                        type));
   if (type != "helical")
     for (const char* key : {"pitch_mm_per_turn", "pitch_factor", "z_start_mm"})
@@ -426,7 +455,7 @@ geometry geometry_from_json(std::string_view text, std::string_view origin) {
     }
     try {
       return make_vec_geometry(cone ? beam_kind::cone : beam_kind::parallel, cols, rows,
-                               std::move(views));
+                               std::move(views), shape);
     } catch (const usage_error& e) {
       throw usage_error(fmt::format("{}: {}", origin, e.what()));
     }
@@ -479,6 +508,7 @@ std::string geometry_to_json(const geometry& g) {
       j["detector"]["offset_mm"] = off;
     }
   } else {
+    if (g.curved()) j["detector"]["shape"] = to_string(g.shape);
     json views = json::array();
     const char* src = g.beam == beam_kind::cone ? "source" : "ray";
     for (const auto& w : g.views)

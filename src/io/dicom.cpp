@@ -38,11 +38,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <span>
 #include <sstream>
 
 #include "core/finite_scan.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
+#include "io/dicom_walk.hpp"
 #include "io/itk_image.hpp"
 
 namespace ctforge::io {
@@ -120,218 +122,47 @@ std::string pixel_format_problem(const dicom_scan& s) {
   return {};
 }
 
-class dicom_walker {
- public:
-  dicom_walker(const std::vector<unsigned char>& bytes, dicom_scan& out) : b_(bytes), out_(out) {}
-
-  void run() {
-    std::size_t pos = 0;
-    if (b_.size() >= 132 && std::memcmp(b_.data() + 128, "DICM", 4) == 0) {
-      out_.preamble = true;
-      pos = 132;
-    }
-    // File meta information (group 0002): always explicit VR little endian.
-    std::string syntax = "1.2.840.10008.1.2";  // no meta group: implicit VR little endian
-    if (pos + 8 <= b_.size() && u16le(pos) == 0x0002) {
-      explicit_ = true;
-      big_ = false;
-      std::size_t end = b_.size();
-      while (pos + 8 <= end && u16le(pos) == 0x0002) {
-        if (!element(pos, end, 0, false, &syntax)) return;
-      }
-    } else if (!out_.preamble && pos + 6 <= b_.size()) {
-      // No meta group: guess the encoding from the first element.
-      explicit_ = is_vr(pos + 4);
-      syntax.clear();
-    }
-    if (!syntax.empty()) {
-      if (syntax == "1.2.840.10008.1.2.1.99") return;  // deflated: not walkable, GDCM inflates it
-      explicit_ = syntax != "1.2.840.10008.1.2";
-      big_ = syntax == "1.2.840.10008.1.2.2";
-    }
-    if (pos >= b_.size()) {
-      fail(pos, "no data set after the file meta information");
-      return;
-    }
-    const std::size_t end = b_.size();
-    while (pos < end && out_.problem.empty()) {
-      if (!element(pos, end, 0, false, nullptr)) return;
-    }
+/// The fields of `s` that a top-level element of the walked `bytes` holds.
+void capture(std::span<const unsigned char> bytes, const detail::dicom_element& e, dicom_scan& s) {
+  const std::uint16_t group = e.group, elem = e.element;
+  if (e.undefined) {
+    if (group == 0x7FE0 && elem == 0x0010) s.has_pixels = true;
+    return;
   }
-
- private:
-  std::uint16_t u16le(std::size_t p) const {
-    return static_cast<std::uint16_t>(b_[p] | (b_[p + 1] << 8));
-  }
-  std::uint16_t u16(std::size_t p) const {
-    return big_ ? static_cast<std::uint16_t>((b_[p] << 8) | b_[p + 1]) : u16le(p);
-  }
-  std::uint32_t u32(std::size_t p) const {
-    return big_ ? (std::uint32_t(b_[p]) << 24) | (std::uint32_t(b_[p + 1]) << 16) |
-                      (std::uint32_t(b_[p + 2]) << 8) | b_[p + 3]
-                : std::uint32_t(b_[p]) | (std::uint32_t(b_[p + 1]) << 8) |
-                      (std::uint32_t(b_[p + 2]) << 16) | (std::uint32_t(b_[p + 3]) << 24);
-  }
-  bool is_vr(std::size_t p) const {
-    static const char* vrs[] = {"AE", "AS", "AT", "CS", "DA", "DS", "DT", "FL", "FD",
-                                "IS", "LO", "LT", "OB", "OD", "OF", "OL", "OV", "OW",
-                                "PN", "SH", "SL", "SQ", "SS", "ST", "SV", "TM", "UC",
-                                "UI", "UL", "UN", "UR", "US", "UT", "UV"};
-    if (p + 2 > b_.size()) return false;
-    for (const char* v : vrs)
-      if (b_[p] == static_cast<unsigned char>(v[0]) &&
-          b_[p + 1] == static_cast<unsigned char>(v[1]))
-        return true;
-    return false;
-  }
-  static bool long_vr(const char* vr) {
-    for (const char* v :
-         {"OB", "OD", "OF", "OL", "OV", "OW", "SQ", "UC", "UN", "UR", "UT", "SV", "UV"})
-      if (vr[0] == v[0] && vr[1] == v[1]) return true;
-    return false;
-  }
-  bool fail(std::size_t pos, const std::string& what) {
-    if (out_.problem.empty())
-      out_.problem = fmt::format("{} (at byte {} of {})", what, pos, b_.size());
-    return false;
-  }
-
-  /// One element at `pos` (advanced past it). Group 0002 is read little endian explicit.
-  bool element(std::size_t& pos, std::size_t end, int depth, bool in_item, std::string* syntax) {
-    if (pos + 8 > end) return fail(pos, "truncated element header");
-    const bool meta = syntax != nullptr;
-    const bool save_big = big_, save_explicit = explicit_;
-    if (meta) {
-      big_ = false;
-      explicit_ = true;
+  auto u16 = [&] { return detail::element_u16(bytes, e).front(); };
+  if (group == 0x0020 && elem == 0x000E)
+    s.series_uid = detail::element_text(bytes, e);
+  else if (group == 0x0020 && elem == 0x0032)
+    s.position = detail::element_text(bytes, e);
+  else if (group == 0x0020 && elem == 0x0037)
+    s.orientation = detail::element_text(bytes, e);
+  else if (group == 0x0028 && elem == 0x0004)
+    s.photometric = detail::element_text(bytes, e);
+  else if (group == 0x0028 && (elem == 0x0010 || elem == 0x0011) && e.length == 2)
+    (elem == 0x0010 ? s.rows : s.cols) = u16();
+  else if (group == 0x0028 && e.length == 2 &&
+           (elem == 0x0002 || (elem >= 0x0100 && elem <= 0x0103))) {
+    const int v = u16();
+    switch (elem) {
+      case 0x0002:
+        s.samples = v;
+        break;
+      case 0x0100:
+        s.bits_allocated = v;
+        break;
+      case 0x0101:
+        s.bits_stored = v;
+        break;
+      case 0x0102:
+        s.high_bit = v;
+        break;
+      default:
+        s.representation = v;
+        break;
     }
-    const std::uint16_t group = u16(pos), elem = u16(pos + 2);
-    if (group == 0xFFFE) {
-      if (in_item && elem == 0xE00D) {  // item delimiter
-        pos += 8;
-        big_ = save_big;
-        explicit_ = save_explicit;
-        return true;
-      }
-      return fail(pos, fmt::format("unexpected item tag (fffe,{:04x})", elem));
-    }
-    std::uint32_t len = 0;
-    std::size_t header = 8;
-    char vr[3] = "UN";
-    if (explicit_) {
-      if (!is_vr(pos + 4))
-        return fail(pos, fmt::format("element ({:04x},{:04x}) has no valid VR", group, elem));
-      vr[0] = static_cast<char>(b_[pos + 4]);
-      vr[1] = static_cast<char>(b_[pos + 5]);
-      if (long_vr(vr)) {
-        if (pos + 12 > end) return fail(pos, "truncated element header");
-        len = u32(pos + 8);
-        header = 12;
-      } else {
-        len = u16(pos + 6);
-      }
-    } else {
-      len = u32(pos + 4);
-    }
-    pos += header;
-    if (len == 0xFFFFFFFF) {
-      if (explicit_ && !(vr[0] == 'S' && vr[1] == 'Q') &&
-          !(vr[0] == 'O' && (vr[1] == 'B' || vr[1] == 'W')) && !(vr[0] == 'U' && vr[1] == 'N'))
-        return fail(
-            pos, fmt::format("element ({:04x},{:04x}) {} has undefined length", group, elem, vr));
-      if (group == 0x7FE0 && elem == 0x0010 && depth == 0) out_.has_pixels = true;
-      if (!sequence(pos, end, depth + 1)) return false;
-    } else {
-      if (len > end - pos)
-        return fail(
-            pos,
-            fmt::format(
-                "element ({:04x},{:04x}) announces {} bytes but only {} remain: truncated file",
-                group, elem, len, end - pos));
-      if (depth == 0) capture(group, elem, pos, len, syntax);
-      pos += len;
-    }
-    big_ = save_big;
-    explicit_ = save_explicit;
-    return true;
-  }
-
-  /// Items of an undefined-length sequence (or encapsulated pixel data) up to its delimiter.
-  bool sequence(std::size_t& pos, std::size_t end, int depth) {
-    if (depth > 32) return fail(pos, "sequences nested too deeply");
-    for (;;) {
-      if (pos + 8 > end) return fail(pos, "truncated sequence (no sequence delimiter)");
-      const std::uint16_t group = u16(pos), elem = u16(pos + 2);
-      const std::uint32_t len = u32(pos + 4);
-      pos += 8;
-      if (group != 0xFFFE)
-        return fail(pos - 8, fmt::format("expected an item, found ({:04x},{:04x})", group, elem));
-      if (elem == 0xE0DD) return true;
-      if (elem != 0xE000)
-        return fail(pos - 8, fmt::format("unexpected item tag (fffe,{:04x})", elem));
-      if (len == 0xFFFFFFFF) {
-        for (;;) {
-          if (pos + 8 <= end && u16(pos) == 0xFFFE && u16(pos + 2) == 0xE00D) {
-            pos += 8;
-            break;
-          }
-          if (!element(pos, end, depth, true, nullptr)) return false;
-        }
-      } else {
-        if (len > end - pos)
-          return fail(pos, "item announces more bytes than remain: truncated file");
-        pos += len;
-      }
-    }
-  }
-
-  void capture(std::uint16_t group, std::uint16_t elem, std::size_t pos, std::uint32_t len,
-               std::string* syntax) {
-    auto text = [&] {
-      std::string v(reinterpret_cast<const char*>(b_.data() + pos), len);
-      while (!v.empty() && (v.back() == ' ' || v.back() == '\0')) v.pop_back();
-      return v;
-    };
-    if (syntax && group == 0x0002 && elem == 0x0010)
-      *syntax = text();
-    else if (group == 0x0020 && elem == 0x000E)
-      out_.series_uid = text();
-    else if (group == 0x0020 && elem == 0x0032)
-      out_.position = text();
-    else if (group == 0x0020 && elem == 0x0037)
-      out_.orientation = text();
-    else if (group == 0x0028 && elem == 0x0004)
-      out_.photometric = text();
-    else if (group == 0x0028 && (elem == 0x0010 || elem == 0x0011) && len == 2)
-      (elem == 0x0010 ? out_.rows : out_.cols) = u16(pos);
-    else if (group == 0x0028 && len == 2 &&
-             (elem == 0x0002 || (elem >= 0x0100 && elem <= 0x0103))) {
-      const int v = u16(pos);
-      switch (elem) {
-        case 0x0002:
-          out_.samples = v;
-          break;
-        case 0x0100:
-          out_.bits_allocated = v;
-          break;
-        case 0x0101:
-          out_.bits_stored = v;
-          break;
-        case 0x0102:
-          out_.high_bit = v;
-          break;
-        default:
-          out_.representation = v;
-          break;
-      }
-    } else if (group == 0x7FE0 && elem == 0x0010)
-      out_.has_pixels = true;
-  }
-
-  const std::vector<unsigned char>& b_;
-  dicom_scan& out_;
-  bool explicit_ = true, big_ = false;
-};
+  } else if (group == 0x7FE0 && elem == 0x0010)
+    s.has_pixels = true;
+}
 
 dicom_scan scan_dicom(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -342,7 +173,10 @@ dicom_scan scan_dicom(const std::string& path) {
   }
   std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)),
                                    std::istreambuf_iterator<char>());
-  dicom_walker(bytes, s).run();
+  const detail::dicom_walk w = detail::walk_dicom(bytes);
+  s.preamble = w.preamble;
+  s.problem = w.problem;
+  for (const auto& e : w.elements) capture(bytes, e, s);
   return s;
 }
 
@@ -561,6 +395,10 @@ std::string ds(double x) {
 }  // namespace
 
 volume read_dicom(const std::string& path, const volume_read_options& opt) {
+  CTFORGE_EXPECTS(!is_dicom_ct_pd(path),
+                  fmt::format("{}: holds DICOM-CT-PD projections (one file per view), not a CT "
+                              "image series; read it as projections (ctforge recon, convert)",
+                              path));
   series s = read_series(path);
   // Refused as the HDF5 reader refuses them (a float series, or an infinite rescale slope).
   ctforge::detail::refuse_non_finite_input(s.vol.data.data(), s.vol.geom.nz, s.vol.geom.ny,

@@ -164,12 +164,21 @@ geometry select_geometry(const geometry& g, const detector_selection& sel, std::
   std::vector<view_vectors> views;
   for (std::int64_t i = v0; i < v0 + nv; ++i) {
     view_vectors w = g.views[static_cast<std::size_t>(i)];
-    w.detector_center = w.detector_center + dc * w.u + dr * w.v;
+    if (g.curved()) {
+      // A cylinder's new centre pixel lies on the arc, where u turns with it.
+      const cylinder_frame f = cylinder_frame_of(g, i);
+      const double gamma = dc * f.du / f.radius;
+      w.detector_center = pixel_center(g, i, 0.5 * static_cast<double>(g.cols - 1) + dc,
+                                       0.5 * static_cast<double>(g.rows - 1) + dr);
+      w.u = f.du * (std::cos(gamma) * f.t - std::sin(gamma) * f.n);
+    } else {
+      w.detector_center = w.detector_center + dc * w.u + dr * w.v;
+    }
     w.u = static_cast<double>(bin_cols) * w.u;
     w.v = static_cast<double>(bin_rows) * w.v;
     views.push_back(w);
   }
-  return make_vec_geometry(g.beam, mc, mr, std::move(views));
+  return make_vec_geometry(g.beam, mc, mr, std::move(views), g.shape);
 }
 
 projection_stack normalize(const raw_scan& scan, intensity_mode mode, std::int64_t bin_rows,
@@ -296,12 +305,17 @@ namespace {
 /// reader, which finds image keys and angles beside the frames).
 std::string projection_format(const std::string& path, const hdf5_scan_paths& paths) {
   std::error_code ec;
+  if (!has_glob_chars(path) && is_dicom_ct_pd(path)) return "dicom-ct-pd";
   if (fs::is_directory(path, ec) || has_glob_chars(path)) return "tiff";
   const std::string ext = lower_extension(path);
   if (ext == ".tif" || ext == ".tiff") return "tiff";
   CTFORGE_CHECK(fs::exists(path, ec), path + ": no such file or directory");
   if (ext == ".npy") return "npy";
   if (ext == ".mat") return "mat";
+  CTFORGE_CHECK(ext != ".dcm",
+                path +
+                    ": a DICOM file without DICOM-CT-PD tags: not projections (a CT image is "
+                    "read as a volume)");
   auto f = detail::h5::file::open(path);
   if (f.has_dataset("/exchange/data")) return "dxchange";
   if (!paths.data.empty()) return f.has_dataset("/projections") ? "ctforge" : "hdf5";
@@ -411,6 +425,8 @@ raw_scan read_frames_any(const std::string& path, const std::string& format,
     scan = read_npy(path, sel);
   else if (format == "mat")
     scan = read_mat(path, ds.data, sel);
+  else if (format == "dicom-ct-pd")
+    scan = read_dicom_ct_pd_frames(path, sel, stored_geometry.emplace());
   else
     scan = sinogram ? read_tiff_sinogram(path, sel) : read_tiff_stack(path, sel);
   if (array) {
@@ -675,12 +691,13 @@ loaded_projections load_projections(const std::string& path, const projection_re
   raw_scan scan = read_frames_any(path, format, opt, read_sel, list ? &*list : nullptr, frames,
                                   sinogram, stored_geometry);
   check_bins(path, opt, scan);
-  if (format == "ctforge") {
-    CTFORGE_EXPECTS(
-        mode != intensity_mode::raw,
-        fmt::format("{}: ctforge projection files hold line integrals, not raw counts", path));
+  if (format == "ctforge" || format == "dicom-ct-pd") {
+    CTFORGE_EXPECTS(mode != intensity_mode::raw,
+                    fmt::format("{}: {} files hold line integrals, not raw counts", path,
+                                format == "ctforge" ? "ctforge projection" : "DICOM-CT-PD"));
     if (opt.flat_path.empty() && opt.dark_path.empty()) mode = intensity_mode::line_integrals;
   }
+  if (!scan.notes.empty()) notes.push_back(scan.notes);
   check_open_beam_cols(path, opt, scan);
   // The view range is checked here, before any field image is read.
   (void)resolve_range(opt.select.views, scan.full_views, "views", path);
@@ -741,6 +758,7 @@ std::string content_kind(const std::string& path) {
   const bool dir = fs::is_directory(path, ec);
   if (!dir && (ext == ".json" || ext == ".xml" || ext == ".txt" || ext == ".vec"))
     return "geometry";
+  if ((dir || ext == ".dcm") && is_dicom_ct_pd(path)) return "projections";
   if (dir) {
     for (const auto& e : fs::directory_iterator(path, ec)) {
       const std::string x = lower_extension(e.path().string());
@@ -791,6 +809,8 @@ std::string describe_hdf5_tree(const detail::h5::file& f) {
 std::string describe_any(const std::string& path) {
   std::error_code ec;
   const bool dir = fs::is_directory(path, ec);
+  if ((dir || lower_extension(path) == ".dcm") && is_dicom_ct_pd(path))
+    return describe_dicom_ct_pd(path);
   if (dir) {
     bool has_tiff = false;
     for (const auto& e : fs::directory_iterator(path, ec)) {

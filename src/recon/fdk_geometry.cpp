@@ -431,6 +431,12 @@ circular_equivalent build(const geometry& g, const std::string& algo, std::int64
                        static_cast<std::size_t>(n),
                        g.type_name(),
                        "; reconstruct it with --algorithm sirt"};
+  // The virtual detectors are flat: a cylindrical detector given by view vectors (a flying
+  // focal spot's) has no circular equivalent here.
+  CTFORGE_EXPECTS(!g.curved(),
+                  fmt::format("{}: the {} geometry has a cylindrical detector given by view "
+                              "vectors, which FDK / FBP do not resample{}",
+                              algo, in.type, in.sirt_hint));
   CTFORGE_EXPECTS(n >= (cone ? 3 : 2),
                   fmt::format("{}: a {} geometry needs at least {} views to determine its "
                               "circular orbit (it has {}){}",

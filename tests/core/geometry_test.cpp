@@ -411,10 +411,20 @@ TEST(GeometryCylindrical, BadCombinationsNameTheField) {
   expect_refused(R"({"type": "parallel", "detector": {"shape": "cylindrical", "cols": 4,
                   "rows": 4, "pixel_mm": [1, 1]}, "angles_deg": [0]})",
                  "detector.shape");
-  expect_refused(R"({"type": "cone_vec", "detector": {"shape": "cylindrical", "cols": 4,
-                  "rows": 4}, "views": [{"source": [0, -100, 0], "detector_center": [0, 50, 0],
+  expect_refused(R"({"type": "parallel_vec", "detector": {"shape": "cylindrical", "cols": 4,
+                  "rows": 4}, "views": [{"ray": [0, 1, 0], "detector_center": [0, 50, 0],
                   "u": [1, 0, 0], "v": [0, 0, 1]}]})",
                  "detector.shape");
+  // cone_vec: each view's cylinder stands on its source with its axis along z.
+  expect_refused(R"({"type": "cone_vec", "detector": {"shape": "cylindrical", "cols": 4,
+                  "rows": 4}, "views": [{"source": [0, -100, 0], "detector_center": [0, 50, 0],
+                  "u": [1, 0, 0], "v": [0, 0.1, 1]}]})",
+                 "views[0].v");
+  expect_refused(R"({"type": "cone_vec", "detector": {"shape": "cylindrical", "cols": 4,
+                  "rows": 4}, "views": [{"source": [0, -100, 0], "detector_center": [0, 50, 0],
+                  "u": [1, 0, 0], "v": [0, 0, 1]}, {"source": [0, -100, 0],
+                  "detector_center": [0, 50, 0], "u": [1, 0.2, 0], "v": [0, 0, 1]}]})",
+                 "views[1].u");
   expect_refused(R"({"type": "cone", "detector": {"shape": "round", "cols": 4, "rows": 4,
                   "pixel_mm": [1, 1]}, "source_to_isocenter_mm": 100,
                   "source_to_detector_mm": 200, "angles_deg": [0]})",
@@ -423,10 +433,13 @@ TEST(GeometryCylindrical, BadCombinationsNameTheField) {
                   "pixel_mm": [1, 1]}, "source_to_isocenter_mm": 100,
                   "source_to_detector_mm": 200, "angles_deg": [0]})",
                  "detector.shape");
-  // Through the API: a curved vector geometry is not a thing.
+  // Through the API: a curved vector geometry needs tangent frames of cylinders about the
+  // sources; a tilted detector is none.
   geometry g = make_cone_geometry(4, 4, 1, 1, 100, 200, {0.0});
   g.orbit.reset();
   g.shape = detector_shape::cylindrical;
+  EXPECT_NO_THROW(g.validate());
+  g.views[0].v = vec3{0, 0.05, 1};
   EXPECT_THROW(g.validate(), usage_error);
   // Projection matrices describe flat detectors only.
   try {
@@ -434,6 +447,28 @@ TEST(GeometryCylindrical, BadCombinationsNameTheField) {
     ADD_FAILURE() << "a curved detector got a projection matrix";
   } catch (const usage_error& e) {
     EXPECT_NE(std::string(e.what()).find("detector.shape"), std::string::npos) << e.what();
+  }
+}
+
+// A cone_vec geometry holding a curved circular cone's view vectors is the same detector: the
+// same pixel centres and projections, and its JSON keeps the shape.
+TEST(GeometryCylindrical, VectorViewsOfACylinderAreTheSameDetector) {
+  const geometry c = geometry_from_json(k_cyl_json);
+  const geometry v = make_vec_geometry(beam_kind::cone, c.cols, c.rows, c.views, c.shape);
+  EXPECT_EQ(v.type_name(), "cone_vec");
+  ASSERT_TRUE(v.curved());
+  const geometry back = geometry_from_json(geometry_to_json(v));
+  EXPECT_TRUE(back.curved());
+  expect_same_views(v, back);
+  for (std::int64_t k = 0; k < c.view_count(); ++k) {
+    for (double col : {0.0, 17.25, 63.0})
+      for (double row : {0.0, 5.5})
+        EXPECT_NEAR(norm(pixel_center(v, k, col, row) - pixel_center(c, k, col, row)), 0, 1e-9);
+    for (const vec3 x : {vec3{0, 0, 0}, vec3{30, -20, 4}, vec3{-45, 10, -3}}) {
+      const detector_coords a = project_to_detector(c, k, x), b = project_to_detector(v, k, x);
+      EXPECT_NEAR(a.col, b.col, 1e-9);
+      EXPECT_NEAR(a.row, b.row, 1e-9);
+    }
   }
 }
 
