@@ -48,6 +48,12 @@ def test_helical_refusals():
         ctforge.reconstruct(p, g, algorithm="sirt", helical_q=0.5)
     with pytest.raises(ctforge.UsageError, match="helical"):
         ctforge.reconstruct(p, g, algorithm="fdk")
+    # A gap in the helix (30 views missing) is named with the views on either side.
+    angles = np.deg2rad(np.delete(np.arange(1440) * 1.0, np.arange(700, 730)))
+    gap = ctforge.Geometry.helical(128, 16, 1.0, SID, SDD, angles, pitch_factor=1.0)
+    with pytest.raises(ctforge.UsageError, match="gap of 31 deg between views 699 and 700"):
+        ctforge.reconstruct(np.zeros(gap.projection_shape, np.float32), gap,
+                            ctforge.VolumeGeometry(4, 8, 8, (1.0, 1.0, 1.0), None))
     # A pitch the rows cannot cover for half a turn, with the numbers.
     wide = helix(pitch_factor=2.5)
     with pytest.raises(ctforge.UsageError, match="pitch factor 2.5"):

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/detector_frame.hpp"
 #include "core/json_reader.hpp"
 #include "core/text_file.hpp"
 #include "ctforge/error.hpp"
@@ -321,10 +322,7 @@ static geometry make_circular(beam_kind beam, std::int64_t cols, std::int64_t ro
       // Curved: the centre pixel lies on the cylinder of radius SDD about the source, at the
       // arc length off_u (fan angle off_u / SDD) from the central ray; u is the tangent there.
       const vec3 nh{-s, c, 0};  // from the source towards the isocentre
-      const double g0 = o.offset_u_mm[i] / sdd, cg = std::cos(g0), sg = std::sin(g0);
-      w.detector_center = w.source + sdd * (cg * nh + sg * uh) + o.offset_v_mm[i] * vh;
-      w.u = du * (cg * uh - sg * nh);
-      w.v = dv * vh;
+      detail::place_curved_detector(w, nh, uh, vh, sdd, o.offset_u_mm[i], o.offset_v_mm[i], du, dv);
       continue;
     }
     w.detector_center = w.detector_center + o.offset_u_mm[i] * uh + o.offset_v_mm[i] * vh;

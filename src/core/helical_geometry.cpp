@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/detector_frame.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/geometry.hpp"
 
@@ -56,15 +57,12 @@ geometry make_helical_geometry(std::int64_t cols, std::int64_t rows, double du, 
     const double z = h.z_at(t);
     view_vectors& w = g.views[i];
     w.source = {sid * s, -sid * c, z};
-    w.v = dv * vh;
-    if (shape == detector_shape::cylindrical) {
-      // As for the circular cone: the centre pixel at arc length offset_u from the central ray.
-      const double g0 = offset_u_mm / sdd, cg = std::cos(g0), sg = std::sin(g0);
-      w.detector_center = w.source + sdd * (cg * nh + sg * uh) + offset_v_mm * vh;
-      w.u = du * (cg * uh - sg * nh);
+    if (shape == detector_shape::cylindrical) {  // as for the circular cone
+      detail::place_curved_detector(w, nh, uh, vh, sdd, offset_u_mm, offset_v_mm, du, dv);
     } else {
       w.detector_center = w.source + sdd * nh + offset_u_mm * uh + offset_v_mm * vh;
       w.u = du * uh;
+      w.v = dv * vh;
     }
   }
   g.helix = std::move(h);

@@ -30,6 +30,27 @@ void report(const recon_options& opt, double f) {
   opt.cancel.throw_if_requested();
 }
 
+// A step between views more than 5 times the median step is a gap: the lines that only those
+// missing views measured are not measured at all.
+void check_gaps(const helical_orbit& h) {
+  const std::vector<double>& a = h.angles_rad;
+  if (a.size() < 3) return;
+  std::vector<double> steps;
+  for (std::size_t i = 1; i < a.size(); ++i) steps.push_back(std::abs(a[i] - a[i - 1]));
+  std::vector<double> sorted = steps;
+  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2),
+                   sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  for (std::size_t i = 0; i < steps.size(); ++i)
+    CTFORGE_EXPECTS(
+        steps[i] <= 5 * median,
+        fmt::format("helical-fbp: the helix has a gap of {:.3g} deg between views {} "
+                    "and {} ({:.1f} times its median step of {:.3g} deg): the lines "
+                    "only the missing views would measure are not measured (an "
+                    "iterative method, e.g. --algorithm sirt, takes such scans)",
+                    steps[i] * 180 / k_pi, i, i + 1, steps[i] / median, median * 180 / k_pi));
+}
+
 void check_input(const projection_view& proj, const geometry& g, const recon_options& opt) {
   CTFORGE_EXPECTS(g.helix.has_value(),
                   fmt::format("helical-fbp: needs a 'helical' geometry, got '{}' (other "
@@ -47,6 +68,7 @@ void check_input(const projection_view& proj, const geometry& g, const recon_opt
       std::isfinite(opt.cutoff) && opt.cutoff > 0 && opt.cutoff <= 1,
       fmt::format("--cutoff: must be in (0, 1] (a fraction of Nyquist; got {})", opt.cutoff));
   CTFORGE_EXPECTS(!opt.reference, "--reference: there is no reference path for helical-fbp");
+  check_gaps(*g.helix);
   const helical_coverage c = helical_coverage_of(g);
   const helical_orbit& h = *g.helix;
   const double seen = 2 * k_pi * static_cast<double>(g.rows - 1) * std::abs(g.pixel_v_mm) *
