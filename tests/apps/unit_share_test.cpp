@@ -57,7 +57,7 @@ class UnitShare : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     std::error_code ec;
-    fs::remove_all(*dir_, ec);
+    fs::remove_all(dir_->parent_path(), ec);  // <tmp>/ctforge_unit_share_<pid>
     delete dir_;
     dir_ = nullptr;
   }
