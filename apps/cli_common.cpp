@@ -443,8 +443,9 @@ CLI::Option_group* add_checkpoint_options(CLI::App* sub, checkpoint_cli_options&
                 "Resumable run: FDK / FBP slab by slab, each slab recorded in DIR as it "
                 "completes; the iterative methods with their state saved there. The same "
                 "command resumes an interrupted run (SIGINT / SIGTERM stop it at the next "
-                "batch or iteration, exit 130 / 143); the directory's files are removed once "
-                "the output is written")
+                "batch or iteration, exit 130 / 143); the units are removed once the output is "
+                "written (FDK / FBP leave DIR/assembled.json, naming the run the output was "
+                "written from)")
       ->type_name("DIR")
       ->check(non_empty_path());
   g->add_option("--unit-share", o.unit_share,
