@@ -33,7 +33,7 @@ runner add_info(CLI::App& app);
 runner add_compare(CLI::App& app);
 runner add_convert(CLI::App& app);     // apps/convert.cpp (formats)
 runner add_preprocess(CLI::App& app);  // apps/convert.cpp (cleaned projections)
-runner add_center(CLI::App& app);   // apps/center.cpp (rotation centre)
+runner add_center(CLI::App& app);      // apps/center.cpp (rotation centre)
 
 // ---- option values ------------------------------------------------------------------------
 
@@ -116,7 +116,7 @@ std::vector<named_path> projection_input_paths(const projection_input_options& o
 std::vector<std::pair<std::int64_t, std::int64_t>> parse_column_ranges(const std::string& option,
                                                                        const std::string& text);
 
-// ---- preprocessing (recon, convert, preprocess) ---------------------------------------------------------
+// ---- preprocessing (recon, convert, preprocess) -----------------------------------------
 
 /// The options of preprocess_option_table() (--zingers, --rings, ...), as given.
 struct preprocess_cli_options {
@@ -178,10 +178,11 @@ execution_context parse_execution_options(const execution_options& o);
 
 // ---- checkpoint ---------------------------------------------------------------------------
 
-/// --checkpoint-dir and --memory-limit (the options that need them come from the table of
-/// recon options, include/ctforge/options.hpp).
+/// --checkpoint-dir, --unit-share and --memory-limit (the options that need them come from the
+/// table of recon options, include/ctforge/options.hpp).
 struct checkpoint_cli_options {
   std::string dir;
+  std::string unit_share;    // "K/N": this process's share of the slab units; empty: all
   std::string memory_limit;  // host memory for FDK / FBP data; empty: no limit
 };
 CLI::Option_group* add_checkpoint_options(CLI::App* sub, checkpoint_cli_options& o);

@@ -443,10 +443,20 @@ CLI::Option_group* add_checkpoint_options(CLI::App* sub, checkpoint_cli_options&
                 "Resumable run: FDK / FBP slab by slab, each slab recorded in DIR as it "
                 "completes; the iterative methods with their state saved there. The same "
                 "command resumes an interrupted run (SIGINT / SIGTERM stop it at the next "
-                "batch or iteration, exit 130 / 143); the directory's files are removed once "
-                "the output is written")
+                "batch or iteration, exit 130 / 143); the units are removed once the output is "
+                "written (FDK / FBP leave DIR/assembled.json, naming the run the output was "
+                "written from)")
       ->type_name("DIR")
       ->check(non_empty_path());
+  g->add_option("--unit-share", o.unit_share,
+                "FDK / FBP / helical FBP with --checkpoint-dir on a file system that several "
+                "processes or machines share: compute only the slab units i with i % N == K "
+                "that DIR does not hold yet, record them, then write the output if every unit "
+                "of the run is recorded (by any share) or else exit 0 saying how many are. The "
+                "share that records the last unit writes the output, or the same command "
+                "without --unit-share does. Kubernetes Indexed Job: --unit-share "
+                "$(JOB_COMPLETION_INDEX)/N")
+      ->type_name("K/N");
   g->add_option("--memory-limit", o.memory_limit,
                 "FDK / FBP: host memory for projections and volume (e.g. 8G). A larger job "
                 "runs slab by slab, each slab reading only its detector rows from the input "

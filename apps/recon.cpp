@@ -6,11 +6,14 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -36,7 +39,7 @@ struct recon_cli_options {
   grid_options grid;
   projection_input_options read;
   execution_options exec;
-  checkpoint_cli_options checkpoint;  // --checkpoint-dir, --memory-limit
+  checkpoint_cli_options checkpoint;  // --checkpoint-dir, --unit-share, --memory-limit
   preprocess_cli_options prep;        // --zingers, --rings, ...
   std::string center_of_rotation;     // empty, a column, or "auto"
   bool quiet = false;
@@ -249,6 +252,10 @@ struct recon_run {
   volume initial;
   std::vector<iteration_info> log;
   checkpoint_options co;
+  std::optional<unit_share> share;  // --unit-share
+  share_status share_done;          // what the share left recorded
+  bool written_before = false;      // the share found the output assembled from this run
+  nlohmann::json assembled;         // what DIR/assembled.json says once the output is written
   volume vol;
   std::unique_ptr<io::volume_file_writer> writer;
   std::string algo_name, where_name;
@@ -301,6 +308,30 @@ void require_output_places(const recon_cli_options& o) {
   if (!o.log_iterations.empty()) require_writable_dir("--log-iterations", o.log_iterations);
 }
 
+/// --unit-share K/N, checked: only with --checkpoint-dir, and only for the methods of slab units.
+unit_share unit_share_of(const recon_cli_options& o, algorithm a) {
+  const std::string& text = o.checkpoint.unit_share;
+  unit_share s;
+  const auto slash = text.find('/');
+  const auto whole = [&](std::size_t from, std::size_t to, std::int64_t& v) {
+    const char* end = text.data() + to;
+    const auto [p, ec] = std::from_chars(text.data() + from, end, v);
+    return ec == std::errc() && p == end && from < to;
+  };
+  CTFORGE_EXPECTS(
+      slash != std::string::npos && whole(0, slash, s.index) &&
+          whole(slash + 1, text.size(), s.count) && 0 <= s.index && s.index < s.count,
+      fmt::format("--unit-share: expected K/N, integers with 0 <= K < N (got '{}')", text));
+  CTFORGE_EXPECTS(!o.checkpoint.dir.empty(),
+                  "--unit-share: needs --checkpoint-dir (a directory every share sees, where "
+                  "the units are recorded)");
+  CTFORGE_EXPECTS(!is_iterative(a),
+                  fmt::format("--unit-share: does not apply to --algorithm {} (only to fdk, fbp, "
+                              "helical-fbp, whose slab units the shares divide)",
+                              to_string(a)));
+  return s;
+}
+
 /// The read options, the geometry (read first, alone), the algorithm and how the run holds
 /// its data: FDK / FBP with a checkpoint directory or a memory limit run slab by slab, each
 /// unit reading only its detector rows from the file.
@@ -318,6 +349,7 @@ void plan_input(recon_run& r) {
   set_detector(r.prep, r.g);
   r.ro.algo = !o.algorithm.empty() ? parse_algorithm(o.algorithm) : default_algorithm(r.g);
   refuse_inapplicable(o, r.ro.algo);
+  if (!o.checkpoint.unit_share.empty()) r.share = unit_share_of(o, r.ro.algo);
   r.analytic = !is_iterative(r.ro.algo);
   const volume_geometry vg_guess = make_grid(o.grid, r.g, /*whole_in_memory=*/r.memory_limit == 0);
   r.whole_bytes = 2 * 4 * (r.g.view_count() * r.g.rows * r.g.cols + vg_guess.voxel_count());
@@ -499,6 +531,48 @@ nlohmann::json run_record(const recon_run& r) {
   return record;
 }
 
+/// DIR/assembled.json: the run whose units the output was assembled from and the output as it
+/// was written (path, size, modification time). Left when the units are removed, so that a
+/// share started after that (a replacement pod, a share whose units another process computed)
+/// does not compute its units again.
+std::filesystem::path assembled_path(const recon_run& r) {
+  return std::filesystem::path(r.co.dir) / "assembled.json";
+}
+
+/// Whether DIR/assembled.json names this run (`r.assembled` without the output) and the
+/// output as it is now.
+bool assembled_before(const recon_run& r) {
+  std::ifstream in(assembled_path(r));
+  if (!in) return false;
+  nlohmann::json there = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!there.is_object() ||
+      there.value("output", nlohmann::json()) != file_identity(r.o.out.output))
+    return false;
+  there.erase("output");
+  return there == r.assembled;
+}
+
+/// --unit-share: the share's missing units, computed and recorded. Returns whether every unit
+/// of the run is recorded, so that this process assembles the output.
+bool compute_share(recon_run& r, const band_source& rows, const nlohmann::json& record,
+                   std::int64_t planes) {
+  const recon_cli_options& o = r.o;
+  const std::string name = fmt::format("share {}/{}", r.share->index, r.share->count);
+  r.written_before = assembled_before(r);
+  if (r.written_before) return false;
+  r.share_done = compute_unit_share(rows, r.g, r.vg, r.ro, planes, r.co, record.dump(), *r.share,
+                                    [&](const std::string& t) { note(o.quiet, t); });
+  if (r.share_done.complete()) {
+    note(o.quiet,
+         fmt::format("{}: every unit of the run is recorded; writing {}", name, o.out.output));
+    return true;
+  }
+  // Written by another process while this one computed: this share's units are not needed.
+  r.written_before = assembled_before(r);
+  if (r.written_before) remove_checkpoint(r.co);
+  return false;
+}
+
 /// The checkpointed or memory-limited run: FDK / FBP unit by unit (`planes` z-planes each),
 /// the iterative methods with their iterate saved. SIGINT / SIGTERM stop it at its next batch
 /// or iteration with what is complete recorded (exit 130 / 143); a second signal ends it at
@@ -506,6 +580,7 @@ nlohmann::json run_record(const recon_run& r) {
 void reconstruct_checkpointed(recon_run& r, std::int64_t planes) {
   const recon_cli_options& o = r.o;
   const nlohmann::json record = run_record(r);
+  r.assembled = {{"run", record}, {"planes", planes}, {"ctforge", CTFORGE_VERSION}};
   const stop_on_signals stop(r.ro.cancel);
   // Each unit's rows and views read from the file; with cleaning steps, the rows of every view
   // with their margins (steps such as ring removal need every view), cleaned, then its views.
@@ -522,7 +597,6 @@ void reconstruct_checkpointed(recon_run& r, std::int64_t planes) {
                                  .projections;
                            },
                            r.g.rows, r.prep));
-  if (r.slabwise && !r.streamed) r.vol = volume(r.vg);
   const std::int64_t plane = r.vg.nx * r.vg.ny;
   const slab_sink sink = [&](const slab_unit& u, std::span<const float> data) {
     if (r.writer) {
@@ -533,6 +607,10 @@ void reconstruct_checkpointed(recon_run& r, std::int64_t planes) {
   };
   const auto print_note = [&](const std::string& t) { note(o.quiet, t); };
   try {
+    // A share: its units; the output only once every unit of the run is recorded.
+    if (r.share && !compute_share(r, rows, record, planes)) return;
+    if (r.streamed) r.writer = std::make_unique<io::volume_file_writer>(o.out.output, r.vg);
+    if (r.slabwise && !r.streamed) r.vol = volume(r.vg);
     if (r.slabwise) {
       reconstruct_slabwise(rows, r.g, r.vg, r.ro, planes, r.co,
                            r.co.dir.empty() ? "{}" : record.dump(), sink, print_note);
@@ -576,7 +654,6 @@ void reconstruct_volume(recon_run& r) {
                     "--preview: needs the whole volume in memory; drop it with --memory-limit");
     planes = planes_within(r.g, r.vg, planes, r.memory_limit);
   }
-  if (r.streamed) r.writer = std::make_unique<io::volume_file_writer>(o.out.output, r.vg);
   if (!r.slabwise && r.co.dir.empty()) {
     r.ro.memory_limit_bytes = r.memory_limit;  // FDK / FBP: their copies counted (0: the machine's)
     r.vol = reconstruct(r.in.projections, r.g, r.vg, r.ro);
@@ -630,7 +707,18 @@ void write_outputs(recon_run& r, double s_read, double s_recon, const stopwatch&
     if (r.writer) r.vol = io::read_volume(o.out.output);  // --checkpoint-dir, no --memory-limit
     io::write_preview_png(o.out.preview, r.vol);
   }
-  if (!r.co.dir.empty()) remove_checkpoint(r.co);  // the output holds them now
+  if (!r.co.dir.empty()) {  // the output holds the units now
+    if (r.slabwise) {
+      nlohmann::json done = r.assembled;
+      done["output"] = file_identity(o.out.output);
+      const std::string text = done.dump(1) + "\n";
+      const std::string path = assembled_path(r).string();
+      io::write_atomically(path, [&](const std::string& tmp) {
+        io::write_file_bytes(tmp, text.data(), text.size(), path);
+      });
+    }
+    remove_checkpoint(r.co);
+  }
   const volume_geometry& vg = r.vg;
   note(o.quiet,
        fmt::format("recon: wrote {}{} ({} x {} x {} voxels of {:g} x {:g} x {:g} mm; {} {} "
@@ -678,6 +766,23 @@ void run(const recon_cli_options& o) {
   reconstruct_volume(r);
   const double s_recon = t_recon.seconds();
   bar.done();
+  if (r.share && r.written_before) {
+    note(o.quiet,
+         fmt::format("recon: share {}/{}: {} was written from the units of this run by "
+                     "another process ({}); nothing more to do",
+                     r.share->index, r.share->count, o.out.output, assembled_path(r).string()));
+    return;
+  }
+  if (r.share && !r.share_done.complete()) {
+    note(o.quiet,
+         fmt::format("recon: share {}/{} is recorded ({} units computed in {:.2f} s); "
+                     "{} of the {} units of the run are recorded in {}. {} is written "
+                     "by the share that records the last unit, or by this command "
+                     "without --unit-share",
+                     r.share->index, r.share->count, r.share_done.computed, s_recon,
+                     r.share_done.recorded, r.share_done.total, o.checkpoint.dir, o.out.output));
+    return;
+  }
   if (r.where == backend::cuda && !is_iterative(r.ro.algo)) {
     const std::string how = describe_last_gpu_call(gpu_call::reconstruction);
     if (!how.empty()) note(o.quiet, how);

@@ -133,8 +133,9 @@ struct cli_result {
 };
 
 /// Entries of `dir` (not recursive) left over from an interrupted or failed write: temporary
-/// outputs are named ".<name>.<pid>-<n>.part<ext>" (files) or ".<name>.<pid>-<n>.part"
-/// (directories), and directories moved aside while being replaced ".<name>.<pid>-<n>.old".
+/// outputs are named ".<name>.<host>-<pid>-<n>.part<ext>" (files) or
+/// ".<name>.<host>-<pid>-<n>.part" (directories), and directories moved aside while being
+/// replaced ".<name>.<host>-<pid>-<n>.old".
 inline std::vector<std::string> leftover_temporaries(const std::filesystem::path& dir) {
   std::vector<std::string> found;
   std::error_code ec;

@@ -128,6 +128,32 @@ void reconstruct_slabwise(const band_source& bands, const geometry& g, const vol
                           std::string_view run_record_json, const slab_sink& sink,
                           const std::function<void(const std::string&)>& note = {});
 
+/// Share `index` of `count` of a run's units: unit i is the share's when i % count == index
+/// (`ctforge recon --unit-share K/N`). The shares of one run may be computed one after the
+/// other, at the same time by processes on machines that share co.dir, or again after a crash.
+struct unit_share {
+  std::int64_t index = 0;
+  std::int64_t count = 1;
+};
+
+/// What a share leaves: how many of the run's `total` units co.dir records once it is done (by
+/// any process; counted by their markers), and how many this call computed.
+struct share_status {
+  std::int64_t recorded = 0, total = 0, computed = 0;
+  bool complete() const noexcept { return recorded == total; }
+};
+
+/// The units of `share` that co.dir does not record yet (or whose data does not check out),
+/// computed from `bands` and recorded there; none is handed on. Once every unit of the run is
+/// recorded, reconstruct_slabwise with the same arguments assembles the volume (it then only
+/// reads the units back). Arguments as for reconstruct_slabwise, co.dir required. opt.cancel
+/// stops at the next batch: checkpoint_stopped says what the share has recorded.
+share_status compute_unit_share(const band_source& bands, const geometry& g,
+                                const volume_geometry& vg, recon_options opt, std::int64_t planes,
+                                const checkpoint_options& co, std::string_view run_record_json,
+                                unit_share share,
+                                const std::function<void(const std::string&)>& note = {});
+
 /// reconstruct(proj, g, vg, opt), recorded unit by unit in co.dir:
 ///  * FDK / FBP: slabs of whole z-planes, each from the detector rows it projects onto (the ramp
 ///    filter runs once per row band), written atomically as slab_<k0>_<k1>.f32 plus a marker

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -86,13 +87,29 @@ std::string extension_of(const std::string& name) {
   return fs::path(name).extension().string();
 }
 
+// This machine's name as it may stand in a file name (letters, digits, '-', '_', '.'; at most
+// 64 characters): processes on several machines (the pods of a Kubernetes Job, each often
+// process 1 of its own container) may write beside one another on a shared file system.
+const std::string& host_tag() {
+  static const std::string tag = [] {
+    char name[256] = {};
+    std::string t;
+    if (::gethostname(name, sizeof name - 1) == 0)
+      for (const char* c = name; *c && t.size() < 64; ++c)
+        if (std::isalnum(static_cast<unsigned char>(*c)) || *c == '-' || *c == '_' || *c == '.')
+          t += *c;
+    return t.empty() ? std::string("host") : t;
+  }();
+  return tag;
+}
+
 std::string unique_sibling(const std::string& final_path, const char* tag, bool keep_extension) {
   const fs::path p(final_path);
   std::string name = p.filename().string();
   if (name.empty()) name = p.parent_path().filename().string();  // "dir/" -> "dir"
   const std::string ext = keep_extension ? extension_of(name) : std::string();
   const std::string stem = name.substr(0, name.size() - ext.size());
-  const std::string leaf = fmt::format(".{}.{}-{}.{}{}", stem, ::getpid(),
+  const std::string leaf = fmt::format(".{}.{}-{}-{}.{}{}", stem, host_tag(), ::getpid(),
                                        g_counter.fetch_add(1, std::memory_order_relaxed), tag, ext);
   const fs::path parent = p.filename().empty() ? p.parent_path().parent_path() : p.parent_path();
   return (parent / leaf).string();

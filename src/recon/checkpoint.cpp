@@ -467,6 +467,17 @@ recorded read_unit_files(const fs::path& dir, const slab_unit& u, const volume_g
   return r;
 }
 
+/// How many of `units` have a marker of run `hash` in `dir` (the data is checked when read).
+std::int64_t count_marked(const fs::path& dir, const std::vector<slab_unit>& units,
+                          const std::string& hash) {
+  std::int64_t marked = 0;
+  for (const auto& u : units) {
+    const json m = read_json_file(dir / (u.name() + ".json"));
+    marked += m.is_object() && m.value("run", "") == hash;
+  }
+  return marked;
+}
+
 }  // namespace
 
 bool slab_run::is_recorded(std::size_t i, std::string* why) const {
@@ -510,12 +521,8 @@ void reconstruct_slabwise(const band_source& bands, const geometry& g, const vol
   const std::vector<slab_unit> units = run ? run->units() : plan_slab_units(g, vg, planes);
   const fs::path dir(co.dir);
   // Recorded units (their markers) first, for the resume note; the data is checked as it is used.
-  std::int64_t marked = 0;
   if (run) {
-    for (const auto& u : units) {
-      const json m = read_json_file(dir / (u.name() + ".json"));
-      marked += m.is_object() && m.value("run", "") == run->fingerprint();
-    }
+    const std::int64_t marked = count_marked(dir, units, run->fingerprint());
     if (marked > 0)
       note(
           fmt::format("resuming: {} of {} units in {} are recorded", marked, units.size(), co.dir));
@@ -525,6 +532,9 @@ void reconstruct_slabwise(const band_source& bands, const geometry& g, const vol
   std::int64_t done = 0;
   for (std::size_t i = 0; i < units.size(); ++i) {
     const slab_unit& u = units[i];
+    // Also between recorded units: assembling a large volume from them takes longer than the
+    // notice of a reclaimed instance.
+    if (ro.cancel.requested()) break;
     if (run) {
       std::string why;
       recorded r = read_unit_files(dir, u, vg, run->fingerprint(), &why);
@@ -535,7 +545,6 @@ void reconstruct_slabwise(const band_source& bands, const geometry& g, const vol
       }
       if (why != "no marker") note(fmt::format("note: {}: {}; computing it again", u.name(), why));
     }
-    if (ro.cancel.requested()) break;
     if (user_progress) {
       const double base = static_cast<double>(i) / n_units;
       ro.progress = [&, base](double f) { user_progress(base + f / n_units); };
@@ -559,9 +568,67 @@ void reconstruct_slabwise(const band_source& bands, const geometry& g, const vol
   }
   if (ro.cancel.requested() && done < static_cast<std::int64_t>(units.size())) {
     if (run)
-      throw_stopped(fmt::format("{} of {} units complete in {}", done, units.size(), co.dir));
+      throw_stopped(fmt::format("{} of {} units complete in {}",
+                                count_marked(dir, units, run->fingerprint()), units.size(),
+                                co.dir));
     throw cancelled("reconstruction cancelled");
   }
+}
+
+share_status compute_unit_share(const band_source& bands, const geometry& g,
+                                const volume_geometry& vg, recon_options ro, std::int64_t planes,
+                                const checkpoint_options& co_in, std::string_view run_record_json,
+                                unit_share share,
+                                const std::function<void(const std::string&)>& note_fn) {
+  const auto note = [&](const std::string& t) {
+    if (note_fn) note_fn(t);
+  };
+  CTFORGE_EXPECTS(share.count >= 1 && 0 <= share.index && share.index < share.count,
+                  fmt::format("unit share {}/{}: expected 0 <= K < N", share.index, share.count));
+  CTFORGE_EXPECTS(!co_in.dir.empty(), "unit share: needs a checkpoint directory");
+  checkpoint_options co = co_in;
+  co.planes_per_unit = planes;
+  const slab_run run(g, vg, co, run_record_json);
+  const std::vector<slab_unit>& units = run.units();
+  const std::string name = fmt::format("share {}/{}", share.index, share.count);
+  // The share's units that are not recorded yet (a corrupted one is computed again).
+  std::vector<std::size_t> mine, missing;
+  for (auto i = static_cast<std::size_t>(share.index); i < units.size();
+       i += static_cast<std::size_t>(share.count)) {
+    mine.push_back(i);
+    std::string why;
+    if (run.is_recorded(i, &why)) continue;
+    if (why != "no marker")
+      note(fmt::format("note: {}: {}; computing it again", units[i].name(), why));
+    missing.push_back(i);
+  }
+  note(fmt::format("{}: {} of the {} units; {} recorded already, computing {}", name, mine.size(),
+                   units.size(), mine.size() - missing.size(), missing.size()));
+  share_status st;
+  st.total = static_cast<std::int64_t>(units.size());
+  const auto user_progress = ro.progress;
+  const auto n_missing = static_cast<double>(missing.size());
+  for (std::size_t k = 0; k < missing.size() && !ro.cancel.requested(); ++k) {
+    if (user_progress) {
+      const double base = static_cast<double>(k) / n_missing;
+      ro.progress = [&, base](double f) { user_progress(base + f / n_missing); };
+    }
+    const projection_stack band = bands(units[missing[k]]);
+    try {
+      run.compute_unit(missing[k], band, ro);
+    } catch (const cancelled&) {
+      break;
+    }
+    ++st.computed;
+    if (co.after_unit)
+      co.after_unit(static_cast<std::int64_t>(mine.size() - missing.size()) + st.computed);
+  }
+  if (st.computed < static_cast<std::int64_t>(missing.size()))
+    throw_stopped(fmt::format("{} of the {} units of {} complete in {}",
+                              static_cast<std::int64_t>(mine.size() - missing.size()) + st.computed,
+                              mine.size(), name, co.dir));
+  st.recorded = count_marked(co.dir, units, run.fingerprint());
+  return st;
 }
 
 volume reconstruct_resumable(const projection_view& proj, const geometry& g,

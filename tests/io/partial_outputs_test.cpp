@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -77,5 +78,26 @@ TEST(PartialOutputs, WriteAtomicallyUnregistersAfterRename) {
   ASSERT_TRUE(WIFSIGNALED(status));
   EXPECT_TRUE(fs::exists(out));
   EXPECT_TRUE(fs::exists(out.string() + ".part"));
+  fs::remove_all(dir);
+}
+
+// Temporary names carry the machine's name as well as the process id: the pods of a Kubernetes
+// Job are often each process 1 of its own container, and may write one output name on a shared
+// volume at the same time.
+TEST(PartialOutputs, TemporaryNameCarriesHostAndProcess) {
+  const fs::path dir = scratch_dir();
+  char host[256] = {};
+  ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+  std::string expected_host;
+  for (const char* c = host; *c && expected_host.size() < 64; ++c)
+    if (std::isalnum(static_cast<unsigned char>(*c)) || *c == '-' || *c == '_' || *c == '.')
+      expected_host += *c;
+  const ctforge::io::temporary_output a((dir / "vol.h5").string());
+  const ctforge::io::temporary_output b((dir / "vol.h5").string());
+  const std::string name = fs::path(a.path()).filename().string();
+  EXPECT_TRUE(name.starts_with(".vol." + expected_host + "-" + std::to_string(::getpid()) + "-"))
+      << name;
+  EXPECT_TRUE(name.ends_with(".part.h5")) << name;
+  EXPECT_NE(a.path(), b.path());
   fs::remove_all(dir);
 }

@@ -1,14 +1,15 @@
 // The output layer every writer goes through (see io.hpp, write_atomically).
 //
 // An output is written under a temporary name of its own in the destination directory
-// (".<name>.<pid>-<n>.part<ext>": hidden, unique per process and call, with the final
-// extension so that format libraries recognise it), checked, flushed to the device (fsync) and
-// renamed into place; multi-file outputs are written into a temporary directory, a header and
+// (".<name>.<host>-<pid>-<n>.part<ext>": hidden, unique per machine, process and call, with the
+// final extension so that format libraries recognise it), checked, flushed to the device (fsync)
+// and renamed into place; multi-file outputs are written into a temporary directory, a header and
 // its data file then moved into place file by file (data before header), a directory output (a
-// DICOM series, a TIFF stack) exchanged with the earlier directory in one step. Until then nothing under the final name is touched: a failed or interrupted
-// run removes its temporaries (also on SIGINT, SIGTERM, SIGHUP and SIGABRT through
-// install_interrupt_cleanup) and leaves any earlier output as it was; concurrent writers of one
-// name cannot disturb each other (the last to finish wins).
+// DICOM series, a TIFF stack) exchanged with the earlier directory in one step. Until then nothing
+// under the final name is touched: a failed or interrupted run removes its temporaries (also on
+// SIGINT, SIGTERM, SIGHUP and SIGABRT through install_interrupt_cleanup) and leaves any earlier
+// output as it was; concurrent writers of one name cannot disturb each other (the last to finish
+// wins).
 #pragma once
 
 #include <cstdio>
