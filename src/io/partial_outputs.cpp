@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -13,8 +14,10 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 
 #include "ctforge/io.hpp"
@@ -89,7 +92,11 @@ std::string extension_of(const std::string& name) {
 
 // This machine's name as it may stand in a file name (letters, digits, '-', '_', '.'; at most
 // 64 characters): processes on several machines (the pods of a Kubernetes Job, each often
-// process 1 of its own container) may write beside one another on a shared file system.
+// process 1 of its own container) may write beside one another on a shared file system. When
+// the process id namespace is known, "_" and its number in hexadecimal follow: containers of one
+// machine sharing its name (host networking) number their processes apart, and a writer's
+// process id says whether it still runs only within its own namespace
+// (remove_orphaned_temporaries).
 const std::string& host_tag() {
   static const std::string tag = [] {
     char name[256] = {};
@@ -98,7 +105,10 @@ const std::string& host_tag() {
       for (const char* c = name; *c && t.size() < 64; ++c)
         if (std::isalnum(static_cast<unsigned char>(*c)) || *c == '-' || *c == '_' || *c == '.')
           t += *c;
-    return t.empty() ? std::string("host") : t;
+    if (t.empty()) t = "host";
+    struct stat st {};
+    if (::stat("/proc/self/ns/pid", &st) == 0) t += fmt::format("_{:x}", st.st_ino);
+    return t;
   }();
   return tag;
 }
@@ -195,6 +205,16 @@ void sync_path(const std::string& path, const std::string& what) {
 
 temporary_output::temporary_output(std::string final_path, bool directory)
     : final_(std::move(final_path)), directory_(directory) {
+  // Temporaries of this name that killed writers left (no handler runs on SIGKILL) go first.
+  {
+    const fs::path p(final_);
+    std::string name = p.filename().empty() ? p.parent_path().filename().string()
+                                            : p.filename().string();
+    const std::string stem = name.substr(0, name.size() - (directory ? 0 : extension_of(name).size()));
+    const fs::path parent = p.filename().empty() ? p.parent_path().parent_path() : p.parent_path();
+    if (!stem.empty())
+      remove_orphaned_temporaries(parent.empty() ? "." : parent.string(), {stem + "."}, 600);
+  }
   // A name left by a killed run of the same pid (containers reuse pids) is never reused: its
   // stale files would be published by the commit.
   for (int attempt = 0;; ++attempt) {
@@ -284,6 +304,58 @@ void temporary_output::commit_files(const std::vector<std::string>& order) {
   done_ = true;
   fs::remove_all(tmp_, ec);
   sync_path(dest, final_);
+}
+
+namespace {
+
+// The writer of a temporary ".<stem>.<host>-<pid>-<n>.part<ext>": its host and process, or
+// nothing when the name is not of that form.
+struct temporary_writer {
+  std::string host_and_stem;  // ".<stem>.<host>": the host is its tail after the last stem dot
+  long pid = 0;
+};
+
+std::optional<temporary_writer> writer_of(const std::string& name) {
+  const std::size_t part = name.rfind(".part");
+  if (name.empty() || name[0] != '.' || part == std::string::npos) return std::nullopt;
+  const std::string head = name.substr(0, part);  // .<stem>.<host>-<pid>-<n>
+  const std::size_t d2 = head.rfind('-');
+  const std::size_t d1 = d2 == std::string::npos || d2 == 0 ? std::string::npos
+                                                            : head.rfind('-', d2 - 1);
+  if (d1 == std::string::npos) return std::nullopt;
+  const std::string pid = head.substr(d1 + 1, d2 - d1 - 1), n = head.substr(d2 + 1);
+  const auto digits = [](const std::string& t) {
+    return !t.empty() && t.size() < 12 &&
+           std::all_of(t.begin(), t.end(), [](unsigned char c) { return std::isdigit(c); });
+  };
+  if (!digits(pid) || !digits(n)) return std::nullopt;
+  return temporary_writer{head.substr(0, d1), std::stol(pid)};
+}
+
+bool process_is_gone(long pid) { return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
+
+}  // namespace
+
+int remove_orphaned_temporaries(const std::string& dir, const std::vector<std::string>& prefixes,
+                                double foreign_age_s) {
+  int removed = 0;
+  std::error_code ec;
+  const auto now = fs::file_time_type::clock::now();
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const bool ours = std::any_of(prefixes.begin(), prefixes.end(),
+                                  [&](const std::string& p) { return name.starts_with("." + p); });
+    const std::optional<temporary_writer> w = ours ? writer_of(name) : std::nullopt;
+    if (!w) continue;
+    std::error_code tec;
+    const auto mtime = fs::last_write_time(e.path(), tec);
+    if (tec) continue;
+    const double age = std::chrono::duration<double>(now - mtime).count();
+    const bool here = w->host_and_stem.ends_with("." + host_tag());
+    if ((here && process_is_gone(w->pid)) || age > foreign_age_s)
+      removed += fs::remove_all(e.path(), tec) > 0 && !tec;
+  }
+  return removed;
 }
 
 }  // namespace ctforge::io

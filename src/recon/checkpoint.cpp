@@ -158,6 +158,8 @@ std::string describe_difference(const json& there, const json& here) {
   return diff.empty() ? "the run record differs" : diff;
 }
 
+void remove_orphaned_temporaries(const fs::path& dir);
+
 /// Creates co.dir and checks (or writes) its run record; returns the record's hash.
 std::string open_run_dir(const checkpoint_options& co, const json& record) {
   const fs::path dir(co.dir);
@@ -177,6 +179,7 @@ std::string open_run_dir(const checkpoint_options& co, const json& record) {
   } else {
     write_text(run_file, record.dump(1) + "\n");
   }
+  remove_orphaned_temporaries(dir);
   return run_hash;
 }
 
@@ -204,6 +207,16 @@ std::string state_stem(algorithm a) {
   std::string s = to_string(a);
   std::replace(s.begin(), s.end(), '-', '_');
   return s;
+}
+
+/// Removes the temporaries of this directory's files that writers killed before they renamed
+/// them left (SIGKILL, an out-of-memory kill, a lost node: no handler ran): those of this
+/// machine's processes that are gone, and any older than ten minutes (a writer keeps its
+/// temporary for the seconds between writing and renaming it).
+void remove_orphaned_temporaries(const fs::path& dir) {
+  std::vector<std::string> prefixes = {"slab_", "run.", "assembled."};
+  for (algorithm a : k_iterative) prefixes.push_back(state_stem(a) + "_");
+  io::remove_orphaned_temporaries(dir.string(), prefixes, 600);
 }
 
 /// The figures of the iterations so far as rows [iteration, residual, objective,
@@ -673,6 +686,7 @@ void remove_checkpoint(const checkpoint_options& co) {
     if ((ours && (name.ends_with(".f32") || name.ends_with(".json"))) || name == "run.json")
       fs::remove(e.path(), ec);
   }
+  remove_orphaned_temporaries(co.dir);
 }
 
 }  // namespace ctforge

@@ -165,7 +165,7 @@ TEST_F(Checkpoint, HelicalUnitsMatchOneShotAndResumeBitIdentical) {
 TEST_F(Checkpoint, SigkillAtSeveralPointsResumesBitIdentical) {
   for (int units : {1, 5, 13}) {
     const std::string ck = "ck_kill" + std::to_string(units);
-    const int status = interrupt(ck, "kill.h5", units, "KILL", 0.05);
+    const int status = interrupt(ck, "kill.h5", units, "KILL", 0.01);
     EXPECT_EQ(status, 128 + 9) << "units " << units;
     EXPECT_FALSE(fs::exists(*dir_ / "kill.h5"));
     const int recorded = count_units(*dir_ / ck);

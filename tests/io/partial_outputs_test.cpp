@@ -1,11 +1,14 @@
 // An output being written is removed when the process is stopped by a signal (Ctrl-C, SIGTERM
 // of a reclaimed spot instance); outputs no longer being written are left alone.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cctype>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -95,9 +98,63 @@ TEST(PartialOutputs, TemporaryNameCarriesHostAndProcess) {
   const ctforge::io::temporary_output a((dir / "vol.h5").string());
   const ctforge::io::temporary_output b((dir / "vol.h5").string());
   const std::string name = fs::path(a.path()).filename().string();
+  // The process id namespace, where known, follows the name (containers sharing the machine's
+  // name number their processes apart).
+  struct stat st {};
+  if (::stat("/proc/self/ns/pid", &st) == 0) expected_host += fmt::format("_{:x}", st.st_ino);
   EXPECT_TRUE(name.starts_with(".vol." + expected_host + "-" + std::to_string(::getpid()) + "-"))
       << name;
   EXPECT_TRUE(name.ends_with(".part.h5")) << name;
   EXPECT_NE(a.path(), b.path());
+  fs::remove_all(dir);
+}
+
+// Writers killed with SIGKILL (or on a lost machine) leave their temporaries: a later run removes
+// those of this machine whose process is gone and those of any machine older than the age given,
+// and leaves a live writer's temporary, a recent one of another machine, other files' and files
+// that merely look alike.
+TEST(PartialOutputs, OrphanedTemporariesOfGoneWritersAreRemoved) {
+  const fs::path dir = scratch_dir() / "orphans";
+  fs::create_directories(dir);
+  // This machine's tag, as the output layer writes it: ".probe.<tag>-<pid>-<n>.part.f32".
+  std::string tag;
+  {
+    const ctforge::io::temporary_output probe((dir / "probe.f32").string());
+    const std::string n = fs::path(probe.path()).filename().string();
+    tag = n.substr(7, n.find("-" + std::to_string(::getpid()) + "-") - 7);
+  }
+  ASSERT_FALSE(tag.empty());
+  pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ::waitpid(gone, nullptr, 0);
+  const auto name = [&](const std::string& stem, const std::string& host, long pid) {
+    return fmt::format(".{}.{}-{}-3.part.f32", stem, host, pid);
+  };
+  const std::string dead = name("slab_000000_000004", tag, gone);
+  const std::string live = name("slab_000004_000008", tag, ::getpid());
+  const std::string foreign_recent = name("slab_000008_000012", "pod-7", 1);
+  const std::string foreign_old = name("slab_000012_000016", "pod-8", 1);
+  const std::string other_file = name("notes", tag, gone);
+  const std::string alike = ".slab_000016_000020.part.f32";
+  for (const std::string& n : {dead, live, foreign_recent, foreign_old, other_file, alike})
+    touch(dir / n);
+  fs::create_directory(dir / name("slab_dir", "pod-9", 1));  // a directory temporary
+  fs::last_write_time(dir / foreign_old,
+                      fs::file_time_type::clock::now() - std::chrono::seconds(3600));
+  fs::last_write_time(dir / name("slab_dir", "pod-9", 1),
+                      fs::file_time_type::clock::now() - std::chrono::seconds(3600));
+  const int removed = ctforge::io::remove_orphaned_temporaries(dir.string(), {"slab_"}, 600);
+  EXPECT_EQ(removed, 3);
+  EXPECT_FALSE(fs::exists(dir / dead));
+  EXPECT_FALSE(fs::exists(dir / foreign_old));
+  EXPECT_FALSE(fs::exists(dir / name("slab_dir", "pod-9", 1)));
+  for (const std::string& n : {live, foreign_recent, other_file, alike})
+    EXPECT_TRUE(fs::exists(dir / n)) << n << " was removed";
+  // A new output of a name first removes its own name's orphans.
+  touch(dir / name("vol", tag, gone));
+  {
+    const ctforge::io::temporary_output next((dir / "vol.f32").string());
+    EXPECT_FALSE(fs::exists(dir / name("vol", tag, gone)));
+  }
   fs::remove_all(dir);
 }

@@ -64,6 +64,14 @@ class temporary_output {
   int slot_ = -1;
 };
 
+/// Removes the temporaries that writers which no longer run left in `dir` (a process killed by
+/// SIGKILL or OOM, a lost machine): among the temporaries of files whose names start with one of
+/// `prefixes`, those of this machine whose process is gone, and those of any machine unmodified
+/// for `foreign_age_s` seconds (a writer keeps its temporary seconds, between writing the data and
+/// renaming it). Returns how many were removed; a file that cannot be removed is left as is.
+int remove_orphaned_temporaries(const std::string& dir, const std::vector<std::string>& prefixes,
+                                double foreign_age_s);
+
 /// Creates (truncating) `path` and writes `n` bytes to it with every write checked (a full disk,
 /// a short write, a file size limit): throws ctforge::error naming `what` and the cause.
 void write_file_bytes(const std::string& path, const void* data, std::size_t n,
