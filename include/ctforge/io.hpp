@@ -56,10 +56,27 @@ class volume_file_writer {
   void commit();
   const std::string& path() const noexcept;
 
+  /// Where other processes write planes themselves (write_volume_part): the temporary file
+  /// (in the destination directory, so on the file system they share) and the byte offset of
+  /// the data. mark_written records planes [k0, k0 + n) as written by them (commit() checks
+  /// that every plane was written, by this object or marked).
+  const std::string& temporary_path() const noexcept;
+  std::uint64_t data_offset() const noexcept;
+  void mark_written(std::int64_t k0, std::int64_t n);
+
  private:
   struct impl;
   std::unique_ptr<impl> impl_;
 };
+
+/// Writes planes [k0, k0 + n) of a volume_file_writer's file from another process (a worker
+/// of a distributed run on the file system the writer's directory is on): `temporary` and
+/// `data_offset` as the writer gives them, `g` its grid. Checked writes at the planes' offset,
+/// then fsync; the file must already hold the reserved data (a file of another size is refused,
+/// naming it). Non-finite values are refused. Writing the same planes twice writes the same
+/// bytes (a unit's late duplicate is harmless).
+void write_volume_part(const std::string& temporary, std::uint64_t data_offset,
+                       const volume_geometry& g, std::int64_t k0, std::span<const float> planes);
 
 /// Short human-readable description of any ctforge HDF5 file (datasets, shapes, value range,
 /// geometry summary, volume spacing/origin).

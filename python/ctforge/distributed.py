@@ -213,13 +213,21 @@ def _slab_unit_task(spec: dict, unit: int) -> dict:
     g = ctforge.Geometry.from_json(spec["geometry"])
     run = _core.SlabRun(g._g, _grid(spec["grid"]), spec["dir"], spec["planes"], spec["record"])
     done, _ = run.is_recorded(unit)
+    k0, k1, r0, r1, v0, v1 = run.units[unit]
     if not done:
-        k0, k1, r0, r1, v0, v1 = run.units[unit]
         band = _unit_band(spec["input"], spec["read"], g.view_count, r0, r1, v0, v1)
         o = spec["options"]
         run.compute_unit(unit, band, **o)
-    return {"unit": unit, "computed": not done, "seconds": time.perf_counter() - t0,
-            "worker": _where()}
+    result = {"unit": unit, "computed": not done, "seconds": time.perf_counter() - t0,
+              "worker": _where()}
+    part = spec.get("part")
+    if part is not None:
+        # The worker writes its planes into the output itself (read back from its record, so
+        # that what is written is what checks out): only this small dict goes to the client.
+        _core.write_volume_part(part["file"], part["offset"], _grid(spec["grid"]), k0,
+                                run.read_unit(unit, _grid(spec["grid"])))
+        result["written"] = [k0, k1]
+    return result
 
 
 # Per worker process: each SIRT part's views and ray weights, loaded once (and again by a
@@ -378,8 +386,11 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
     records the units; ``unit_planes`` z-planes per FDK / FBP unit (0: about 16 M voxels).
     SIRT: ``parts`` view partitions (default: one per worker), iterate saved every
     ``checkpoint_every`` iterations. The units are removed once the output is written, unless
-    ``keep_units``. ``.h5`` outputs are written slab by slab (the client never holds the
-    volume); other formats are assembled in the client's memory."""
+    ``keep_units``. FDK / FBP ``.h5`` outputs are written by the workers, each unit's planes at
+    their offset of the file the client reserved under a temporary name (which must be on the
+    file system the workers share, like ``checkpoint_dir``); the client renames it once every
+    unit checks out, and no volume data passes through it. Other formats, and SIRT, are
+    assembled by the client (slab by slab for ``.h5``)."""
     arguments = dict(locals())
     t0 = time.perf_counter()
     _dask()
@@ -439,33 +450,61 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
     record_text = json.dumps(record, sort_keys=True)
     run = _core.SlabRun(g._g, grid, dir, int(unit_planes), record_text)
     units = run.units
-    todo = [i for i in range(len(units)) if not run.is_recorded(i)[0]]
     spec = {"input": input, "read": read, "geometry": g.to_json(), "grid": grid_spec, "dir": dir,
             "planes": int(unit_planes), "record": record_text, "options": options}
-    nonce = uuid.uuid4().hex[:8]  # a call's tasks never alias an earlier call's results
-    futures = [client.submit(_slab_unit_task, spec, i,
-                             key=f"ctforge-slab-{run.fingerprint}-{i}-{nonce}") for i in todo]
-    results = _gather(client, futures, progress, f"reconstruct {input}")
-    # Every unit is recorded: the output, slab by slab.
-    writer = _core.VolumeFileWriter(output, grid) if streamed else None
-    try:
-        volume = None if streamed else np.empty(grid.shape, dtype=np.float32)
-        for i, (k0, k1, *_) in enumerate(units):
-            planes = run.read_unit(i, grid)
-            if writer is not None:
-                writer.write_planes(k0, planes)
-            else:
-                volume[k0:k1] = planes
-        if writer is not None:
-            writer.commit()
-        else:
-            ctforge.write_volume(output, volume, grid)
-    finally:
-        if writer is not None:
-            writer.close()
+    if streamed:
+        results = _workers_write_h5(client, run, spec, output, grid, progress, input)
+    else:
+        results = _client_assembles(client, run, spec, output, grid, progress, input)
     if not keep_units:
         _remove_run(dir, ("slab_",), remove_dir=checkpoint_dir is None)
-    return _summary(algo, output, len(units), results, t0, unit_planes=units[0][1] - units[0][0])
+    return _summary(algo, output, len(units), results, t0, unit_planes=units[0][1] - units[0][0],
+                    output_writes="workers" if streamed else "client")
+
+
+def _unit_futures(client, run, spec: dict, units: Sequence[int]) -> List[Any]:
+    nonce = uuid.uuid4().hex[:8]  # a call's tasks never alias an earlier call's results
+    return [client.submit(_slab_unit_task, spec, i,
+                          key=f"ctforge-slab-{run.fingerprint}-{i}-{nonce}") for i in units]
+
+
+def _workers_write_h5(client, run, spec: dict, output: str, grid, progress, input: str):
+    """A ``.h5`` output on the file system the workers share: the client reserves the file
+    under its temporary name, every unit's task (computing it, or reading its record) writes its
+    planes at their offset, and the client renames the file once every unit's record checks out
+    and its planes are written. No volume data passes through the client."""
+    # (An absolute name: the workers' working directories are not the client's.)
+    writer = _core.VolumeFileWriter(os.path.abspath(output), grid)
+    try:
+        part_spec = dict(spec, part={"file": writer.temporary_path,
+                                     "offset": int(writer.data_offset)})
+        futures = _unit_futures(client, run, part_spec, range(len(run.units)))
+        results = _gather(client, futures, progress, f"reconstruct {input}")
+        for r in results:
+            k0, k1 = r["written"]
+            writer.mark_written(k0, k1 - k0)
+        for i in range(len(run.units)):
+            done, why = run.is_recorded(i)
+            if not done:
+                raise ctforge.Error(f"reconstruct {input}: unit {i} does not check out after "
+                                    f"its planes were written ({why}); run the same call again")
+        writer.commit()
+    finally:
+        writer.close()
+    return results
+
+
+def _client_assembles(client, run, spec: dict, output: str, grid, progress, input: str):
+    """Formats other than ``.h5``: the units are computed on the workers, then read by the
+    client and written as one volume (which must fit in its memory)."""
+    todo = [i for i in range(len(run.units)) if not run.is_recorded(i)[0]]
+    results = _gather(client, _unit_futures(client, run, spec, todo), progress,
+                      f"reconstruct {input}")
+    volume = np.empty(grid.shape, dtype=np.float32)
+    for i, (k0, k1, *_) in enumerate(run.units):
+        volume[k0:k1] = run.read_unit(i, grid)
+    ctforge.write_volume(output, volume, grid)
+    return results
 
 
 def _sirt(client, input, output, g, grid, grid_spec, record, options, read, dir, remove_dir,

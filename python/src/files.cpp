@@ -224,7 +224,27 @@ void register_volume_files(py::module_& m) {
              }
              w.w.reset();
            })
+      .def_property_readonly(
+          "temporary_path",
+          [](py_volume_writer& w) { return w.get().temporary_path(); })
+      .def_property_readonly("data_offset",
+                             [](py_volume_writer& w) { return w.get().data_offset(); })
+      .def(
+          "mark_written",
+          [](py_volume_writer& w, std::int64_t k0, std::int64_t n) { w.get().mark_written(k0, n); },
+          py::arg("k0"), py::arg("n"))
       .def("close", [](py_volume_writer& w) { w.w.reset(); });
+  m.def(
+      "write_volume_part",
+      [](const std::string& temporary, std::uint64_t offset, const volume_geometry& vg,
+         std::int64_t k0, const py::handle& planes_obj) {
+        const farray a = require_array(planes_obj, 3, "planes");
+        const std::span<const float> s = span_of(a);
+        py::gil_scoped_release nogil;
+        io::write_volume_part(temporary, offset, vg, k0, s);
+      },
+      py::arg("temporary"), py::arg("data_offset"), py::arg("grid"), py::arg("k0"),
+      py::arg("planes"));
   m.def(
       "write_projections",
       [](const std::string& path, const py::handle& proj_obj, const geometry& g) {

@@ -75,6 +75,50 @@ def test_fdk_units_equal_one_process_bit_for_bit(client, scan, tmp_path):
     assert np.array_equal(ctforge.read_volume(tmp_path / "v.mha")[0], ref)
 
 
+def test_workers_write_the_h5_output_and_only_metadata_reaches_the_client(client, scan, tmp_path,
+                                                                          monkeypatch):
+    """An .h5 output is written by the workers into the file the client reserved: what each
+    task sends back is a small dict (no planes), the volume equals the client-assembled one bit
+    for bit, and a unit's late duplicate write (a worker cut off and back after the rename)
+    fails on the temporary name without touching the output."""
+    import pickle
+    _, path, g, p = scan
+    gathered, specs = [], []
+    real_gather, real_futures = cd._gather, cd._unit_futures
+    monkeypatch.setattr(cd, "_gather", lambda *a: gathered.extend(real_gather(*a)) or gathered)
+    monkeypatch.setattr(cd, "_unit_futures",
+                        lambda c, run, spec, units: specs.append(spec) or
+                        real_futures(c, run, spec, units))
+    out = tmp_path / "w.h5"
+    summary = cd.reconstruct(client, path, out, shape=GRID, unit_planes=3, threads=1,
+                             checkpoint_dir=tmp_path / "ck", keep_units=True)
+    assert summary["output_writes"] == "workers" and summary["units"] == 11
+    assert sorted(r["unit"] for r in gathered) == list(range(11))
+    sizes = [len(pickle.dumps(r)) for r in gathered]
+    assert max(sizes) < 1024, sizes
+    print(f"[ metric ] bytes per task result: at most {max(sizes)}")
+    vol, grid = ctforge.read_volume(out)
+    # The same units assembled by the client (another format goes through its memory).
+    cd.reconstruct(client, path, tmp_path / "c.mha", shape=GRID, unit_planes=3, threads=1,
+                   checkpoint_dir=tmp_path / "ck", keep_units=True)
+    assert np.array_equal(vol, ctforge.read_volume(tmp_path / "c.mha")[0])
+    ref, ref_grid = one_process(scan, 3, tmp_path)
+    assert np.array_equal(vol, ref) and grid.origin == ref_grid.origin
+    # Everything recorded already: the workers write the planes from the records (no unit is
+    # computed) into a fresh output.
+    gathered.clear()
+    again = cd.reconstruct(client, path, tmp_path / "again.h5", shape=GRID, unit_planes=3,
+                           threads=1, checkpoint_dir=tmp_path / "ck", keep_units=True)
+    assert again["computed"] == 0 and again["reused"] == 11 and len(gathered) == 11
+    assert np.array_equal(ctforge.read_volume(tmp_path / "again.h5")[0], ref)
+    before = out.read_bytes()
+    late = specs[0]
+    with pytest.raises(ctforge.Error, match=re.escape(os.path.basename(late["part"]["file"]))):
+        cd._slab_unit_task(late, 0)
+    assert out.read_bytes() == before
+    assert not [n for n in os.listdir(tmp_path) if ".part" in n]
+
+
 def test_helical_units_equal_one_process_and_one_shot(client, tmp_path):
     rows, dv = 8, 1.5
     feed = rows * dv * 300 / 600  # pitch factor 1
@@ -216,6 +260,8 @@ def test_killed_client_started_again_computes_only_missing_units(client, scan, t
     assert summary["computed"] == 32 - recorded
     ref, _ = one_process(scan, 1, tmp_path)
     assert np.array_equal(ctforge.read_volume(out)[0], ref)
+    # The output the killed client had reserved (its process is gone) was removed by the next.
+    assert not [n for n in os.listdir(tmp_path) if ".part" in n]
 
 
 def test_checkpoint_dir_of_another_run_is_refused(client, scan, tmp_path):

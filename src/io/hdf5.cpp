@@ -1,6 +1,7 @@
 // Native HDF5 projection and volume files (schema in include/ctforge/io.hpp).
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -412,30 +413,81 @@ const std::string& volume_file_writer::path() const noexcept {
   return impl_->path;
 }
 
-void volume_file_writer::write_planes(std::int64_t k0, std::span<const float> planes) {
-  impl& m = *impl_;
-  const std::int64_t plane = m.g.nx * m.g.ny;
+namespace {
+
+/// `planes` (whole planes of g, from plane k0) checked and written at `offset` of `fd`.
+void pwrite_planes(int fd, std::uint64_t offset, const volume_geometry& g, std::int64_t k0,
+                   std::span<const float> planes, const std::string& what) {
+  const std::int64_t plane = g.nx * g.ny;
   const auto n = static_cast<std::int64_t>(planes.size()) / plane;
-  CTFORGE_EXPECTS(m.fd >= 0, m.path + ": volume_file_writer: already committed");
   CTFORGE_EXPECTS(n >= 1 && n * plane == static_cast<std::int64_t>(planes.size()) && k0 >= 0 &&
-                      k0 + n <= m.g.nz,
+                      k0 + n <= g.nz,
                   fmt::format("{}: {} values are not whole planes of {} x {} voxels at z {} of {}",
-                              m.path, planes.size(), m.g.nx, m.g.ny, k0, m.g.nz));
+                              what, planes.size(), g.nx, g.ny, k0, g.nz));
   const std::string axes = fmt::format("z - {}, y, x", k0);
-  detail::refuse_non_finite(planes.data(), n, m.g.ny, m.g.nx, m.path, axes.c_str());
+  detail::refuse_non_finite(planes.data(), n, g.ny, g.nx, what, axes.c_str());
   const auto* p = reinterpret_cast<const char*>(planes.data());
   const std::size_t total = planes.size() * sizeof(float);
-  const std::uint64_t at = m.offset + static_cast<std::uint64_t>(k0 * plane) * sizeof(float);
+  const std::uint64_t at = offset + static_cast<std::uint64_t>(k0 * plane) * sizeof(float);
   std::size_t done = 0;
   while (done < total) {
-    const ssize_t w = ::pwrite(m.fd, p + done, std::min<std::size_t>(total - done, 1u << 30),
+    const ssize_t w = ::pwrite(fd, p + done, std::min<std::size_t>(total - done, 1u << 30),
                                static_cast<off_t>(at + done));
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0)
-      m.fail(fmt::format("write of planes {}..{} failed", k0, k0 + n - 1), w < 0 ? errno : ENOSPC);
+      CTFORGE_FAIL(fmt::format("{}: write of planes {}..{} failed: {}", what, k0, k0 + n - 1,
+                               std::strerror(w < 0 ? errno : ENOSPC)));
     done += static_cast<std::size_t>(w);
   }
+}
+
+}  // namespace
+
+void volume_file_writer::write_planes(std::int64_t k0, std::span<const float> planes) {
+  impl& m = *impl_;
+  CTFORGE_EXPECTS(m.fd >= 0, m.path + ": volume_file_writer: already committed");
+  pwrite_planes(m.fd, m.offset, m.g, k0, planes, m.path);
+  mark_written(k0, static_cast<std::int64_t>(planes.size()) / (m.g.nx * m.g.ny));
+}
+
+const std::string& volume_file_writer::temporary_path() const noexcept {
+  return impl_->out->path();
+}
+
+std::uint64_t volume_file_writer::data_offset() const noexcept {
+  return impl_->offset;
+}
+
+void volume_file_writer::mark_written(std::int64_t k0, std::int64_t n) {
+  impl& m = *impl_;
+  CTFORGE_EXPECTS(k0 >= 0 && n >= 1 && k0 + n <= m.g.nz,
+                  fmt::format("{}: planes {}..{} are not planes of a volume of {}", m.path, k0,
+                              k0 + n - 1, m.g.nz));
   for (std::int64_t k = k0; k < k0 + n; ++k) m.written[static_cast<std::size_t>(k)] = true;
+}
+
+void write_volume_part(const std::string& temporary, std::uint64_t data_offset,
+                       const volume_geometry& g, std::int64_t k0, std::span<const float> planes) {
+  g.validate();
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    CTFORGE_FAIL(fmt::format("{}: cannot open the volume being written: {}", temporary,
+                             std::strerror(errno)));
+  struct fd_closer {
+    int fd;
+    ~fd_closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  const std::uint64_t end =
+      data_offset + static_cast<std::uint64_t>(g.voxel_count()) * sizeof(float);
+  if (::fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) < end)
+    CTFORGE_FAIL(fmt::format("{}: not the volume being written: {} bytes, where its data ends at "
+                             "byte {}",
+                             temporary, static_cast<long long>(st.st_size), end));
+  pwrite_planes(fd, data_offset, g, k0, planes, temporary);
+  if (::fsync(fd) != 0)
+    CTFORGE_FAIL(fmt::format("{}: cannot flush planes from {} to the device: {}", temporary, k0,
+                             std::strerror(errno)));
 }
 
 void volume_file_writer::commit() {

@@ -676,3 +676,50 @@ TEST_F(Hdf5Files, VolumeFileWriterNeverLeavesAnIncompleteFile) {
   EXPECT_EQ(io::read_volume(path("v.h5")).data, earlier.data);
   EXPECT_EQ(entries(), std::vector<std::string>{"v.h5"});
 }
+
+// Planes written by other processes (the workers of a distributed run) straight into the
+// writer's temporary file: the committed file equals one written whole, and a plane neither
+// written nor marked still stops the commit. A duplicate write of the same planes (a worker cut
+// off and back) changes nothing; a file that is not the volume being written is refused.
+TEST_F(Hdf5Files, VolumePartsWrittenByOtherProcessesAssembleTheVolume) {
+  const volume_geometry g = odd_grid();
+  volume v(g);
+  v.data = random_values(v.data.size(), 11);
+  const std::int64_t plane = g.nx * g.ny;
+  const std::span<const float> all(v.data);
+  {
+    io::volume_file_writer w(path("parts.h5"), g);
+    const std::string tmp = w.temporary_path();
+    const std::uint64_t offset = w.data_offset();
+    // Each slab from a child process of its own.
+    for (const auto [k0, n] : {std::pair<std::int64_t, std::int64_t>{0, 3}, {3, 3}, {6, 1}}) {
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        try {
+          io::write_volume_part(tmp, offset, g, k0, all.subspan(k0 * plane, n * plane));
+        } catch (...) {
+          ::_exit(1);
+        }
+        ::_exit(0);
+      }
+      int status = -1;
+      ::waitpid(pid, &status, 0);
+      ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      if (k0 < 6) w.mark_written(k0, n);
+    }
+    io::write_volume_part(tmp, offset, g, 3, all.subspan(3 * plane, 3 * plane));  // duplicate
+    // Plane 6 was written but not marked: the writer cannot know it, and refuses to commit.
+    ctforge::testing::expect_runtime_error_naming([&] { w.commit(); }, "plane 6 of 7");
+    w.mark_written(6, 1);
+    w.commit();
+  }
+  EXPECT_EQ(io::read_volume(path("parts.h5")).data, v.data);
+  EXPECT_EQ(entries(), std::vector<std::string>{"parts.h5"});
+  // Not the volume being written: a file shorter than the volume's data.
+  std::ofstream(path("short.bin")) << "0123456789";
+  ctforge::testing::expect_runtime_error_naming(
+      [&] { io::write_volume_part(path("short.bin"), 0, g, 0, all.subspan(0, plane)); },
+      "short.bin");
+  ctforge::testing::expect_runtime_error_naming(
+      [&] { io::write_volume_part(path("gone.h5"), 0, g, 0, all.subspan(0, plane)); }, "gone.h5");
+}
