@@ -17,7 +17,7 @@ VENV ?= .venv
 # checks the manifests in deploy/ offline against the Kubernetes schemas it bundles.
 PY_REQUIREMENTS = "scikit-build-core>=0.10" "pybind11>=2.10" "numpy>=1.22" pytest nbclient \
   nbformat ipykernel matplotlib scipy "dask>=2023.1" "distributed>=2023.1" "h5py>=3.11" algotom \
-  torch jax "kubernetes-validate>=1.33"
+  torch jax "kubernetes-validate>=1.33" "zarr>=3" s3fs "moto[server]"
 PIP = $(VENV)/bin/pip --disable-pip-version-check -q
 # The documentation's own requirements, installed by `make docs` only (not by `make test`).
 DOCS_REQUIREMENTS = "sphinx>=7" "myst-parser>=2" "myst-nb>=1" "breathe>=4.35"
