@@ -68,15 +68,18 @@ def _is_s3(u: str) -> bool:
 
 
 def is_zarr_url(url: Any) -> bool:
-    """True for what this module reads and writes: a path ending in ``.zarr`` (also with a
-    trailing ``/``) or any ``s3://`` URL."""
+    """True for what this module reads and writes: any ``s3://`` URL, a path ending in
+    ``.zarr`` or inside one (an array in a group: ``scan.zarr/recon``), or a directory holding
+    Zarr metadata."""
     try:
         u = os.fspath(url)
     except TypeError:
         return False
     if not isinstance(u, str):
         return False
-    return _is_s3(u) or u.rstrip("/").lower().endswith(".zarr")
+    if _is_s3(u) or any(p.lower().endswith(".zarr") for p in u.replace("\\", "/").split("/")):
+        return True
+    return os.path.isdir(u) and _is_zarr_dir(u)
 
 
 def _zarr():
