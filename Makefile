@@ -14,10 +14,11 @@ VENV ?= .venv
 # torch and jax: python/tests/test_torch.py and test_jax.py (ctforge.torch / ctforge.jax). From
 # PyPI torch brings its CUDA libraries: about 5 GB in the environment, 85 s to install on a
 # fresh cache; jax (CPU) about 380 MB, 7 s. kubernetes-validate: python/tests/test_deploy.py
-# checks the manifests in deploy/ offline against the Kubernetes schemas it bundles.
+# checks the manifests in deploy/ offline against the Kubernetes schemas it bundles. zarr and
+# s3fs: ctforge.zarr_volumes (.zarr and s3:// volumes); moto[server]: its tests' local S3 server.
 PY_REQUIREMENTS = "scikit-build-core>=0.10" "pybind11>=2.10" "numpy>=1.22" pytest nbclient \
   nbformat ipykernel matplotlib scipy "dask>=2023.1" "distributed>=2023.1" "h5py>=3.11" algotom \
-  torch jax "kubernetes-validate>=1.33"
+  torch jax "kubernetes-validate>=1.33" "zarr>=3" s3fs "moto[server]"
 PIP = $(VENV)/bin/pip --disable-pip-version-check -q
 # The documentation's own requirements, installed by `make docs` only (not by `make test`).
 DOCS_REQUIREMENTS = "sphinx>=7" "myst-parser>=2" "myst-nb>=1" "breathe>=4.35"

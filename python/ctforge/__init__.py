@@ -1128,9 +1128,13 @@ def write_projections(path: PathLike, projections: Any, geometry: Any) -> None:
 
 
 def read_volume(path: PathLike, *, mu_water: Optional[float] = None) -> Tuple[np.ndarray, VolumeGeometry]:
-    """``(array (nz, ny, nx), VolumeGeometry)`` from HDF5, MetaImage, NRRD, NIfTI or a DICOM
-    series (directory or file). DICOM values are HU unless ``mu_water`` (1/mm) converts them
-    to attenuation."""
+    """``(array (nz, ny, nx), VolumeGeometry)`` from HDF5, MetaImage, NRRD, NIfTI, a DICOM
+    series (directory or file) or Zarr (a path ending in ``.zarr`` or an ``s3://`` URL:
+    :func:`ctforge.zarr_volumes.read_zarr_volume`). DICOM values are HU unless ``mu_water``
+    (1/mm) converts them to attenuation."""
+    from . import zarr_volumes
+    if zarr_volumes.is_zarr_url(path):
+        return zarr_volumes.read_zarr_volume(path)
     return _core.read_volume(_os.fspath(path), mu_water)
 
 
@@ -1138,8 +1142,13 @@ def write_volume(path: PathLike, volume: Any, grid: Any = None, *, mu_water: flo
                  values_are_hu: bool = False, compress: bool = True,
                  series_description: str = "ctforge reconstruction") -> None:
     """Writes a volume, format from the path (.h5, .mha/.mhd, .nrrd/.nhdr, .nii/.nii.gz, a
-    directory or .dcm for DICOM), atomically; spacing and origin from ``grid``."""
+    directory or .dcm for DICOM, .zarr or an ``s3://`` URL for Zarr v3:
+    :mod:`ctforge.zarr_volumes`), atomically; spacing and origin from ``grid``."""
     v = _as_float32(volume, 3, "volume")
+    from . import zarr_volumes
+    if zarr_volumes.is_zarr_url(path):
+        zarr_volumes.write_volume(path, v, _volume_grid(v, grid), compress=bool(compress))
+        return
     _core.write_volume(_os.fspath(path), v, _volume_grid(v, grid), float(mu_water),
                        bool(values_are_hu), bool(compress), series_description)
 
