@@ -220,6 +220,10 @@ def _slab_unit_task(spec: dict, unit: int) -> dict:
         run.compute_unit(unit, band, **o)
     result = {"unit": unit, "computed": not done, "seconds": time.perf_counter() - t0,
               "worker": _where()}
+    if spec.get("zarr") is not None:
+        from . import zarr_volumes
+        zarr_volumes.write_zarr_planes(spec["zarr"], k0, run.read_unit(unit, _grid(spec["grid"])))
+        result["written"] = [k0, k1]
     part = spec.get("part")
     if part is not None:
         # The worker writes its planes into the output itself (read back from its record, so
@@ -346,7 +350,8 @@ def _gather(client, futures: List[Any], progress: Optional[Callable[[float], Non
 def _summary(kind: str, output: str, units: int, results: List[dict], t0: float,
              **extra: Any) -> dict:
     computed = [r for r in results if r["computed"]]
-    out = {"output": os.path.abspath(output), "kind": kind, "units": units,
+    out = {"output": output if "://" in output else os.path.abspath(output), "kind": kind,
+           "units": units,
            "computed": len(computed), "reused": units - len(computed),
            "workers": sorted({r["worker"] for r in computed}),
            "unit_seconds": sum(r["seconds"] for r in computed),
@@ -389,7 +394,10 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
     ``keep_units``. FDK / FBP ``.h5`` outputs are written by the workers, each unit's planes at
     their offset of the file the client reserved under a temporary name (which must be on the
     file system the workers share, like ``checkpoint_dir``); the client renames it once every
-    unit checks out, and no volume data passes through it. Other formats, and SIRT, are
+    unit checks out, and no volume data passes through it. Zarr outputs (a local ``.zarr``
+    directory, or ``s3://bucket/key.zarr`` with the endpoint and credentials from the ``AWS_*``
+    environment variables) get one shard per unit, each written by its worker, and
+    ``ctforge_complete`` set last (:mod:`ctforge.zarr_volumes`). Other formats, and SIRT, are
     assembled by the client (slab by slab for ``.h5``)."""
     arguments = dict(locals())
     t0 = time.perf_counter()
@@ -400,6 +408,7 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
     if unknown:
         raise ctforge.UsageError(f"reconstruct: unknown option(s) {', '.join(sorted(unknown))}")
     streamed = output.lower().endswith((".h5", ".hdf5"))
+    zarr = output.startswith("s3://") or output.rstrip("/").lower().endswith(".zarr")
     g = ctforge.read_projection_geometry(input, **read)
     if isinstance(center_of_rotation, str) and center_of_rotation == "auto":
         mid, half = g.rows // 2, min(16, (g.rows + 1) // 2)
@@ -413,7 +422,8 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
     if grid is None:
         s = None if shape is None else tuple(int(v) for v in shape)
         grid = _core.default_grid(g._g, s, ctforge._triple(spacing, "spacing"),
-                                  ctforge._triple(origin, "origin"), whole_in_memory=not streamed)
+                                  ctforge._triple(origin, "origin"),
+                                  whole_in_memory=not (streamed or zarr))
     algo = algorithm or ctforge.default_algorithm(g)
     if algo not in ("fdk", "fbp", "helical-fbp", "sirt"):
         raise ctforge.UsageError(f"algorithm: expected fdk, fbp, helical-fbp or sirt "
@@ -439,6 +449,10 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
     record.update({k: v for k, v in options.items() if k not in ("device", "threads")})
     grid_spec = {"shape": list(grid.shape), "spacing": list(grid.spacing),
                  "origin": list(grid.origin)}
+    if checkpoint_dir is None and "://" in output:
+        raise ctforge.UsageError(f"checkpoint_dir: needed for the output {output} (a directory "
+                                 "every worker and the client share, where the units are "
+                                 "recorded)")
     dir = os.path.abspath(os.fspath(checkpoint_dir) if checkpoint_dir
                           else _default_dir(output, "units"))
     if algo == "sirt":
@@ -452,14 +466,16 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
     units = run.units
     spec = {"input": input, "read": read, "geometry": g.to_json(), "grid": grid_spec, "dir": dir,
             "planes": int(unit_planes), "record": record_text, "options": options}
-    if streamed:
+    if zarr:
+        results = _workers_write_zarr(client, run, spec, output, grid, progress, input)
+    elif streamed:
         results = _workers_write_h5(client, run, spec, output, grid, progress, input)
     else:
         results = _client_assembles(client, run, spec, output, grid, progress, input)
     if not keep_units:
         _remove_run(dir, ("slab_",), remove_dir=checkpoint_dir is None)
     return _summary(algo, output, len(units), results, t0, unit_planes=units[0][1] - units[0][0],
-                    output_writes="workers" if streamed else "client")
+                    output_writes="workers" if streamed or zarr else "client")
 
 
 def _unit_futures(client, run, spec: dict, units: Sequence[int]) -> List[Any]:
@@ -491,6 +507,32 @@ def _workers_write_h5(client, run, spec: dict, output: str, grid, progress, inpu
         writer.commit()
     finally:
         writer.close()
+    return results
+
+
+def _workers_write_zarr(client, run, spec: dict, output: str, grid, progress, input: str):
+    """A Zarr output (a local ``.zarr`` directory, or ``s3://...``) with one shard per unit: the
+    client creates the array (for a local path under a temporary name), every unit's task
+    writes its shard, and the client sets ``ctforge_complete`` once every shard is there and
+    every unit's record checks out (then puts a local array in place). No volume data passes
+    through the client."""
+    from . import zarr_volumes
+    units = run.units
+    planes = units[0][1] - units[0][0]
+    expected = zarr_volumes.zarr_units(grid.shape[0], planes)
+    if [(u[0], u[1]) for u in units] != expected:  # (units are planned that way: a safeguard)
+        raise ctforge.Error(f"reconstruct {output}: the units' planes {[u[:2] for u in units]} "
+                            f"are not the shards of {planes} planes")
+    with zarr_volumes.staged_volume(output) as target:
+        zarr_volumes.create_zarr_volume(target, grid, planes)
+        futures = _unit_futures(client, run, dict(spec, zarr=target), range(len(units)))
+        results = _gather(client, futures, progress, f"reconstruct {input}")
+        for i in range(len(units)):
+            done, why = run.is_recorded(i)
+            if not done:
+                raise ctforge.Error(f"reconstruct {input}: unit {i} does not check out after "
+                                    f"its shard was written ({why}); run the same call again")
+        zarr_volumes.finish_zarr_volume(target)
     return results
 
 
@@ -618,6 +660,10 @@ def simulate(client: Any, phantom: Any, geometry: Any, output: PathLike, *,
     per = int(views_per_unit) or max(1, (1 << 24) // max(1, g.rows * g.cols))
     if per < 1:
         raise ctforge.UsageError(f"views_per_unit: must be >= 1 (got {views_per_unit})")
+    if checkpoint_dir is None and "://" in output:
+        raise ctforge.UsageError(f"checkpoint_dir: needed for the output {output} (a directory "
+                                 "every worker and the client share, where the units are "
+                                 "recorded)")
     dir = os.path.abspath(os.fspath(checkpoint_dir) if checkpoint_dir
                           else _default_dir(output, "units"))
     record = {"phantom": phantom_spec, "geometry": json.loads(g.to_json()),

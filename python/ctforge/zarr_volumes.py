@@ -33,20 +33,22 @@ S3: the endpoint and credentials come from the usual environment variables
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import math
 import os
 import shutil
 import socket
-from typing import Any, Dict, List, Optional, Tuple, Union
+import time
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
 import ctforge
 
 __all__ = ["create_zarr_volume", "write_zarr_planes", "finish_zarr_volume", "read_zarr_volume",
-           "zarr_units", "is_zarr_url"]
+           "zarr_units", "is_zarr_url", "staged_volume"]
 
 UrlLike = Union[str, "os.PathLike[str]"]
 
@@ -366,23 +368,65 @@ def write_volume(url: UrlLike, volume: np.ndarray, grid: ctforge.VolumeGeometry,
     p = planes_per_shard or max(1, min(nz, (64 << 20) // max(1, 4 * ny * nx)))
     _check_finite(u, 0, volume)
 
-    def write(target: str) -> None:
+    with staged_volume(u) as target:
         create_zarr_volume(target, grid, p, storage_options=storage_options, compress=compress)
         _open(target, "r+", storage_options)[...] = volume  # one writer: all shards at once
         finish_zarr_volume(target, storage_options=storage_options)
 
+
+def _remove_orphans(parent: str, stem: str, foreign_age_s: float = 600) -> None:
+    """Temporaries ``.<stem>.<host>-<pid>.part.zarr`` that killed writers left (SIGKILL: no
+    handler ran): those of this host and pid namespace whose process is gone, and any unmodified
+    for ten minutes (another machine's)."""
+    head, tail = f".{stem}.", ".part.zarr"
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return
+    for n in names:
+        if not (n.startswith(head) and n.endswith(tail)):
+            continue
+        tag, _, pid = n[len(head):-len(tail)].rpartition("-")
+        if not pid.isdigit():
+            continue
+        path = os.path.join(parent, n)
+        gone = False
+        if tag == _host_tag():
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                gone = True
+            except OSError:
+                pass
+        try:
+            old = time.time() - os.stat(path).st_mtime > foreign_age_s
+        except OSError:
+            continue
+        if gone or old:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def staged_volume(url: UrlLike) -> Iterator[str]:
+    """Where to build the volume ``url`` names: for a local path a temporary sibling
+    ``.<name>.<host>-<pid>.part.zarr``, put in place when the block ends without an exception
+    (exchanged with an earlier array there, which is then removed) and removed otherwise; an
+    ``s3://`` URL itself (nothing can be renamed there: ``finish_zarr_volume`` is the commit).
+    An existing file or directory that is not a Zarr array or group is refused (UsageError)."""
+    u = _url(url)
     if _is_s3(u):
-        write(u)
+        yield u
         return
     final = os.path.abspath(u.rstrip("/") or u)
     parent, name = os.path.split(final)
     stem = name[:-len(".zarr")] if name.lower().endswith(".zarr") else name
     if os.path.lexists(final) and not (os.path.isdir(final) and _is_zarr_dir(final)):
         raise ctforge.UsageError(f"{u}: exists and is not a Zarr array or group; not replaced")
+    _remove_orphans(parent, stem)
     tmp = os.path.join(parent, f".{stem}.{_host_tag()}-{os.getpid()}.part.zarr")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        write(tmp)
+        yield tmp
         if not os.path.lexists(final):
             os.rename(tmp, final)
         elif _exchange(tmp, final):

@@ -28,6 +28,19 @@ def cli():
 
 
 @pytest.fixture(scope="session")
+def moto_endpoint():
+    """A moto S3 server (a test server: objects in its memory) on 127.0.0.1 at a free port,
+    started for the tests that ask for it and stopped after them."""
+    server_mod = pytest.importorskip("moto.server", reason="moto[server] is not installed")
+    pytest.importorskip("s3fs", reason="s3fs is not installed")
+    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def data_dir():
     return pathlib.Path(os.environ.get("CTFORGE_DATA_DIR", ROOT / "data"))
 

@@ -26,19 +26,7 @@ def grid_of(shape):
     return ctforge.VolumeGeometry(*shape, (0.5, 0.75, 1.25), (-3.0, 2.5, 10.0))
 
 
-# ---- S3: a local moto server --------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def moto_endpoint():
-    """A moto S3 server on 127.0.0.1 (a free port), for this module's tests only."""
-    server_mod = pytest.importorskip("moto.server", reason="moto[server] is not installed")
-    pytest.importorskip("s3fs", reason="s3fs is not installed")
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
+# ---- S3: the local moto server (conftest.moto_endpoint) -----------------------------------------
 
 @pytest.fixture
 def s3(moto_endpoint, monkeypatch, request):
