@@ -715,7 +715,8 @@ def _parser() -> argparse.ArgumentParser:
     r = sub.add_parser("recon", help="FDK / FBP / helical FBP slab by slab, or SIRT with the views "
                                     "partitioned")
     r.add_argument("input", help="projections (ctforge / DataExchange / NXtomo HDF5, TIFF stack)")
-    r.add_argument("-o", "--output", required=True, help="output volume (.h5 streamed; others in memory)")
+    r.add_argument("-o", "--output", required=True, help="output volume (.h5, .zarr or s3://.../x.zarr: written by the workers; "
+                        "other formats assembled in the client's memory)")
     cluster(r)
     r.add_argument("--algorithm", choices=("fdk", "fbp", "helical-fbp", "sirt"))
     r.add_argument("--unit-planes", type=int, default=0, metavar="N")
