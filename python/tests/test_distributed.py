@@ -47,6 +47,23 @@ def recorded_units(dir):
     return sorted(n for n in os.listdir(dir) if n.startswith("slab_") and n.endswith(".json"))
 
 
+def kill_client_after_3_units(script, ck, env=None):
+    """Runs the client `script` (32 units of one plane), SIGKILLs it once 3 units are recorded
+    in `ck` and returns how many are recorded once the tasks already running have ended."""
+    proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.DEVNULL,
+                            env=dict(os.environ, **(env or {})))
+    deadline = time.time() + 60
+    while (not ck.exists() or len(recorded_units(ck)) < 3) and time.time() < deadline:
+        assert proc.poll() is None, "the client ended before it could be killed"
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    time.sleep(1.0)  # tasks already running when the client died may still record their unit
+    recorded = len(recorded_units(ck))
+    assert 3 <= recorded < 32
+    return recorded
+
+
 def one_process(scan, unit_planes, tmp_path, **kw):
     """The same units in this process: ctforge.reconstruct(checkpoint_dir=...) on the file."""
     p, g = ctforge.read_projections(scan[1])
@@ -162,17 +179,7 @@ def test_zarr_output_on_s3_and_a_killed_client(client, scan, tmp_path, moto_endp
         cd.reconstruct(client, {str(path)!r}, {url!r}, shape={GRID!r}, unit_planes=1,
                        threads=1, checkpoint_dir={str(ck)!r})
     """)
-    proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.DEVNULL,
-                            env=dict(os.environ, **env))
-    deadline = time.time() + 60
-    while (not ck.exists() or len(recorded_units(ck)) < 3) and time.time() < deadline:
-        assert proc.poll() is None, "the client ended before it could be killed"
-        time.sleep(0.002)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    time.sleep(1.0)  # tasks already running may still record their unit
-    recorded = len(recorded_units(ck))
-    assert 3 <= recorded < 32
+    recorded = kill_client_after_3_units(script, ck, env)
     with pytest.raises(ctforge.Error, match="incomplete"):
         ctforge.read_volume(url)
     with pytest.raises(ctforge.UsageError, match="checkpoint_dir: needed"):
@@ -313,16 +320,7 @@ def test_killed_client_started_again_computes_only_missing_units(client, scan, t
         cd.reconstruct(client, {str(path)!r}, {str(out)!r}, shape={GRID!r}, unit_planes=1,
                        threads=1, checkpoint_dir={str(ck)!r})
     """)
-    proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.DEVNULL)
-    deadline = time.time() + 60
-    while (not ck.exists() or len(recorded_units(ck)) < 3) and time.time() < deadline:
-        assert proc.poll() is None, "the client ended before it could be killed"
-        time.sleep(0.002)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    time.sleep(1.0)  # tasks already running when the client died may still record their unit
-    recorded = len(recorded_units(ck))
-    assert 3 <= recorded < 32
+    recorded = kill_client_after_3_units(script, ck)
     assert not out.exists()
     summary = cd.reconstruct(client, path, out, shape=GRID, unit_planes=1, threads=1,
                              checkpoint_dir=ck)
