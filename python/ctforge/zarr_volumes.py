@@ -40,7 +40,6 @@ import math
 import os
 import shutil
 import socket
-import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
@@ -374,36 +373,25 @@ def write_volume(url: UrlLike, volume: np.ndarray, grid: ctforge.VolumeGeometry,
         finish_zarr_volume(target, storage_options=storage_options)
 
 
-def _remove_orphans(parent: str, stem: str, foreign_age_s: float = 600) -> None:
-    """Temporaries ``.<stem>.<host>-<pid>.part.zarr`` that killed writers left (SIGKILL: no
-    handler ran): those of this host and pid namespace whose process is gone, and any unmodified
-    for ten minutes (another machine's)."""
-    head, tail = f".{stem}.", ".part.zarr"
+def _remove_orphans(parent: str, stem: str) -> None:
+    """Temporaries ``.<stem>.<host>-<pid>.part.zarr`` that killed writers of this host and pid
+    namespace left (SIGKILL: no handler ran), their process being gone. Another host's are left
+    alone whatever their age: a distributed run's array is staged there for the whole run."""
+    head, tail = f".{stem}.{_host_tag()}-", ".part.zarr"
     try:
         names = os.listdir(parent)
     except OSError:
         return
     for n in names:
-        if not (n.startswith(head) and n.endswith(tail)):
+        pid = n[len(head):-len(tail)]
+        if not (n.startswith(head) and n.endswith(tail) and pid.isdigit()):
             continue
-        tag, _, pid = n[len(head):-len(tail)].rpartition("-")
-        if not pid.isdigit():
-            continue
-        path = os.path.join(parent, n)
-        gone = False
-        if tag == _host_tag():
-            try:
-                os.kill(int(pid), 0)
-            except ProcessLookupError:
-                gone = True
-            except OSError:
-                pass
         try:
-            old = time.time() - os.stat(path).st_mtime > foreign_age_s
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(parent, n), ignore_errors=True)
         except OSError:
-            continue
-        if gone or old:
-            shutil.rmtree(path, ignore_errors=True)
+            pass
 
 
 @contextlib.contextmanager

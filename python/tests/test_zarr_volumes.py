@@ -294,3 +294,22 @@ def test_zarr_is_optional():
             "try:\n    ctforge.read_volume('x.zarr')\nexcept ImportError as e:\n    print(e)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install ctforge[zarr]" in r.stdout, r.stdout + r.stderr
+
+
+def test_staging_left_by_a_killed_writer_is_removed(tmp_path):
+    """A local write first removes the staging directories this host's killed writers of that
+    name left (their process is gone); another host's are kept, whatever their age (a
+    distributed run stages its array there for the whole run)."""
+    child = multiprocessing.get_context("fork").Process(target=os._exit, args=(0,))
+    child.start()
+    child.join()
+    dead = tmp_path / f".vol.{zv._host_tag()}-{child.pid}.part.zarr"
+    foreign = tmp_path / ".vol.pod-7-12.part.zarr"
+    for d in (dead, foreign):
+        d.mkdir()
+        (d / "zarr.json").write_text("{}")
+    os.utime(foreign, (0, 0))
+    shape = (3, 4, 5)
+    ctforge.write_volume(tmp_path / "vol.zarr", volume(shape), grid_of(shape))
+    assert not dead.exists()
+    assert foreign.exists()

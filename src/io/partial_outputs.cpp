@@ -17,7 +17,10 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <limits>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <system_error>
 
 #include "ctforge/io.hpp"
@@ -205,15 +208,11 @@ void sync_path(const std::string& path, const std::string& what) {
 
 temporary_output::temporary_output(std::string final_path, bool directory)
     : final_(std::move(final_path)), directory_(directory) {
-  // Temporaries of this name that killed writers left (no handler runs on SIGKILL) go first.
+  // What killed writers of this machine left beside it (no handler runs on SIGKILL).
   {
     const fs::path p(final_);
-    std::string name = p.filename().empty() ? p.parent_path().filename().string()
-                                            : p.filename().string();
-    const std::string stem = name.substr(0, name.size() - (directory ? 0 : extension_of(name).size()));
     const fs::path parent = p.filename().empty() ? p.parent_path().parent_path() : p.parent_path();
-    if (!stem.empty())
-      remove_orphaned_temporaries(parent.empty() ? "." : parent.string(), {stem + "."}, 600);
+    remove_local_orphans_once(parent.empty() ? "." : parent.string());
   }
   // A name left by a killed run of the same pid (containers reuse pids) is never reused: its
   // stale files would be published by the commit.
@@ -335,6 +334,18 @@ std::optional<temporary_writer> writer_of(const std::string& name) {
 bool process_is_gone(long pid) { return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
 
 }  // namespace
+
+void remove_local_orphans_once(const std::string& dir) {
+  static std::mutex m;
+  static std::set<std::string> done;
+  std::error_code ec;
+  const std::string key = fs::absolute(dir, ec).lexically_normal().string();
+  {
+    const std::lock_guard<std::mutex> lock(m);
+    if (!done.insert(ec ? dir : key).second) return;
+  }
+  remove_orphaned_temporaries(dir, {""}, std::numeric_limits<double>::infinity());
+}
 
 int remove_orphaned_temporaries(const std::string& dir, const std::vector<std::string>& prefixes,
                                 double foreign_age_s) {

@@ -110,9 +110,9 @@ TEST(PartialOutputs, TemporaryNameCarriesHostAndProcess) {
 }
 
 // Writers killed with SIGKILL (or on a lost machine) leave their temporaries: a later run removes
-// those of this machine whose process is gone and those of any machine older than the age given,
-// and leaves a live writer's temporary, a recent one of another machine, other files' and files
-// that merely look alike.
+// those of this machine whose process is gone and (in a checkpoint directory) those of any
+// machine older than the age given, and leaves a live writer's temporary, a recent one of
+// another machine, other files' and files that merely look alike.
 TEST(PartialOutputs, OrphanedTemporariesOfGoneWritersAreRemoved) {
   const fs::path dir = scratch_dir() / "orphans";
   fs::create_directories(dir);
@@ -150,11 +150,21 @@ TEST(PartialOutputs, OrphanedTemporariesOfGoneWritersAreRemoved) {
   EXPECT_FALSE(fs::exists(dir / name("slab_dir", "pod-9", 1)));
   for (const std::string& n : {live, foreign_recent, other_file, alike})
     EXPECT_TRUE(fs::exists(dir / n)) << n << " was removed";
-  // A new output of a name first removes its own name's orphans.
-  touch(dir / name("vol", tag, gone));
+  // The first output this process writes into a directory removes the orphans of this
+  // machine's gone writers there, of any name; another machine's are kept whatever their age
+  // (an output's temporary may live for hours while its volume is written slab by slab).
+  const fs::path next = dir / "next";
+  fs::create_directories(next);
+  touch(next / name("vol", tag, gone));
+  touch(next / name("other", tag, gone));
+  touch(next / foreign_old);
+  fs::last_write_time(next / foreign_old,
+                      fs::file_time_type::clock::now() - std::chrono::seconds(3600));
   {
-    const ctforge::io::temporary_output next((dir / "vol.f32").string());
-    EXPECT_FALSE(fs::exists(dir / name("vol", tag, gone)));
+    const ctforge::io::temporary_output out((next / "vol.f32").string());
+    EXPECT_FALSE(fs::exists(next / name("vol", tag, gone)));
+    EXPECT_FALSE(fs::exists(next / name("other", tag, gone)));
+    EXPECT_TRUE(fs::exists(next / foreign_old));
   }
   fs::remove_all(dir);
 }
