@@ -220,16 +220,17 @@ def _slab_unit_task(spec: dict, unit: int) -> dict:
         run.compute_unit(unit, band, **o)
     result = {"unit": unit, "computed": not done, "seconds": time.perf_counter() - t0,
               "worker": _where()}
-    if spec.get("zarr") is not None:
-        from . import zarr_volumes
-        zarr_volumes.write_zarr_planes(spec["zarr"], k0, run.read_unit(unit, _grid(spec["grid"])))
-        result["written"] = [k0, k1]
-    part = spec.get("part")
-    if part is not None:
+    zarr, part = spec.get("zarr"), spec.get("part")
+    if zarr is not None or part is not None:
         # The worker writes its planes into the output itself (read back from its record, so
         # that what is written is what checks out): only this small dict goes to the client.
-        _core.write_volume_part(part["file"], part["offset"], _grid(spec["grid"]), k0,
-                                run.read_unit(unit, _grid(spec["grid"])))
+        grid = _grid(spec["grid"])
+        planes = run.read_unit(unit, grid)
+        if zarr is not None:
+            from . import zarr_volumes
+            zarr_volumes.write_zarr_planes(zarr, k0, planes)
+        else:
+            _core.write_volume_part(part["file"], part["offset"], grid, k0, planes)
         result["written"] = [k0, k1]
     return result
 
@@ -484,6 +485,16 @@ def _unit_futures(client, run, spec: dict, units: Sequence[int]) -> List[Any]:
                           key=f"ctforge-slab-{run.fingerprint}-{i}-{nonce}") for i in units]
 
 
+def _require_recorded(run, input: str) -> None:
+    """Every unit's record checks out, once the workers have written its planes into the
+    output: otherwise the output is not committed (ctforge.Error naming the unit)."""
+    for i in range(len(run.units)):
+        done, why = run.is_recorded(i)
+        if not done:
+            raise ctforge.Error(f"reconstruct {input}: unit {i} does not check out after its "
+                                f"planes were written ({why}); run the same call again")
+
+
 def _workers_write_h5(client, run, spec: dict, output: str, grid, progress, input: str):
     """A ``.h5`` output on the file system the workers share: the client reserves the file
     under its temporary name, every unit's task (computing it, or reading its record) writes its
@@ -499,11 +510,7 @@ def _workers_write_h5(client, run, spec: dict, output: str, grid, progress, inpu
         for r in results:
             k0, k1 = r["written"]
             writer.mark_written(k0, k1 - k0)
-        for i in range(len(run.units)):
-            done, why = run.is_recorded(i)
-            if not done:
-                raise ctforge.Error(f"reconstruct {input}: unit {i} does not check out after "
-                                    f"its planes were written ({why}); run the same call again")
+        _require_recorded(run, input)
         writer.commit()
     finally:
         writer.close()
@@ -527,11 +534,7 @@ def _workers_write_zarr(client, run, spec: dict, output: str, grid, progress, in
         zarr_volumes.create_zarr_volume(target, grid, planes)
         futures = _unit_futures(client, run, dict(spec, zarr=target), range(len(units)))
         results = _gather(client, futures, progress, f"reconstruct {input}")
-        for i in range(len(units)):
-            done, why = run.is_recorded(i)
-            if not done:
-                raise ctforge.Error(f"reconstruct {input}: unit {i} does not check out after "
-                                    f"its shard was written ({why}); run the same call again")
+        _require_recorded(run, input)
         zarr_volumes.finish_zarr_volume(target)
     return results
 
