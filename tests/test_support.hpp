@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "ctforge/error.hpp"
+#include "ctforge/io.hpp"
 #include "ctforge/recon.hpp"
 
 namespace ctforge::testing {
@@ -131,6 +132,16 @@ struct cli_result {
   int status = -1;     ///< exit status (-1: did not exit normally)
   std::string output;  ///< stdout and stderr together
 };
+
+/// Whether two volume files hold the same voxels on the same grid (files themselves differ:
+/// HDF5 files carry write times).
+inline bool same_volume_files(const std::filesystem::path& a, const std::filesystem::path& b) {
+  const volume x = io::read_volume(a.string());
+  const volume y = io::read_volume(b.string());
+  return x.data == y.data && x.geom.nx == y.geom.nx && x.geom.ny == y.geom.ny &&
+         x.geom.nz == y.geom.nz && x.geom.origin_mm == y.geom.origin_mm &&
+         x.geom.spacing_mm == y.geom.spacing_mm;
+}
 
 /// Entries of `dir` (not recursive) left over from an interrupted or failed write: temporary
 /// outputs are named ".<name>.<host>-<pid>-<n>.part<ext>" (files) or

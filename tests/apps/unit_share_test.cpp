@@ -92,13 +92,8 @@ class UnitShare : public ::testing::Test {
     return status;
   }
 
-  /// Same voxels and grid (HDF5 files themselves carry write times).
   static bool same_volume(const std::string& a, const std::string& b) {
-    const volume x = io::read_volume((*dir_ / a).string());
-    const volume y = io::read_volume((*dir_ / b).string());
-    return x.data == y.data && x.geom.nx == y.geom.nx && x.geom.ny == y.geom.ny &&
-           x.geom.nz == y.geom.nz && x.geom.origin_mm == y.geom.origin_mm &&
-           x.geom.spacing_mm == y.geom.spacing_mm;
+    return testing::same_volume_files(*dir_ / a, *dir_ / b);
   }
 
   /// No temporary of `out` is left in the directory, and `ck` holds no unit any more.
