@@ -53,18 +53,7 @@ phantom long_object(double radius, double half_length) {
 
 // PSNR (peak 0.05) inside the cylinder of `radius` about the axis.
 double psnr_inside(const volume& rec, const volume& truth, double radius) {
-  std::vector<float> a, b;
-  const volume_geometry& vg = rec.geom;
-  for (std::int64_t k = 0; k < vg.nz; ++k)
-    for (std::int64_t j = 0; j < vg.ny; ++j)
-      for (std::int64_t i = 0; i < vg.nx; ++i) {
-        const vec3 x =
-            vg.voxel_center(static_cast<double>(i), static_cast<double>(j), static_cast<double>(k));
-        if (x.x * x.x + x.y * x.y > radius * radius) continue;
-        const auto n = static_cast<std::size_t>((k * vg.ny + j) * vg.nx + i);
-        a.push_back(rec.data[n]);
-        b.push_back(truth.data[n]);
-      }
+  const auto [a, b] = values_within_radius(rec, truth, radius);
   return psnr_db(a, b, 0.05);
 }
 

@@ -3,6 +3,10 @@
 
 #include <cstddef>
 #include <span>
+#include <utility>
+#include <vector>
+
+#include "ctforge/volume.hpp"
 
 namespace ctforge {
 
@@ -14,5 +18,12 @@ double rms_error(std::span<const float> a, std::span<const float> b);
 double psnr_db(std::span<const float> a, std::span<const float> b, double peak);
 /// Pearson correlation coefficient.
 double correlation(std::span<const float> a, std::span<const float> b);
+
+/// The values of `a` and `b` (volumes on one grid) at the voxels whose centres lie within
+/// `radius_mm` of the rotation axis (the z axis), in memory order: the region where a scan has
+/// complete data, for the figures above.
+std::pair<std::vector<float>, std::vector<float>> values_within_radius(const volume& a,
+                                                                       const volume& b,
+                                                                       double radius_mm);
 
 }  // namespace ctforge

@@ -53,4 +53,25 @@ double correlation(std::span<const float> a, std::span<const float> b) {
   return (saa > 0 && sbb > 0) ? sab / std::sqrt(saa * sbb) : 0.0;
 }
 
+std::pair<std::vector<float>, std::vector<float>> values_within_radius(const volume& a,
+                                                                       const volume& b,
+                                                                       double radius_mm) {
+  const volume_geometry& vg = a.geom;
+  CTFORGE_EXPECTS(a.data.size() == b.data.size() &&
+                      a.data.size() == static_cast<std::size_t>(vg.voxel_count()),
+                  "metrics: volumes differ in size");
+  std::vector<float> va, vb;
+  for (std::int64_t k = 0; k < vg.nz; ++k)
+    for (std::int64_t j = 0; j < vg.ny; ++j)
+      for (std::int64_t i = 0; i < vg.nx; ++i) {
+        const vec3 x =
+            vg.voxel_center(static_cast<double>(i), static_cast<double>(j), static_cast<double>(k));
+        if (x.x * x.x + x.y * x.y > radius_mm * radius_mm) continue;
+        const auto n = static_cast<std::size_t>((k * vg.ny + j) * vg.nx + i);
+        va.push_back(a.data[n]);
+        vb.push_back(b.data[n]);
+      }
+  return {std::move(va), std::move(vb)};
+}
+
 }  // namespace ctforge

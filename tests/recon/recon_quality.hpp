@@ -132,18 +132,7 @@ inline quality compare_in_fov(const volume& rec, const volume& truth, const geom
 // `radius` mm of the rotation axis (the z axis), where every scan below has complete data.
 inline quality compare_in_radius(const volume& rec, const volume& truth, double radius,
                                             const std::string& label) {
-  std::vector<float> a, b;
-  const volume_geometry& vg = rec.geom;
-  for (std::int64_t k = 0; k < vg.nz; ++k)
-    for (std::int64_t j = 0; j < vg.ny; ++j)
-      for (std::int64_t i = 0; i < vg.nx; ++i) {
-        const vec3 x =
-            vg.voxel_center(static_cast<double>(i), static_cast<double>(j), static_cast<double>(k));
-        if (x.x * x.x + x.y * x.y > radius * radius) continue;
-        const auto n = static_cast<std::size_t>((k * vg.ny + j) * vg.nx + i);
-        a.push_back(rec.data[n]);
-        b.push_back(truth.data[n]);
-      }
+  const auto [a, b] = values_within_radius(rec, truth, radius);
   const quality q{mean_abs_error(a, b), psnr_db(a, b, k_peak)};
   std::cout << "[ metric   ] " << label << ": MAE " << q.mae << ", PSNR " << q.psnr << " dB over "
             << a.size() << " voxels\n";
