@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -212,7 +213,11 @@ temporary_output::temporary_output(std::string final_path, bool directory)
   {
     const fs::path p(final_);
     const fs::path parent = p.filename().empty() ? p.parent_path().parent_path() : p.parent_path();
-    remove_local_orphans_once(parent.empty() ? "." : parent.string());
+    // Once per directory and process, and only those whose process is known to be gone: an
+    // output's temporary may live for hours (a volume written slab by slab), so another
+    // machine's is never taken for an orphan by its age.
+    remove_orphaned_temporaries_once(parent.empty() ? "." : parent.string(), {""},
+                                     std::numeric_limits<double>::infinity());
   }
   // A name left by a killed run of the same pid (containers reuse pids) is never reused: its
   // stale files would be published by the commit.
@@ -335,16 +340,20 @@ bool process_is_gone(long pid) { return ::kill(static_cast<pid_t>(pid), 0) != 0 
 
 }  // namespace
 
-void remove_local_orphans_once(const std::string& dir) {
+void remove_orphaned_temporaries_once(const std::string& dir,
+                                     const std::vector<std::string>& prefixes,
+                                     double foreign_age_s) {
   static std::mutex m;
   static std::set<std::string> done;
   std::error_code ec;
-  const std::string key = fs::absolute(dir, ec).lexically_normal().string();
+  std::string key = fs::absolute(dir, ec).lexically_normal().string();
+  if (ec) key = dir;
+  key += fmt::format("\n{}\n{}", fmt::join(prefixes, "\n"), foreign_age_s);
   {
     const std::lock_guard<std::mutex> lock(m);
-    if (!done.insert(ec ? dir : key).second) return;
+    if (!done.insert(key).second) return;
   }
-  remove_orphaned_temporaries(dir, {""}, std::numeric_limits<double>::infinity());
+  remove_orphaned_temporaries(dir, prefixes, foreign_age_s);
 }
 
 int remove_orphaned_temporaries(const std::string& dir, const std::vector<std::string>& prefixes,

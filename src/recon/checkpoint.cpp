@@ -158,7 +158,7 @@ std::string describe_difference(const json& there, const json& here) {
   return diff.empty() ? "the run record differs" : diff;
 }
 
-void remove_orphaned_temporaries(const fs::path& dir);
+void remove_orphaned_temporaries(const fs::path& dir, bool once);
 
 /// Creates co.dir and checks (or writes) its run record; returns the record's hash.
 std::string open_run_dir(const checkpoint_options& co, const json& record) {
@@ -179,7 +179,7 @@ std::string open_run_dir(const checkpoint_options& co, const json& record) {
   } else {
     write_text(run_file, record.dump(1) + "\n");
   }
-  remove_orphaned_temporaries(dir);
+  remove_orphaned_temporaries(dir, /*once=*/true);
   return run_hash;
 }
 
@@ -212,11 +212,15 @@ std::string state_stem(algorithm a) {
 /// Removes the temporaries of this directory's files that writers killed before they renamed
 /// them left (SIGKILL, an out-of-memory kill, a lost node: no handler ran): those of this
 /// machine's processes that are gone, and any older than ten minutes (a writer keeps its
-/// temporary for the seconds between writing and renaming it).
-void remove_orphaned_temporaries(const fs::path& dir) {
+/// temporary for the seconds between writing and renaming it). `once`: only the first time this
+/// process opens the directory (a distributed worker opens it for every unit it computes).
+void remove_orphaned_temporaries(const fs::path& dir, bool once) {
   std::vector<std::string> prefixes = {"slab_", "run.", "assembled."};
   for (algorithm a : k_iterative) prefixes.push_back(state_stem(a) + "_");
-  io::remove_orphaned_temporaries(dir.string(), prefixes, 600);
+  if (once)
+    io::remove_orphaned_temporaries_once(dir.string(), prefixes, 600);
+  else
+    io::remove_orphaned_temporaries(dir.string(), prefixes, 600);
 }
 
 /// The figures of the iterations so far as rows [iteration, residual, objective,
@@ -686,7 +690,7 @@ void remove_checkpoint(const checkpoint_options& co) {
     if ((ours && (name.ends_with(".f32") || name.ends_with(".json"))) || name == "run.json")
       fs::remove(e.path(), ec);
   }
-  remove_orphaned_temporaries(co.dir);
+  remove_orphaned_temporaries(co.dir, /*once=*/false);
 }
 
 }  // namespace ctforge

@@ -71,12 +71,15 @@ class temporary_output {
 /// renaming it). Returns how many were removed; a file that cannot be removed is left as is.
 int remove_orphaned_temporaries(const std::string& dir, const std::vector<std::string>& prefixes,
                                 double foreign_age_s);
-/// The first time this process writes into `dir` (temporary_output does this): removes the
-/// temporaries there, of any name, that this machine's writers left when they were killed
-/// (their process is gone). Another machine's are left alone whatever their age, since an
-/// output's temporary may live for hours (a volume written slab by slab): checkpoint
-/// directories, whose temporaries live seconds, also apply the age rule.
-void remove_local_orphans_once(const std::string& dir);
+/// remove_orphaned_temporaries, the first time this process asks it for these arguments only
+/// (a directory is listed once, not on every write into it). temporary_output asks it for the
+/// destination directory with every name ("") and no age (infinity): the temporaries this
+/// machine's killed writers left, of any name. Another machine's are left alone there whatever
+/// their age, since an output's temporary may live for hours (a volume written slab by slab);
+/// checkpoint directories, whose temporaries live seconds, also apply the age rule.
+void remove_orphaned_temporaries_once(const std::string& dir,
+                                     const std::vector<std::string>& prefixes,
+                                     double foreign_age_s);
 
 /// Creates (truncating) `path` and writes `n` bytes to it with every write checked (a full disk,
 /// a short write, a file size limit): throws ctforge::error naming `what` and the cause.
