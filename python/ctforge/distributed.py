@@ -43,7 +43,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 import ctforge
-from . import _core
+from . import _core, zarr_volumes
 
 __all__ = ["reconstruct", "simulate", "main"]
 
@@ -180,6 +180,18 @@ def _default_dir(output: str, kind: str) -> str:
     return os.path.join(d, f".{name}.{kind}")
 
 
+def _checkpoint_dir(checkpoint_dir: Optional[PathLike], output: str) -> str:
+    """The units' directory: ``checkpoint_dir``, or ``.<output>.units/`` beside a local output
+    (an ``s3://`` output has no side: the directory must be given)."""
+    if checkpoint_dir:
+        return os.path.abspath(os.fspath(checkpoint_dir))
+    if "://" in output:
+        raise ctforge.UsageError(f"checkpoint_dir: needed for the output {output} (a directory "
+                                 "every worker and the client share, where the units are "
+                                 "recorded)")
+    return _default_dir(output, "units")
+
+
 # ---- what a worker does --------------------------------------------------------------------
 
 def _where() -> str:
@@ -227,7 +239,6 @@ def _slab_unit_task(spec: dict, unit: int) -> dict:
         grid = _grid(spec["grid"])
         planes = run.read_unit(unit, grid)
         if zarr is not None:
-            from . import zarr_volumes
             zarr_volumes.write_zarr_planes(zarr, k0, planes)
         else:
             _core.write_volume_part(part["file"], part["offset"], grid, k0, planes)
@@ -409,7 +420,7 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
     if unknown:
         raise ctforge.UsageError(f"reconstruct: unknown option(s) {', '.join(sorted(unknown))}")
     streamed = output.lower().endswith((".h5", ".hdf5"))
-    zarr = output.startswith("s3://") or output.rstrip("/").lower().endswith(".zarr")
+    zarr = zarr_volumes.is_zarr_url(output)  # (what ctforge.write_volume writes as Zarr)
     g = ctforge.read_projection_geometry(input, **read)
     if isinstance(center_of_rotation, str) and center_of_rotation == "auto":
         mid, half = g.rows // 2, min(16, (g.rows + 1) // 2)
@@ -450,12 +461,7 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
     record.update({k: v for k, v in options.items() if k not in ("device", "threads")})
     grid_spec = {"shape": list(grid.shape), "spacing": list(grid.spacing),
                  "origin": list(grid.origin)}
-    if checkpoint_dir is None and "://" in output:
-        raise ctforge.UsageError(f"checkpoint_dir: needed for the output {output} (a directory "
-                                 "every worker and the client share, where the units are "
-                                 "recorded)")
-    dir = os.path.abspath(os.fspath(checkpoint_dir) if checkpoint_dir
-                          else _default_dir(output, "units"))
+    dir = _checkpoint_dir(checkpoint_dir, output)
     if algo == "sirt":
         return _sirt(client, input, output, g, grid, grid_spec, record, options, read, dir,
                      checkpoint_dir is None and not keep_units, keep_units, iterations,
@@ -523,7 +529,6 @@ def _workers_write_zarr(client, run, spec: dict, output: str, grid, progress, in
     writes its shard, and the client sets ``ctforge_complete`` once every shard is there and
     every unit's record checks out (then puts a local array in place). No volume data passes
     through the client."""
-    from . import zarr_volumes
     units = run.units
     planes = units[0][1] - units[0][0]
     expected = zarr_volumes.zarr_units(grid.shape[0], planes)
@@ -663,12 +668,7 @@ def simulate(client: Any, phantom: Any, geometry: Any, output: PathLike, *,
     per = int(views_per_unit) or max(1, (1 << 24) // max(1, g.rows * g.cols))
     if per < 1:
         raise ctforge.UsageError(f"views_per_unit: must be >= 1 (got {views_per_unit})")
-    if checkpoint_dir is None and "://" in output:
-        raise ctforge.UsageError(f"checkpoint_dir: needed for the output {output} (a directory "
-                                 "every worker and the client share, where the units are "
-                                 "recorded)")
-    dir = os.path.abspath(os.fspath(checkpoint_dir) if checkpoint_dir
-                          else _default_dir(output, "units"))
+    dir = _checkpoint_dir(checkpoint_dir, output)
     record = {"phantom": phantom_spec, "geometry": json.loads(g.to_json()),
               "views_per_unit": per, "ctforge": ctforge.__version__}
     run = _open_run(dir, record)
