@@ -10,8 +10,9 @@ a FUSE mount of an object store with POSIX renames).
 * :func:`reconstruct` with FDK / FBP cuts the grid into slabs of z-planes (work units). Each
   unit is one task: the worker reads only the detector rows its slab projects onto from the
   input file, reconstructs the slab and records it in the checkpoint directory atomically
-  (data, then a marker with its range, the run's fingerprint, the version and a checksum). The
-  client then streams the slabs into the output file. A worker that dies (a reclaimed spot
+  (data, then a marker with its range, the run's fingerprint, the version and a checksum), and
+  then writes its planes into a ``.h5`` or Zarr output itself (other formats are assembled by
+  the client). A worker that dies (a reclaimed spot
   instance) has its units run again elsewhere by Dask; a client that dies is simply started
   again with the same arguments, and only the units missing from the directory are computed.
   The volume is bit-identical to ``ctforge.reconstruct(..., checkpoint_dir=..., unit_planes=N)``
@@ -409,8 +410,8 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
     unit checks out, and no volume data passes through it. Zarr outputs (a local ``.zarr``
     directory, or ``s3://bucket/key.zarr`` with the endpoint and credentials from the ``AWS_*``
     environment variables) get one shard per unit, each written by its worker, and
-    ``ctforge_complete`` set last (:mod:`ctforge.zarr_volumes`). Other formats, and SIRT, are
-    assembled by the client (slab by slab for ``.h5``)."""
+    ``ctforge_complete`` set last (:mod:`ctforge.zarr_volumes`). Other formats, and SIRT's
+    iterate, are written by the client."""
     arguments = dict(locals())
     t0 = time.perf_counter()
     _dask()
