@@ -37,6 +37,7 @@
 #include "ctforge/detail/atomic_write.hpp"
 #include "ctforge/error.hpp"
 #include "ctforge/formats.hpp"
+#include "ctforge/partitioned.hpp"
 #include "math/cylinder.hpp"
 #include "math/slab_rows.hpp"
 #include "recon/helical.hpp"
@@ -260,8 +261,8 @@ std::vector<iteration_info> log_from_json(const json& rows) {
 /// co.dir (<method>_0, <method>_1: the arrays one after the other in .f32, their sizes, the
 /// scalars and the iteration count in the marker), so that a crash while one is written leaves
 /// the other; resumes from the valid one with the most iterations.
-volume iterative_checkpointed(const projection_view& proj, const geometry& g,
-                              const volume_geometry& vg, recon_options ro,
+volume iterative_checkpointed(const std::function<volume(const recon_options&)>& run,
+                              recon_options ro,
                               const checkpoint_options& co, json record,
                               const std::function<void(const std::string&)>& note) {
   // Not the iteration count: a run may be continued to more iterations. What the iterations do:
@@ -364,7 +365,7 @@ volume iterative_checkpointed(const projection_view& proj, const geometry& g,
     if (co.after_unit) co.after_unit(st.iterations);
   };
   try {
-    return reconstruct(proj, g, vg, ro);
+    return run(ro);
   } catch (const cancelled&) {
     throw_stopped(fmt::format("the state after {} of {} iterations is kept in {}", saved_iterations,
                               ro.iterations, co.dir));
@@ -659,7 +660,10 @@ volume reconstruct_resumable(const projection_view& proj, const geometry& g,
   const auto note = [&](const std::string& t) {
     if (note_fn) note_fn(t);
   };
-  if (is_iterative(ro.algo)) return iterative_checkpointed(proj, g, vg, ro, co, run_record, note);
+  if (is_iterative(ro.algo))
+    return iterative_checkpointed(
+        [&](const recon_options& o) { return reconstruct(proj, g, vg, o); }, ro, co, run_record,
+        note);
   // Each unit's rows of the detector, copied out of the caller's projections.
   const band_source rows = [&](const slab_unit& u) {
     projection_stack band(u.v1 - u.v0, u.r1 - u.r0, proj.cols);
@@ -691,6 +695,30 @@ void remove_checkpoint(const checkpoint_options& co) {
       fs::remove(e.path(), ec);
   }
   remove_orphaned_temporaries(co.dir, /*once=*/false);
+}
+
+}  // namespace ctforge
+
+namespace ctforge {
+
+volume reconstruct_partitioned_resumable(view_parts& parts, const geometry& g,
+                                         const volume_geometry& vg, recon_options ro,
+                                         const checkpoint_options& co,
+                                         std::string_view run_record_json,
+                                         const std::function<void(const std::string&)>& note_fn) {
+  CTFORGE_EXPECTS(!co.dir.empty(), "checkpoint directory: empty path");
+  CTFORGE_EXPECTS(is_iterative(ro.algo),
+                  fmt::format("--algorithm {}: a run over view partitions is for the iterative "
+                              "methods",
+                              to_string(ro.algo)));
+  const json run_record = json::parse(run_record_json, nullptr, /*allow_exceptions=*/false);
+  CTFORGE_EXPECTS(run_record.is_object(), "checkpoint run record: not a JSON object");
+  const auto note = [&](const std::string& t) {
+    if (note_fn) note_fn(t);
+  };
+  return iterative_checkpointed(
+      [&](const recon_options& o) { return reconstruct_partitioned(parts, g, vg, o); }, ro, co,
+      run_record, note);
 }
 
 }  // namespace ctforge

@@ -40,20 +40,25 @@ backprojector_kind backprojector_for(const recon_options& opt) {
 
 void validate_iterative(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                         const recon_options& opt) {
-  const char* name = display_name(opt.algo);
-  require_host(proj, name);
-  g.validate();
-  vg.validate();
-  CTFORGE_EXPECTS(opt.iterations >= 1 && opt.iterations <= 1000000,
-                  fmt::format("--iterations: must be in [1, 1000000] (got {})", opt.iterations));
-  CTFORGE_EXPECTS(std::isfinite(opt.relaxation) && opt.relaxation > 0 && opt.relaxation < 2,
-                  fmt::format("--relaxation: must be in (0, 2) (got {})", opt.relaxation));
+  require_host(proj, display_name(opt.algo));
+  validate_iterative_options(g, vg, opt);
   CTFORGE_EXPECTS(proj.views == g.view_count() && proj.rows == g.rows && proj.cols == g.cols,
                   fmt::format("projections are {} views x {} rows x {} cols but the geometry has "
                               "{} x {} x {}",
                               proj.views, proj.rows, proj.cols, g.view_count(), g.rows, g.cols));
   CTFORGE_EXPECTS(static_cast<std::int64_t>(proj.data.size()) == proj.size(),
                   "projection data size does not match its dimensions");
+}
+
+void validate_iterative_options(const geometry& g, const volume_geometry& vg,
+                                const recon_options& opt) {
+  const char* name = display_name(opt.algo);
+  g.validate();
+  vg.validate();
+  CTFORGE_EXPECTS(opt.iterations >= 1 && opt.iterations <= 1000000,
+                  fmt::format("--iterations: must be in [1, 1000000] (got {})", opt.iterations));
+  CTFORGE_EXPECTS(std::isfinite(opt.relaxation) && opt.relaxation > 0 && opt.relaxation < 2,
+                  fmt::format("--relaxation: must be in (0, 2) (got {})", opt.relaxation));
   CTFORGE_EXPECTS(opt.subsets >= 1, fmt::format("--subsets: must be >= 1 (got {})", opt.subsets));
   CTFORGE_EXPECTS(std::isfinite(opt.tolerance) && opt.tolerance >= 0 && opt.tolerance < 1,
                   fmt::format("--tolerance: must be in [0, 1) (got {})", opt.tolerance));
@@ -102,23 +107,45 @@ iterative_run::iterative_run(const projection_view& proj, const geometry& g,
     : proj_(proj), vg_(vg), opt_(opt), name_(name), kind_(backprojector_for(opt)) {
   start_ = std::chrono::steady_clock::now();
   last_save_ = start_;
+  space_ = make_space(g, vg, space_config_for(opt, where));
+  double s = 0;
+  for (const float v : proj.data) s += static_cast<double>(v) * v;
+  p_norm2_ = s;
+}
+
+iterative_run::iterative_run(std::unique_ptr<iterative_space> space, projection_loader load,
+                             double data_norm2, const volume_geometry& vg,
+                             const recon_options& opt, const char* name)
+    : vg_(vg),
+      opt_(opt),
+      name_(name),
+      kind_(backprojector_for(opt)),
+      space_(std::move(space)),
+      load_(std::move(load)),
+      p_norm2_(data_norm2) {
+  start_ = std::chrono::steady_clock::now();
+  last_save_ = start_;
+}
+
+space_config space_config_for(const recon_options& opt, backend where) {
   space_config cfg;
   static_cast<execution_context&>(cfg) = opt;
   cfg.where = where;
   // The texture unit's 8-bit weights would make the forward projection differ from the matched
   // scatter's exact ones: a matched pair always samples exactly.
   cfg.gpu_hardware_interpolation =
-      opt.gpu_hardware_interpolation && kind_ == backprojector_kind::voxel;
+      opt.gpu_hardware_interpolation && backprojector_for(opt) == backprojector_kind::voxel;
   cfg.subset_count =
       opt.algo == algorithm::os_sart || opt.algo == algorithm::osem ? opt.subsets : 1;
-  space_ = make_space(g, vg, cfg);
-  double s = 0;
-  for (const float v : proj.data) s += static_cast<double>(v) * v;
-  p_norm2_ = s;
+  return cfg;
 }
 
 space_buffer iterative_run::upload_projections(int subset) {
   space_buffer b = space_->projections(subset);
+  if (load_) {  // (OSEM: negative values count as 0, as below)
+    load_(b, subset, opt_.algo == algorithm::osem);
+    return b;
+  }
   const std::int64_t pixels = proj_.rows * proj_.cols;
   // OSEM models non-negative data: negative values (noise in air, rounding) count as 0.
   const bool clamp = opt_.algo == algorithm::osem;
@@ -262,6 +289,11 @@ volume iterative_run::result(const space_buffer& x) {
 volume iterative_reconstruct(const projection_view& proj, const geometry& g,
                              const volume_geometry& vg, const recon_options& opt, backend where) {
   iterative_run run(proj, g, vg, opt, where, display_name(opt.algo));
+  return run_method(run);
+}
+
+volume run_method(iterative_run& run) {
+  const recon_options& opt = run.options();
   switch (opt.algo) {
     case algorithm::sirt:
       return run_sirt(run);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <initializer_list>
 #include <memory>
@@ -22,6 +23,14 @@ namespace ctforge::detail {
 /// usage_error naming the option or mismatch.
 void validate_iterative(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                         const recon_options& opt);
+/// validate_iterative's checks of the options, geometry and grid only (the projections are
+/// elsewhere: a partitioned run's parts hold them).
+void validate_iterative_options(const geometry& g, const volume_geometry& vg,
+                                const recon_options& opt);
+
+/// The space an iterative method runs in on backend `where`: its execution context, subsets and
+/// interpolation.
+space_config space_config_for(const recon_options& opt, backend where);
 
 /// The method's name in messages: SIRT, OS-SART, CGLS, FISTA-TV, OSEM.
 const char* display_name(algorithm a);
@@ -34,12 +43,20 @@ backprojector_kind backprojector_for(const recon_options& opt);
 volume iterative_reconstruct(const projection_view& proj, const geometry& g,
                              const volume_geometry& vg, const recon_options& opt, backend where);
 
+/// Fills a projection buffer of subset s with the measured data (negative values as 0 when
+/// asked): how a space whose projections are not on the host loads them.
+using projection_loader = std::function<void(space_buffer& dst, int subset, bool clamp_negative)>;
+
 /// What every method shares while it runs: the space, the projections in it, the progress /
 /// cancellation / per-iteration report, and the relative update.
 class iterative_run {
  public:
   iterative_run(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                 const recon_options& opt, backend where, const char* name);
+  /// A run in `space`, whose projections `load` fills and whose |p|^2 is `data_norm2` (a
+  /// partitioned space: the parts hold the projections).
+  iterative_run(std::unique_ptr<iterative_space> space, projection_loader load, double data_norm2,
+                const volume_geometry& vg, const recon_options& opt, const char* name);
 
   iterative_space& space() { return *space_; }
   const recon_options& options() const { return opt_; }
@@ -99,6 +116,7 @@ class iterative_run {
   const char* name_;
   backprojector_kind kind_;
   std::unique_ptr<iterative_space> space_;
+  projection_loader load_;  ///< set: the projections come from the space, not proj_
   space_buffer x_before_;
   std::vector<std::vector<float>> saved_;  ///< host copies of the saved arrays (reused)
   std::chrono::steady_clock::time_point last_save_;
@@ -107,6 +125,9 @@ class iterative_run {
   std::vector<iteration_info> log_;  ///< what on_iteration received (saved with the state)
   double seconds_offset_ = 0;        ///< a resumed run's seconds before this call
 };
+
+/// Runs the method opt.algo names (usage_error when it is not iterative).
+volume run_method(iterative_run& run);
 
 /// The methods (one file each under src/recon/iterative/).
 volume run_sirt(iterative_run& run);
