@@ -33,6 +33,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -247,55 +248,66 @@ def _slab_unit_task(spec: dict, unit: int) -> dict:
     return result
 
 
-# Per worker process: each SIRT part's views and ray weights, loaded once (and again by a
-# worker that replaces a lost one).
-_SIRT_PARTS: Dict[Tuple[str, int], Tuple[np.ndarray, Any, np.ndarray]] = {}
+# Per worker process: the parts of a partitioned iterative run that it holds (its views'
+# projections and its share of every projection-sized vector of the method), by (session,
+# part). A session is one attempt of a run: a part lost with its worker is loaded again by the
+# next attempt, which resumes from the state saved in the checkpoint directory.
+_VIEW_PARTS: Dict[Tuple[str, int], Any] = {}
 
 
-def _invert_above(w: np.ndarray, floor: float) -> np.ndarray:
-    """1 / w where w > floor, else 0 (float32, as the library's SIRT)."""
-    out = np.zeros_like(w)
-    np.divide(np.float32(1), w, out=out, where=w > np.float32(floor))
-    return out
+class PartLost(ctforge.Error):
+    """A worker holding a part of a partitioned run left (or was restarted): the run resumes
+    from its saved state on the workers there are."""
 
 
-def _sirt_part(spec: dict, part: int):
-    key = (spec["run"], part)
-    if key not in _SIRT_PARTS:
-        a, b = spec["parts"][part]
-        read = dict(spec["read"])
-        first = ctforge._range(read.pop("views", None), "views")[0]
-        p, g = ctforge.read_projections(spec["input"], views=(first + a, b - a), **read)
-        if spec.get("center_of_rotation") is not None:
-            g = g.with_center_of_rotation(spec["center_of_rotation"])
-        grid = _grid(spec["grid"])
-        o = spec["options"]
-        ones = np.ones(grid.shape, dtype=np.float32)
-        row_w = ctforge.forward_project(ones, g, grid, backend=o["backend"], device=o["device"],
-                                        threads=o["threads"])
-        row_w = _invert_above(row_w, 1e-3 * min(grid.spacing))
-        for other in [k for k in _SIRT_PARTS if k[0] != spec["run"]]:
-            del _SIRT_PARTS[other]  # parts of earlier runs
-        _SIRT_PARTS[key] = (p, g, row_w)
-    return _SIRT_PARTS[key]
-
-
-def _sirt_weights_task(spec: dict, part: int) -> np.ndarray:
-    """B_i(1): this part's views back-projected from ones (the column weights' share)."""
-    p, g, _ = _sirt_part(spec, part)
+def _part_load(spec: dict, k: int, after: Any = None) -> dict:
+    """Reads part k's views (with the cleaning steps, as each unit does) into a
+    ``_core.ViewPart`` that this worker keeps for the session."""
+    t0 = time.perf_counter()
+    g = ctforge.Geometry.from_json(spec["geometry"])
+    a, b = spec["parts"][k]
+    p = np.ascontiguousarray(_unit_band(spec["input"], spec["read"], g.view_count, 0, g.rows, a,
+                                        b), dtype=np.float32)
     o = spec["options"]
-    return ctforge.back_project(np.ones_like(p), g, _grid(spec["grid"]), backend=o["backend"],
-                                device=o["device"], threads=o["threads"])
+    part = _core.ViewPart(g._g, _grid(spec["grid"]), a, b, p, spec["subsets"],
+                          backend=o["backend"], device=o["device"], threads=o["threads"])
+    for old in [key for key in _VIEW_PARTS if key[0] != spec["session"]]:
+        del _VIEW_PARTS[old]  # parts of earlier sessions
+    _VIEW_PARTS[(spec["session"], k)] = part
+    return {"part": k, "views": [a, b], "worker": _where(), "bytes_read": int(p.nbytes),
+            "seconds": time.perf_counter() - t0}
 
 
-def _sirt_step_task(spec: dict, part: int, x: Optional[np.ndarray]) -> np.ndarray:
-    """B_i R_i (p_i - A_i x): this part's share of a SIRT update (x None: the zero iterate)."""
-    p, g, row_w = _sirt_part(spec, part)
-    grid = _grid(spec["grid"])
-    o = spec["options"]
-    kw = dict(backend=o["backend"], device=o["device"], threads=o["threads"])
-    r = row_w * p if x is None else row_w * (p - ctforge.forward_project(x, g, grid, **kw))
-    return ctforge.back_project(r, g, grid, **kw)
+def _part(spec: dict, k: int):
+    part = _VIEW_PARTS.get((spec["session"], k))
+    if part is None:
+        a, b = spec["parts"][k]
+        raise PartLost(f"views {a}..{b - 1}: not held by worker {_where()} (restarted?)")
+    return part
+
+
+def _part_step(spec: dict, k: int, name: str, args: tuple, after: Any = None) -> Any:
+    """Step ``name`` of part k (``after``: the part's previous step, so that they run in
+    order)."""
+    part = _part(spec, k)
+    if name == "back":
+        return part.back(*args, _grid(spec["grid"]))
+    return getattr(part, name)(*args)
+
+
+def _part_forward(spec: dict, k: int, x: np.ndarray, id: int, subset: int,
+                  after: Any = None) -> None:
+    _part(spec, k).forward(x, id, subset)
+
+
+def _part_upload(spec: dict, k: int, share: np.ndarray, id: int, after: Any = None) -> None:
+    _part(spec, k).upload(share, id)
+
+
+def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """One step of the pairwise sum of the parts' back-projections (float32, as the library's
+    pairwise_sum)."""
+    return a + b
 
 
 def _view_subset(g: ctforge.Geometry, a: int, b: int) -> ctforge.Geometry:
@@ -378,7 +390,10 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
                 grid: Any = None, shape: Optional[Sequence[int]] = None, spacing: Any = None,
                 origin: Any = None, algorithm: Optional[str] = None, filter: str = "ram-lak",
                 cutoff: float = 1.0, iterations: int = 50, relaxation: float = 1.0,
-                nonnegative: bool = False, parts: Optional[int] = None,
+                nonnegative: bool = False, subsets: int = 10,
+                tv_weight: Optional[float] = None, tv_iterations: int = 20,
+                backprojector: str = "auto", tolerance: float = 0.0,
+                parts: Optional[int] = None,
                 checkpoint_every: int = 5, center_of_rotation: Any = None,
                 backend: str = "auto", device: int = 0, threads: int = 0,
                 gpu_interpolation: str = "exact", keep_units: bool = False,
@@ -438,9 +453,9 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
                                   ctforge._triple(origin, "origin"),
                                   whole_in_memory=not (streamed or zarr))
     algo = algorithm or ctforge.default_algorithm(g)
-    if algo not in ("fdk", "fbp", "helical-fbp", "sirt"):
-        raise ctforge.UsageError(f"algorithm: expected fdk, fbp, helical-fbp or sirt "
-                                 f"(got {algo!r})")
+    if algo not in ("fdk", "fbp", "helical-fbp") + _METHODS:
+        raise ctforge.UsageError(f"algorithm: expected fdk, fbp, helical-fbp, "
+                                 f"{', '.join(_METHODS)} (got {algo!r})")
     # Options given (other than their defaults) that do not apply to the method: refused, as
     # ctforge.reconstruct and the command line refuse them (the library's table decides).
     ctforge._require_options_apply(reconstruct, arguments, algo)
@@ -463,11 +478,14 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
     grid_spec = {"shape": list(grid.shape), "spacing": list(grid.spacing),
                  "origin": list(grid.origin)}
     dir = _checkpoint_dir(checkpoint_dir, output)
-    if algo == "sirt":
-        return _sirt(client, input, output, g, grid, grid_spec, record, options, read, dir,
-                     checkpoint_dir is None and not keep_units, keep_units, iterations,
-                     relaxation, nonnegative, parts, checkpoint_every, center_of_rotation,
-                     progress, t0)
+    if algo in _METHODS:
+        method = {"iterations": int(iterations), "relaxation": float(relaxation),
+                  "nonnegative": bool(nonnegative), "subsets": int(subsets),
+                  "tv_weight": tv_weight, "tv_iterations": int(tv_iterations),
+                  "backprojector": backprojector, "tolerance": float(tolerance)}
+        return _iterative(client, input, output, g, grid, grid_spec, record, options, read, dir,
+                          checkpoint_dir is None and not keep_units, keep_units, method, parts,
+                          checkpoint_every, progress, t0)
 
     record_text = json.dumps(record, sort_keys=True)
     run = _core.SlabRun(g._g, grid, dir, int(unit_planes), record_text)
@@ -558,80 +576,190 @@ def _client_assembles(client, run, spec: dict, output: str, grid, progress, inpu
     return results
 
 
-def _sirt(client, input, output, g, grid, grid_spec, record, options, read, dir, remove_dir,
-          keep_units, iterations, relaxation, nonnegative, parts, checkpoint_every,
-          center_of_rotation, progress, t0) -> dict:
-    iterations = int(iterations)
-    if not 1 <= iterations <= 1000000:
-        raise ctforge.UsageError(f"iterations: must be in [1, 1000000] (got {iterations})")
-    if not 0 < relaxation < 2:
-        raise ctforge.UsageError(f"relaxation: must be in (0, 2) (got {relaxation})")
+class _DaskViewParts:
+    """The parts of a partitioned iterative run on the workers of a Dask cluster: what
+    ``_core.reconstruct_partitioned`` calls (ctforge::view_parts). Part k lives on one worker;
+    its steps are chained (each task waits for the part's previous one) and run there. Volumes
+    cross the network only as the iterate sent once per forward projection (scattered to one
+    worker; the others fetch it from their peers) and as one sum per back-projection (the parts'
+    volumes added pairwise on the workers); reductions are one number per part."""
+
+    def __init__(self, client, spec: dict, workers: Sequence[str]):
+        self.client, self.spec = client, spec
+        n = len(spec["parts"])
+        self.where = [workers[k % len(workers)] for k in range(n)]
+        self.bytes_to_workers = self.bytes_from_workers = 0
+        self.last: List[Any] = [None] * n
+        loads = [self._submit(k, _part_load) for k in range(n)]
+        self.loaded = self._wait(loads)
+
+    def _submit(self, k: int, fn, *args) -> Any:
+        f = self.client.submit(fn, self.spec, k, *args, self.last[k], workers=[self.where[k]],
+                               allow_other_workers=False, pure=False)
+        self.last[k] = f
+        return f
+
+    def _each(self, name: str, *args) -> List[Any]:
+        return [self._submit(k, _part_step, name, args) for k in range(len(self.where))]
+
+    def _wait(self, futures: List[Any]) -> List[Any]:
+        """Their results; PartLost when a part's worker leaves meanwhile or lost its part."""
+        distributed = _dask()
+        while True:
+            try:
+                distributed.wait(futures, timeout=2)
+                break
+            except (distributed.TimeoutError, TimeoutError):
+                self._check_workers()
+            except Exception as e:  # Dask cancels the tasks bound to a worker that left
+                if not any(f.status in ("cancelled", "lost") for f in futures):
+                    raise
+                self._check_workers()
+                raise PartLost(f"a part's step was cancelled ({type(e).__name__}): its worker "
+                               "left") from None
+        out = []
+        for f in futures:
+            if f.status in ("cancelled", "lost"):
+                self._check_workers()
+                raise PartLost(f"a part's step was {f.status}: its worker left")
+            if f.status == "error":
+                e = f.exception()
+                if isinstance(e, PartLost):
+                    raise PartLost(str(e))
+                raise e
+            out.append(f.result())
+        return out
+
+    def _check_workers(self) -> None:
+        """PartLost naming the first part whose worker is no longer in the cluster."""
+        alive = set(self.client.scheduler_info().get("workers", {}))
+        gone = [k for k, w in enumerate(self.where) if w not in alive]
+        if gone:
+            a, b = self.spec["parts"][gone[0]]
+            raise PartLost(f"the worker holding views {a}..{b - 1} ({self.where[gone[0]]}) left")
+
+    def create(self, id: int, subset: int) -> None:
+        self._each("create", id, subset)
+
+    def release(self, id: int) -> None:
+        self._each("release", id)
+
+    def load_data(self, id: int, subset: int, clamp: bool) -> None:
+        self._each("load_data", id, subset, clamp)
+
+    def data_norm2(self) -> float:
+        return float(sum(self._wait(self._each("data_norm2"))))
+
+    def forward(self, x: np.ndarray, id: int, subset: int) -> None:
+        xf = self.client.scatter(x, hash=False)
+        self.bytes_to_workers += x.nbytes
+        for k in range(len(self.where)):
+            self._submit(k, _part_forward, xf, id, subset)
+
+    def back(self, id: int, subset: int, matched: bool) -> np.ndarray:
+        level = self._each("back", id, subset, matched)
+        while len(level) > 1:  # the library's pairwise_sum order: ((0 + 1) + (2 + 3)) + ...
+            level = [self.client.submit(_add, level[i], level[i + 1], pure=False)
+                     if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)]
+        (total,) = self._wait(level)
+        self.bytes_from_workers += total.nbytes
+        return total
+
+    def apply(self, op: str, ids: List[int], scalars: List[float]) -> float:
+        futures = self._each("apply", op, ids, scalars)
+        if op in ("dot", "poisson_log_likelihood"):
+            return float(sum(self._wait(futures)))
+        return 0.0
+
+    def download(self, id: int) -> np.ndarray:
+        shares = self._wait(self._each("download", id))
+        out = np.concatenate(shares).astype(np.float32, copy=False)
+        self.bytes_from_workers += out.nbytes
+        return out
+
+    def upload(self, data: np.ndarray, id: int) -> None:
+        sizes = self._wait(self._each("size_of", id))
+        at = 0
+        for k, n in enumerate(sizes):
+            share = self.client.scatter(np.ascontiguousarray(data[at:at + n]), hash=False,
+                                        workers=[self.where[k]])
+            self._submit(k, _part_upload, share, id)
+            at += n
+        self.bytes_to_workers += data.nbytes
+
+
+_METHODS = ("sirt", "os-sart", "cgls", "fista-tv", "osem")
+
+
+def _iterative(client, input, output, g, grid, grid_spec, record, options, read, dir,
+               remove_dir, keep_units, method: dict, parts, checkpoint_every, progress,
+               t0) -> dict:
+    """An iterative method through the library (ctforge::reconstruct_partitioned) over view
+    partitions held by the workers; its state saved in ``dir`` in the library's format every
+    ``checkpoint_every`` iterations. A worker lost mid-run ends that attempt; the next one
+    loads the parts on the workers there are and resumes from the saved state."""
+    workers = sorted(client.scheduler_info().get("workers", {}))
+    if not workers:
+        raise ctforge.Error("the Dask cluster has no workers")
     if parts is None:
-        parts = max(1, len(client.scheduler_info().get("workers", {})))
-    parts = max(1, min(int(parts), g.view_count))
-    edges = np.linspace(0, g.view_count, parts + 1).round().astype(int)
-    bounds = [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
-    # Not the iteration count: a run may be continued to more iterations.
-    record = dict(record, relaxation=float(relaxation), nonnegative=bool(nonnegative),
-                  parts=bounds)
-    for k in ("filter", "cutoff", "displaced_detector", "offset_transition"):
+        parts = len(workers)
+    parts = int(parts)
+    if not 1 <= parts <= g.view_count:
+        raise ctforge.UsageError(f"parts: must be in [1, {g.view_count}] (the views; got {parts})")
+    bounds = [list(_core.part_views(g.view_count, parts, k)) for k in range(parts)]
+    algo = options["algorithm"]
+    lib = {k: v for k, v in dict(options, **method).items() if v is not None}
+    subsets = _core.method_subsets(g._g, **{k: v for k, v in lib.items()
+                                            if k in ("algorithm", "subsets")})
+    # The partition changes the rounding of the sums: part of the run's identity.
+    record = dict(record, parts=bounds)
+    for k in ("filter", "cutoff", "displaced_detector", "offset_transition", "helical_q"):
         record.pop(k, None)
-    run = _open_run(dir, record)
-    spec = {"input": input, "read": read, "grid": grid_spec, "options": options, "run": run,
-            "parts": bounds, "center_of_rotation": center_of_rotation}
-    n_vox = int(np.prod(grid.shape))
-    # Resume from the saved iterate with the most iterations (not beyond those asked for).
-    start, x, slot, beyond = 0, None, 0, 0
-    for s in (0, 1):
-        marker, data = _read_recorded(dir, f"sirt_{s}", run, n_vox)
-        if marker is not None and marker.get("iterations", 0) > iterations:
-            beyond = max(beyond, marker["iterations"])
-        elif marker is not None and start < marker.get("iterations", 0):
-            start, x, slot = marker["iterations"], data.reshape(grid.shape), 1 - s
-    if beyond:  # as ctforge recon: refused rather than started over
-        raise ctforge.UsageError(
-            f"iterations: {dir} holds the SIRT state after {beyond} iterations, more than the "
-            f"{iterations} asked for; ask for at least {beyond} to continue it, or use another "
-            "checkpoint_dir")
-    t_setup = time.perf_counter()
-    # C = 1 / B(1): the parts' back-projections of ones, summed in part order.
-    col_w = _invert_above(_sum_in_order([client.submit(_sirt_weights_task, spec, i, pure=False)
-                                         for i in range(parts)]), 1e-3)
-    setup_seconds = time.perf_counter() - t_setup
-    lam = np.float32(relaxation)
-    step = lam * col_w
-    last_saved = start
-    for it in range(start, iterations):
-        xf = None if x is None else client.scatter(x)
-        futures = [client.submit(_sirt_step_task, spec, i, xf, pure=False) for i in range(parts)]
-        u = _sum_in_order(futures)
-        x = (u * step) if x is None else x + step * u
-        if nonnegative:
-            np.maximum(x, 0, out=x)
-        x = x.astype(np.float32, copy=False)
-        if checkpoint_every > 0 and (it + 1) % checkpoint_every == 0 and it + 1 < iterations:
-            _record_array(dir, f"sirt_{slot}", x, {"iterations": it + 1, "run": run})
-            slot, last_saved = 1 - slot, it + 1
-        if progress:
-            progress((it + 1 - start) / max(1, iterations - start))
-    if x is None:  # nothing left to do: the saved iterate is the result
-        x = np.zeros(grid.shape, np.float32)
-    ctforge.write_volume(output, x, grid)
+    spec = {"input": input, "read": read, "geometry": g.to_json(), "grid": grid_spec,
+            "options": options, "parts": bounds, "subsets": subsets}
+    notes: List[str] = []
+    attempts, loaded = 0, []
+    to_workers = from_workers = 0
+    run_options = {k: v for k, v in lib.items() if k not in ("filter", "cutoff",
+                                                             "displaced_detector",
+                                                             "offset_transition")}
+    while True:
+        attempts += 1
+        spec["session"] = uuid.uuid4().hex
+        vp = None
+        try:
+            vp = _DaskViewParts(client, spec, workers)
+            loaded = vp.loaded
+            volume, log = _core.reconstruct_partitioned(
+                vp, g._g, grid, checkpoint_dir=dir, checkpoint_every=int(checkpoint_every),
+                checkpoint_seconds=0.0, run_record=json.dumps(record, sort_keys=True),
+                progress=progress, note=notes.append, **run_options)
+            break
+        except PartLost as e:
+            if attempts > 5:
+                raise ctforge.Error(f"{algo}: {e}; gave up after {attempts} attempts (the state "
+                                    f"saved so far is kept in {dir})") from e
+            notes.append(f"{e}; resuming from the saved state")
+            workers = sorted(client.scheduler_info().get("workers", {}))
+            while not workers:
+                time.sleep(1)
+                workers = sorted(client.scheduler_info().get("workers", {}))
+        finally:
+            if vp is not None:
+                to_workers += vp.bytes_to_workers
+                from_workers += vp.bytes_from_workers
+    ctforge.write_volume(output, volume, grid)
     if not keep_units:
-        _remove_run(dir, ("sirt_",), remove_dir=remove_dir)
-    return {"output": os.path.abspath(output), "kind": "sirt", "parts": parts,
-            "iterations": iterations, "resumed_from": start, "setup_seconds": setup_seconds,
-            "seconds": time.perf_counter() - t0}
-
-
-def _sum_in_order(futures) -> np.ndarray:
-    """Sum of the futures' arrays in list order (deterministic), float32."""
-    _dask().wait(futures)
-    total = None
-    for f in futures:
-        a = f.result()
-        total = a.copy() if total is None else total + a
-    return total
+        _remove_run(dir, tuple(f"{m.replace('-', '_')}_" for m in _METHODS),
+                    remove_dir=remove_dir)
+    resumed = next((int(m.group(1)) for m in (re.search(r"after iteration (\d+)", n)
+                                               for n in notes) if m), 0)
+    return {"output": os.path.abspath(output), "kind": algo, "parts": parts,
+            "part_views": bounds, "iterations": int(method["iterations"]),
+            "resumed_from": resumed, "attempts": attempts,
+            "notes": notes, "workers": sorted({r["worker"] for r in loaded}),
+            "bytes_to_workers": to_workers, "bytes_from_workers": from_workers,
+            "log": log, "seconds": time.perf_counter() - t0}
 
 
 def simulate(client: Any, phantom: Any, geometry: Any, output: PathLike, *,
@@ -716,13 +844,13 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--threads", type=int, default=0, help="CPU threads per task (0 = all)")
         p.add_argument("--quiet", action="store_true", help="print nothing but errors")
 
-    r = sub.add_parser("recon", help="FDK / FBP / helical FBP slab by slab, or SIRT with the views "
-                                    "partitioned")
+    r = sub.add_parser("recon", help="FDK / FBP / helical FBP slab by slab, or an iterative "
+                                    "method with the views partitioned over the workers")
     r.add_argument("input", help="projections (ctforge / DataExchange / NXtomo HDF5, TIFF stack)")
     r.add_argument("-o", "--output", required=True, help="output volume (.h5, .zarr or s3://.../x.zarr: written by the workers; "
                         "other formats assembled in the client's memory)")
     cluster(r)
-    r.add_argument("--algorithm", choices=("fdk", "fbp", "helical-fbp", "sirt"))
+    r.add_argument("--algorithm", choices=("fdk", "fbp", "helical-fbp") + _METHODS)
     r.add_argument("--unit-planes", type=int, default=0, metavar="N")
     r.add_argument("--size", type=int, metavar="N")
     r.add_argument("--size-xyz", metavar="X,Y,Z")
@@ -736,7 +864,13 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--iterations", type=int, default=50)
     r.add_argument("--relaxation", type=float, default=1.0)
     r.add_argument("--nonnegative", action="store_true")
-    r.add_argument("--parts", type=int, help="SIRT: view partitions (default: one per worker)")
+    r.add_argument("--subsets", type=int, default=10, help="OS-SART / OSEM: ordered subsets")
+    r.add_argument("--tv-weight", type=float, help="FISTA-TV: the TV weight")
+    r.add_argument("--tv-iterations", type=int, default=20)
+    r.add_argument("--backprojector", default="auto", choices=("auto", "voxel", "matched"))
+    r.add_argument("--tolerance", type=float, default=0.0)
+    r.add_argument("--parts", type=int,
+                   help="iterative methods: view partitions (default: one per worker)")
     r.add_argument("--checkpoint-every", type=int, default=5, metavar="N")
     r.add_argument("--geometry", help="geometry JSON of the whole stored scan")
     r.add_argument("--flat")
@@ -815,7 +949,9 @@ def _run(args: argparse.Namespace) -> dict:
             filter=args.filter, cutoff=args.cutoff,
             displaced_detector=args.displaced_detector, offset_transition=args.offset_transition,
             helical_q=args.helical_q, iterations=args.iterations,
-            relaxation=args.relaxation, nonnegative=args.nonnegative, parts=args.parts,
+            relaxation=args.relaxation, nonnegative=args.nonnegative, subsets=args.subsets,
+            tv_weight=args.tv_weight, tv_iterations=args.tv_iterations,
+            backprojector=args.backprojector, tolerance=args.tolerance, parts=args.parts,
             checkpoint_every=args.checkpoint_every, center_of_rotation=cor,
             backend=args.backend, threads=args.threads, gpu_interpolation=args.gpu_interpolation,
             keep_units=args.keep_units, progress=bar, geometry=args.geometry, flat=args.flat,

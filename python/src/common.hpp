@@ -128,6 +128,7 @@ void register_backend_queries(py::module_& m);
 void register_projection_files(py::module_& m);
 void register_volume_files(py::module_& m);
 void register_slab_run(py::module_& m);
+void register_view_parts(py::module_& m);
 void register_device_arrays(py::module_& m);
 void register_metrics(py::module_& m);
 void register_preprocessing(py::module_& m);

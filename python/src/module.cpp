@@ -26,6 +26,7 @@ PYBIND11_MODULE(_core, m) {
   cp::register_projection_files(m);
   cp::register_projector_pair(m);
   cp::register_slab_run(m);
+  cp::register_view_parts(m);
   cp::register_volume_files(m);
   cp::register_device_arrays(m);
   cp::register_metrics(m);
