@@ -17,10 +17,14 @@ a FUSE mount of an object store with POSIX renames).
   again with the same arguments, and only the units missing from the directory are computed.
   The volume is bit-identical to ``ctforge.reconstruct(..., checkpoint_dir=..., unit_planes=N)``
   in one process, and to the units of ``ctforge recon --checkpoint-dir`` / ``--memory-limit``.
-* :func:`reconstruct` with SIRT partitions the views over the workers: each worker keeps its
-  views, forward- and back-projects them against the current iterate, and the client sums the
-  back-projections and updates the iterate (equal to one-process SIRT within 1e-5 of the
-  peak). The iterate is saved every ``checkpoint_every`` iterations into two alternating slots.
+* :func:`reconstruct` with an iterative method (SIRT, OS-SART, CGLS, FISTA-TV, OSEM) runs the
+  library's method (``ctforge::reconstruct_partitioned``) with the views partitioned over the
+  workers: each worker keeps its views and its share of the method's projection-sized
+  vectors, and runs the projector pair and the steps on them; the parts' back-projections are
+  summed on the workers, so the client sends and receives one volume per projection whatever
+  the worker count. Equal to the one-process method within 1e-5 of the peak; the state is
+  saved every ``checkpoint_every`` iterations in the library's format, and a lost worker or a
+  killed client resumes from it.
 * :func:`simulate` projects a phantom in units of views, one task each, recorded the same way.
 
 The command line front end is ``python -m ctforge.distributed recon|simulate ...`` (also
@@ -417,16 +421,17 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
 
     ``checkpoint_dir`` (shared by all workers; default ``.<output>.units/`` beside the output)
     records the units; ``unit_planes`` z-planes per FDK / FBP unit (0: about 16 M voxels).
-    SIRT: ``parts`` view partitions (default: one per worker), iterate saved every
-    ``checkpoint_every`` iterations. The units are removed once the output is written, unless
+    Iterative methods (``subsets``, ``tv_weight``, ``tv_iterations``, ``backprojector``,
+    ``tolerance`` as in :func:`ctforge.reconstruct`): ``parts`` view partitions (default: one
+    per worker), the state saved every ``checkpoint_every`` iterations. The units are removed once the output is written, unless
     ``keep_units``. FDK / FBP ``.h5`` outputs are written by the workers, each unit's planes at
     their offset of the file the client reserved under a temporary name (which must be on the
     file system the workers share, like ``checkpoint_dir``); the client renames it once every
     unit checks out, and no volume data passes through it. Zarr outputs (a local ``.zarr``
     directory, or ``s3://bucket/key.zarr`` with the endpoint and credentials from the ``AWS_*``
     environment variables) get one shard per unit, each written by its worker, and
-    ``ctforge_complete`` set last (:mod:`ctforge.zarr_volumes`). Other formats, and SIRT's
-    iterate, are written by the client."""
+    ``ctforge_complete`` set last (:mod:`ctforge.zarr_volumes`). Other formats, and the
+    iterative methods' volume, are written by the client."""
     arguments = dict(locals())
     t0 = time.perf_counter()
     _dask()
