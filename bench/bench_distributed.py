@@ -6,6 +6,12 @@ On one problem (default: 256^3 voxels from 360 views of 256 x 256, a cone beam),
     overhead against the one-shot;
   * ctforge.distributed.reconstruct on LocalClusters of 1, 2 and 3 worker processes (strong
     scaling: speedup and efficiency against the 1-worker cluster, and against the one-shot);
+  * on each cluster: the bytes the tasks send the client (metadata only when the workers
+    write the output), FDK into a Zarr array against the .h5 output, and distributed CGLS
+    with one view part per worker: seconds per iteration and the bytes the client sends and
+    receives per iteration (one volume each way, whatever the worker count);
+  * recovery from a killed worker: CGLS on the largest cluster with a worker SIGKILLed after
+    its first saved state, against the same run undisturbed;
   * lost work after SIGTERM: `ctforge recon --checkpoint-dir` stopped once a few units are
     recorded: the time from the signal to the exit, and the units recorded before and after
     the signal (work lost = what was under way and is not recorded).
@@ -63,6 +69,47 @@ def sigterm_lost_work(cli, path, size, planes, workdir, after_units=3):
             "message": err.strip().splitlines()[-1] if err.strip() else ""}
 
 
+def cgls_run(client, path, grid, parts, threads, iterations, work, **kw):
+    """Distributed CGLS over `parts` view parts: seconds per iteration (from the per-iteration
+    log, the setup excluded) and the client's bytes per iteration."""
+    t0 = time.perf_counter()
+    s = cd.reconstruct(client, path, os.path.join(work, f"cgls{parts}.h5"), grid=grid,
+                       algorithm="cgls", iterations=iterations, parts=parts, backend="cpu",
+                       threads=threads, **kw)
+    log = s["log"]
+    per_it = (log[-1]["seconds"] - log[0]["seconds"]) / max(1, len(log) - 1) \
+        if len(log) > 1 else float("nan")
+    return {"parts": parts, "iterations": iterations, "seconds": time.perf_counter() - t0,
+            "seconds_per_iteration": per_it,
+            "bytes_to_workers_per_iteration": s["bytes_to_workers"] / iterations,
+            "bytes_from_workers_per_iteration": s["bytes_from_workers"] / iterations,
+            "attempts": s["attempts"]}
+
+
+def killed_worker_recovery(client, path, grid, parts, threads, iterations, work, undisturbed):
+    """CGLS with its state saved every iteration; a worker SIGKILLed once the first state is
+    saved. Returns the run's seconds, the attempts and the extra time against `undisturbed`."""
+    import threading
+    ck = os.path.join(work, "ck_cgls_kill")
+    result = {}
+    pids = client.run(os.getpid)
+    th = threading.Thread(target=lambda: result.update(cgls_run(
+        client, path, grid, parts, threads, iterations, work, checkpoint_dir=ck,
+        checkpoint_every=1)))
+    th.start()
+    while not os.path.exists(os.path.join(ck, "cgls_0.json")) and th.is_alive():
+        time.sleep(0.01)
+    killed = th.is_alive()
+    if killed:
+        os.kill(sorted(pids.values())[-1], signal.SIGKILL)
+    th.join()
+    if not result:
+        return None
+    result["worker_killed"] = killed
+    result["extra_seconds"] = result["seconds"] - undisturbed["seconds"]
+    return result
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=256, help="voxels along each axis")
@@ -71,6 +118,7 @@ def main():
     ap.add_argument("--unit-planes", type=int, default=16)
     ap.add_argument("--workers", default="1,2,3")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--cgls-iterations", type=int, default=4)
     ap.add_argument("--cli", default="build/apps/ctforge", help="the ctforge command line")
     ap.add_argument("--json", default="bench-out/distributed.json")
     args = ap.parse_args()
@@ -103,7 +151,7 @@ def main():
     rows.append(("slab-wise (checkpointed), 1 process", f"{cores} threads", slab))
     slab["mae_vs_one_shot"] = float(np.abs(vol - ref).mean())
 
-    scaling = {}
+    scaling, recovery = {}, None
     for w in [int(x) for x in args.workers.split(",")]:
         threads = max(1, cores // w)
         cluster = distributed.LocalCluster(n_workers=w, threads_per_worker=1, processes=True,
@@ -115,11 +163,26 @@ def main():
                                                       unit_planes=args.unit_planes,
                                                       backend="cpu", threads=threads),
                                args.repeat)
+            zout = os.path.join(work, f"d{w}.zarr")
+            tz, zsummary = timed(lambda: cd.reconstruct(client, path, zout, grid=grid,
+                                                        unit_planes=args.unit_planes,
+                                                        backend="cpu", threads=threads),
+                                 args.repeat)
+            tz["identical_to_h5"] = bool(np.array_equal(ctforge.read_volume(zout)[0],
+                                                        ctforge.read_volume(out)[0]))
+            tz["bytes_to_client"] = zsummary["bytes_to_client"]
+            cg = cgls_run(client, path, grid, w, threads, args.cgls_iterations, work)
+            if w == max(int(x) for x in args.workers.split(",")) and w > 1:
+                recovery = killed_worker_recovery(client, path, grid, w, threads,
+                                                  args.cgls_iterations, work, cg)
         finally:
             client.close()
             cluster.close()
         t["identical_to_slab_wise"] = bool(np.array_equal(ctforge.read_volume(out)[0], vol))
         t["units"] = summary["units"]
+        t["bytes_to_client"] = summary["bytes_to_client"]
+        t["zarr"] = tz
+        t["cgls"] = cg
         scaling[w] = t
         rows.append((f"distributed, {w} worker{'s' if w > 1 else ''}"
                      f"{'' if t['identical_to_slab_wise'] else ' (DIFFERS from slab-wise)'}",
@@ -141,6 +204,20 @@ def main():
     print(f"slab-wise overhead against one-shot: "
           f"{(slab['median_s'] / one_shot['median_s'] - 1) * 100:+.1f}% "
           f"(MAE {slab['mae_vs_one_shot']:.2e})")
+    print("\n| workers | bytes to client, FDK .h5 / .zarr | FDK .zarr s (vs .h5) | CGLS s per "
+          "iteration | CGLS client bytes per iteration (out / in) |")
+    print("|---|---|---|---|---|")
+    for w, t in scaling.items():
+        z, c = t["zarr"], t["cgls"]
+        print(f"| {w} | {t['bytes_to_client']} / {z['bytes_to_client']} | "
+              f"{z['median_s']:.2f} ({t['median_s'] / z['median_s']:.2f}x"
+              f"{'' if z['identical_to_h5'] else ', DIFFERS'}) | "
+              f"{c['seconds_per_iteration']:.2f} | {c['bytes_to_workers_per_iteration']:.0f} / "
+              f"{c['bytes_from_workers_per_iteration']:.0f} |")
+    if recovery:
+        print(f"CGLS with a worker killed after the first saved state: {recovery['seconds']:.2f} s "
+              f"in {recovery['attempts']} attempts, {recovery['extra_seconds']:+.2f} s against "
+              "the undisturbed run")
     if lost:
         print(f"SIGTERM after {lost['units_at_signal']} units: exit {lost['exit_status']} after "
               f"{lost['stop_seconds']:.2f} s, {lost['units_recorded_after_stop']} units recorded "
@@ -153,6 +230,7 @@ def main():
                    "machine": {"cpu": cpu_model(), "cores": cores, "python": sys.version},
                    "ctforge": ctforge.__version__, "date": time.strftime("%Y-%m-%d"),
                    "one_shot": one_shot, "slab_wise": slab, "distributed": scaling,
+                   "killed_worker_recovery": recovery,
                    "sigterm": lost}, f, indent=1)
     print(f"\nwrote {args.json}", file=sys.stderr)
 

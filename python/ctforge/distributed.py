@@ -37,6 +37,7 @@ import argparse
 import hashlib
 import json
 import os
+import pickle
 import re
 import shutil
 import signal
@@ -381,6 +382,9 @@ def _summary(kind: str, output: str, units: int, results: List[dict], t0: float,
     computed = [r for r in results if r["computed"]]
     out = {"output": output if "://" in output else os.path.abspath(output), "kind": kind,
            "units": units,
+           # What the tasks sent the client (pickled results): metadata only when the workers
+           # write the output.
+           "bytes_to_client": sum(len(pickle.dumps(r)) for r in results),
            "computed": len(computed), "reused": units - len(computed),
            "workers": sorted({r["worker"] for r in computed}),
            "unit_seconds": sum(r["seconds"] for r in computed),
