@@ -174,6 +174,8 @@ def _remove_run(dir: str, prefixes: Sequence[str], remove_dir: bool) -> None:
 def _file_identity(path: Optional[PathLike]) -> Any:
     if not path:
         return None
+    if "://" in os.fspath(path):
+        return os.fspath(path)
     p = os.path.abspath(os.fspath(path))
     try:
         st = os.stat(p)
@@ -439,7 +441,9 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
     arguments = dict(locals())
     t0 = time.perf_counter()
     _dask()
-    input = os.path.abspath(os.fspath(input))
+    input = os.fspath(input)
+    if "://" not in input:  # (s3://bucket/key.h5: each unit reads its rows by ranged GETs)
+        input = os.path.abspath(input)
     output = os.fspath(output)
     unknown = set(read) - set(_READ_OPTIONS)
     if unknown:
@@ -763,7 +767,7 @@ def _iterative(client, input, output, g, grid, grid_spec, record, options, read,
                     remove_dir=remove_dir)
     resumed = next((int(m.group(1)) for m in (re.search(r"after iteration (\d+)", n)
                                                for n in notes) if m), 0)
-    return {"output": os.path.abspath(output), "kind": algo, "parts": parts,
+    return {"output": output if "://" in output else os.path.abspath(output), "kind": algo, "parts": parts,
             "part_views": bounds, "iterations": int(method["iterations"]),
             "resumed_from": resumed, "attempts": attempts,
             "notes": notes, "workers": sorted({r["worker"] for r in loaded}),

@@ -35,6 +35,7 @@
 #include "ctforge/error.hpp"
 #include "io/contained.hpp"
 #include "io/h5_chunks.hpp"
+#include "io/object_store.hpp"
 
 namespace ctforge::detail::h5 {
 
@@ -586,6 +587,10 @@ class file : public location {
   /// "<path>: not an HDF5 file", or the HDF5 error stack.
   static file open(const std::string& path, bool writable = false) {
     silence_errors();
+    if (io::is_object_url(path)) {  // s3://: ranged reads (src/io/object_store.hpp)
+      CTFORGE_EXPECTS(!writable, path + ": HDF5 files in object storage are read, not modified");
+      return file(file_id(io::open_s3_hdf5(path)), path);
+    }
     std::error_code ec;
     CTFORGE_CHECK(std::filesystem::exists(path, ec), path + ": no such file");
     CTFORGE_CHECK(!std::filesystem::is_directory(path, ec),

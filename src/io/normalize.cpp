@@ -309,7 +309,8 @@ std::string projection_format(const std::string& path, const hdf5_scan_paths& pa
   if (fs::is_directory(path, ec) || has_glob_chars(path)) return "tiff";
   const std::string ext = lower_extension(path);
   if (ext == ".tif" || ext == ".tiff") return "tiff";
-  CTFORGE_CHECK(fs::exists(path, ec), path + ": no such file or directory");
+  CTFORGE_CHECK(io::is_object_url(path) || fs::exists(path, ec),
+                path + ": no such file or directory");
   if (ext == ".npy") return "npy";
   if (ext == ".mat") return "mat";
   CTFORGE_CHECK(ext != ".dcm",

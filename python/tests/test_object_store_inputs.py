@@ -1,0 +1,122 @@
+"""Projection files read straight from S3 (s3://bucket/key, a moto test server on 127.0.0.1
+started by the fixture): HDF5 through the read-only S3 driver by ranged GETs, in Python, on the
+command line, and by the units of a distributed run that writes its volume back to S3. Each
+read equals the local file's bit for bit; a missing object, a bad URL and temporary credentials
+the driver cannot send are refused naming the URL."""
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import ctforge
+
+boto3 = pytest.importorskip("boto3", reason="boto3 is not installed")
+
+
+@pytest.fixture
+def s3(moto_endpoint, monkeypatch):
+    env = {"AWS_ENDPOINT_URL": moto_endpoint, "AWS_ACCESS_KEY_ID": "testing",
+           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    client = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
+    bucket = f"scans-{os.getpid()}-{np.random.randint(1 << 30)}"
+    client.create_bucket(Bucket=bucket)
+    return client, bucket, env
+
+
+@pytest.fixture
+def scan(tmp_path):
+    g = ctforge.Geometry.cone(cols=37, rows=21, pixel_size=1.0, sid=200, sdd=400, angles=45)
+    p = ctforge.project_analytic(ctforge.shepp_logan(30), g)
+    path = tmp_path / "p.h5"
+    ctforge.write_projections(path, p, g)
+    return path, g, p
+
+
+def test_projections_read_from_s3_equal_the_local_file(s3, scan):
+    client, bucket, _ = s3
+    path, g, p = scan
+    client.upload_file(str(path), bucket, "raw/scan 1.h5")  # a key with a space
+    url = f"s3://{bucket}/raw/scan 1.h5"
+    q, gq = ctforge.read_projections(url)
+    assert np.array_equal(q, p)
+    assert gq.to_json() == ctforge.read_projections(path)[1].to_json()
+    band, _ = ctforge.read_projections(url, band=(5, 12))
+    assert np.array_equal(band, p[:, 5:12])
+    assert ctforge.read_projection_geometry(url).view_count == 45
+
+
+def test_s3_errors_name_the_url(s3, scan, monkeypatch):
+    client, bucket, _ = s3
+    path, _, _ = scan
+    with pytest.raises(ctforge.Error, match=f"s3://{bucket}/nothing.h5: cannot open it"):
+        ctforge.read_projections(f"s3://{bucket}/nothing.h5")
+    with pytest.raises(ctforge.UsageError, match="expected s3://bucket/key"):
+        ctforge.read_projections("s3://only-a-bucket")
+    client.upload_file(str(path), bucket, "p.h5")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "temporary")
+    with pytest.raises(ctforge.UsageError, match="AWS_SESSION_TOKEN"):
+        ctforge.read_projections(f"s3://{bucket}/p.h5")
+
+
+def test_command_line_reconstructs_from_s3(s3, scan, tmp_path):
+    client, bucket, env = s3
+    path, _, _ = scan
+    client.upload_file(str(path), bucket, "p.h5")
+    cli = os.environ.get("CTFORGE_CLI", "build/apps/ctforge")
+    if not os.path.exists(cli):
+        pytest.skip(f"the command line is not built ({cli})")
+    run_env = dict(os.environ, **env)
+    args = ["recon", "--size", "24", "--backend", "cpu", "--quiet"]
+    r = subprocess.run([cli, *args, f"s3://{bucket}/p.h5", "-o", str(tmp_path / "s3.h5")],
+                       env=run_env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([cli, *args, str(path), "-o", str(tmp_path / "local.h5")], env=run_env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert np.array_equal(ctforge.read_volume(tmp_path / "s3.h5")[0],
+                          ctforge.read_volume(tmp_path / "local.h5")[0])
+    r = subprocess.run([cli, *args, f"s3://{bucket}/missing.h5", "-o", str(tmp_path / "m.h5")],
+                       env=run_env, capture_output=True, text=True)
+    assert r.returncode == 1
+    assert f"s3://{bucket}/missing.h5: cannot open it" in r.stderr
+    assert not (tmp_path / "m.h5").exists()
+
+
+def test_distributed_from_s3_to_s3(s3, scan, tmp_path):
+    """The units read their rows from s3://.../p.h5 and write their shards into
+    s3://.../vol.zarr: nothing but the geometry and metadata reach the client."""
+    distributed = pytest.importorskip("distributed", reason="Dask distributed is not installed")
+    pytest.importorskip("zarr", minversion="3", reason="zarr>=3 is not installed")
+    from ctforge import distributed as cd
+    client_s3, bucket, env = s3
+    path, g, p = scan
+    client_s3.upload_file(str(path), bucket, "p.h5")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=40)
+    c = distributed.Client(cluster)
+    try:
+        c.run(lambda: os.environ.update(env))
+        grid = ctforge.default_grid(g, (12, 24, 24))
+        url = f"s3://{bucket}/out/vol.zarr"
+        s = cd.reconstruct(c, f"s3://{bucket}/p.h5", url, grid=grid, unit_planes=3, threads=1,
+                           checkpoint_dir=tmp_path / "ck")
+        assert s["output"] == url and s["output_writes"] == "workers" and s["units"] == 4
+        assert s["bytes_to_client"] < 1024 * s["units"]
+        ref = ctforge.reconstruct(p, g, grid, threads=1, checkpoint_dir=tmp_path / "one",
+                                  unit_planes=3)
+        assert np.array_equal(ctforge.read_volume(url)[0], ref)
+        # An iterative method over view parts read from S3 too.
+        it = cd.reconstruct(c, f"s3://{bucket}/p.h5", tmp_path / "cgls.h5", grid=grid,
+                            algorithm="cgls", iterations=3, threads=1, parts=2)
+        assert it["attempts"] == 1
+        ref_it = ctforge.reconstruct(p, g, grid, algorithm="cgls", iterations=3, threads=1)
+        vol = ctforge.read_volume(tmp_path / "cgls.h5")[0]
+        assert np.abs(vol - ref_it).max() <= 1e-5 * np.abs(ref_it).max()
+    finally:
+        c.close()
+        cluster.close()
