@@ -207,6 +207,16 @@ def _where() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def _device(options: dict) -> str:
+    """What a task computes on: "cpu" or "cuda:<ordinal>" (the backend option resolved)."""
+    try:
+        where, _ = _core.resolve_backend(options.get("backend", "auto"),
+                                         int(options.get("device", 0)))
+    except ctforge.Error:
+        return options.get("backend", "auto")
+    return f"cuda:{int(options.get('device', 0))}" if where == "cuda" else where
+
+
 def _grid(spec: dict) -> ctforge.VolumeGeometry:
     nz, ny, nx = spec["shape"]
     return ctforge.VolumeGeometry(nz, ny, nx, spec["spacing"], spec["origin"])
@@ -235,12 +245,16 @@ def _slab_unit_task(spec: dict, unit: int) -> dict:
     run = _core.SlabRun(g._g, _grid(spec["grid"]), spec["dir"], spec["planes"], spec["record"])
     done, _ = run.is_recorded(unit)
     k0, k1, r0, r1, v0, v1 = run.units[unit]
+    bytes_read = bytes_written = 0
     if not done:
         band = _unit_band(spec["input"], spec["read"], g.view_count, r0, r1, v0, v1)
+        bytes_read = int(band.nbytes)
         o = spec["options"]
         run.compute_unit(unit, band, **o)
+        bytes_written = 4 * (k1 - k0) * int(np.prod(spec["grid"]["shape"][1:]))
     result = {"unit": unit, "computed": not done, "seconds": time.perf_counter() - t0,
-              "worker": _where()}
+              "worker": _where(), "device": _device(spec["options"]),
+              "bytes_read": bytes_read, "bytes_written": bytes_written}
     zarr, part = spec.get("zarr"), spec.get("part")
     if zarr is not None or part is not None:
         # The worker writes its planes into the output itself (read back from its record, so
@@ -252,6 +266,7 @@ def _slab_unit_task(spec: dict, unit: int) -> dict:
         else:
             _core.write_volume_part(part["file"], part["offset"], grid, k0, planes)
         result["written"] = [k0, k1]
+        result["bytes_written"] += int(planes.nbytes)
     return result
 
 
@@ -281,7 +296,8 @@ def _part_load(spec: dict, k: int, after: Any = None) -> dict:
     for old in [key for key in _VIEW_PARTS if key[0] != spec["session"]]:
         del _VIEW_PARTS[old]  # parts of earlier sessions
     _VIEW_PARTS[(spec["session"], k)] = part
-    return {"part": k, "views": [a, b], "worker": _where(), "bytes_read": int(p.nbytes),
+    return {"part": k, "views": [a, b], "worker": _where(), "device": _device(o),
+            "bytes_read": int(p.nbytes),
             "seconds": time.perf_counter() - t0}
 
 
@@ -364,7 +380,7 @@ def _gather(client, futures: List[Any], progress: Optional[Callable[[float], Non
     try:
         for future in distributed.as_completed(futures):
             try:
-                results.append(future.result())
+                results.append(dict(future.result(), key=future.key))
             except distributed.KilledWorker as e:
                 raise ctforge.Error(
                     f"{what}: task {future.key} killed {e.args[1] if len(e.args) > 1 else 'workers'} "
@@ -376,7 +392,73 @@ def _gather(client, futures: List[Any], progress: Optional[Callable[[float], Non
         for f in futures:
             f.cancel()
         raise
+    try:  # how often each task was under way on a worker that died (run again elsewhere)
+        retries = client.run_on_scheduler(_suspicious_counts, [f.key for f in futures])
+    except Exception:  # an older or remote scheduler without the counts: not reported
+        retries = {}
+    for r in results:
+        r["retries"] = retries.get(str(r.pop("key")))
     return results
+
+
+def _suspicious_counts(keys, dask_scheduler=None) -> dict:
+    """(On the scheduler) each task's count of workers that died while running it."""
+    out = {}
+    for k in keys:
+        ts = dask_scheduler.tasks.get(k)
+        if ts is not None:
+            out[str(k)] = int(getattr(ts, "suspicious", 0))
+    return out
+
+
+def _report_path(output: str) -> str:
+    """The run report's name: ``<output>.report.json`` beside the output (in the same bucket for
+    an ``s3://`` output)."""
+    output = output.rstrip("/")
+    return (output if "://" in output else os.path.abspath(output)) + ".report.json"
+
+
+def _write_report(output: str, report: dict) -> str:
+    """The run report (JSON) beside the output, written atomically: a local file under a
+    temporary name, flushed and renamed; on S3 one PUT (an object appears whole)."""
+    path = _report_path(output)
+    data = (json.dumps(report, indent=1, default=str) + "\n").encode()
+    if "://" in path:
+        import s3fs
+        _, opts = zarr_volumes._store(path, None)
+        s3fs.S3FileSystem(**(opts or {})).pipe_file(path, data)
+    else:
+        _write_atomically(path, data)
+    return path
+
+
+def _unit_report(run, results: List[dict]) -> List[dict]:
+    """One entry per unit, in z order: its planes, whether it was computed or reused, where and
+    on what, how long, how often it was run again after its worker died, the bytes read and
+    written."""
+    by_unit = {r["unit"]: r for r in results}
+    out = []
+    for i, (k0, k1, r0, r1, v0, v1) in enumerate(run.units):
+        r = by_unit.get(i, {})
+        out.append({"unit": i, "planes": [k0, k1], "rows": [r0, r1], "views": [v0, v1],
+                    "computed": r.get("computed"), "worker": r.get("worker"),
+                    "device": r.get("device"), "seconds": r.get("seconds"),
+                    "retries": r.get("retries"), "bytes_read": r.get("bytes_read"),
+                    "bytes_written": r.get("bytes_written")})
+    return out
+
+
+def _totals(entries: List[dict]) -> dict:
+    workers: Dict[str, dict] = {}
+    for e in entries:
+        if e.get("worker"):
+            w = workers.setdefault(e["worker"], {"units": 0, "seconds": 0.0, "device": e["device"]})
+            w["units"] += 1
+            w["seconds"] += e.get("seconds") or 0.0
+    return {"bytes_read": sum(e.get("bytes_read") or 0 for e in entries),
+            "bytes_written": sum(e.get("bytes_written") or 0 for e in entries),
+            "retries": sum(e.get("retries") or 0 for e in entries),
+            "workers": workers}
 
 
 def _summary(kind: str, output: str, units: int, results: List[dict], t0: float,
@@ -407,6 +489,7 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
                 checkpoint_every: int = 5, center_of_rotation: Any = None,
                 backend: str = "auto", device: int = 0, threads: int = 0,
                 gpu_interpolation: str = "exact", keep_units: bool = False,
+                report: bool = True,
                 progress: Optional[Callable[[float], None]] = None,
                 displaced_detector: str = "auto", offset_transition: float = 16.0,
                 helical_q: float = 0.7, **read: Any) -> dict:
@@ -437,7 +520,12 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
     directory, or ``s3://bucket/key.zarr`` with the endpoint and credentials from the ``AWS_*``
     environment variables) get one shard per unit, each written by its worker, and
     ``ctforge_complete`` set last (:mod:`ctforge.zarr_volumes`). Other formats, and the
-    iterative methods' volume, are written by the client."""
+    iterative methods' volume, are written by the client.
+
+    ``report``: once the output is in place, a run report ``<output>.report.json`` is written
+    beside it (atomically): every unit (or view part) with the worker and device that computed
+    it, its seconds, how often it ran again after its worker died, the bytes it read and wrote,
+    and the totals per worker (its path is the summary's ``report``)."""
     arguments = dict(locals())
     t0 = time.perf_counter()
     _dask()
@@ -491,14 +579,24 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
     grid_spec = {"shape": list(grid.shape), "spacing": list(grid.spacing),
                  "origin": list(grid.origin)}
     dir = _checkpoint_dir(checkpoint_dir, output)
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     if algo in _METHODS:
         method = {"iterations": int(iterations), "relaxation": float(relaxation),
                   "nonnegative": bool(nonnegative), "subsets": int(subsets),
                   "tv_weight": tv_weight, "tv_iterations": int(tv_iterations),
                   "backprojector": backprojector, "tolerance": float(tolerance)}
-        return _iterative(client, input, output, g, grid, grid_spec, record, options, read, dir,
-                          checkpoint_dir is None and not keep_units, keep_units, method, parts,
-                          checkpoint_every, progress, t0)
+        summary = _iterative(client, input, output, g, grid, grid_spec, record, options, read,
+                             dir, checkpoint_dir is None and not keep_units, keep_units, method,
+                             parts, checkpoint_every, progress, t0)
+        if report:
+            summary["report"] = _write_report(output, dict(
+                _report_head(summary, input, started), parts=summary.pop("part_report"),
+                attempts=summary["attempts"], notes=summary["notes"],
+                bytes_to_workers=summary["bytes_to_workers"],
+                bytes_from_workers=summary["bytes_from_workers"], iterations=summary["log"]))
+        else:
+            summary.pop("part_report")
+        return summary
 
     record_text = json.dumps(record, sort_keys=True)
     run = _core.SlabRun(g._g, grid, dir, int(unit_planes), record_text)
@@ -513,8 +611,21 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
         results = _client_assembles(client, run, spec, output, grid, progress, input)
     if not keep_units:
         _remove_run(dir, ("slab_",), remove_dir=checkpoint_dir is None)
-    return _summary(algo, output, len(units), results, t0, unit_planes=units[0][1] - units[0][0],
-                    output_writes="workers" if streamed or zarr else "client")
+    summary = _summary(algo, output, len(units), results, t0,
+                       unit_planes=units[0][1] - units[0][0],
+                       output_writes="workers" if streamed or zarr else "client")
+    if report:
+        entries = _unit_report(run, results)
+        summary["report"] = _write_report(output, dict(
+            _report_head(summary, input, started), units=entries, totals=_totals(entries),
+            bytes_to_client=summary["bytes_to_client"]))
+    return summary
+
+
+def _report_head(summary: dict, input: str, started: str) -> dict:
+    return {"ctforge": ctforge.__version__, "kind": summary["kind"], "input": input,
+            "output": summary["output"], "client": _where(), "started": started,
+            "seconds": summary["seconds"]}
 
 
 def _unit_futures(client, run, spec: dict, units: Sequence[int]) -> List[Any]:
@@ -767,7 +878,9 @@ def _iterative(client, input, output, g, grid, grid_spec, record, options, read,
                     remove_dir=remove_dir)
     resumed = next((int(m.group(1)) for m in (re.search(r"after iteration (\d+)", n)
                                                for n in notes) if m), 0)
-    return {"output": output if "://" in output else os.path.abspath(output), "kind": algo, "parts": parts,
+    part_report = list(loaded)  # (the last attempt's parts; earlier ones are in the notes)
+    return {"output": output if "://" in output else os.path.abspath(output), "kind": algo,
+            "parts": parts, "part_report": part_report,
             "part_views": bounds, "iterations": int(method["iterations"]),
             "resumed_from": resumed, "attempts": attempts,
             "notes": notes, "workers": sorted({r["worker"] for r in loaded}),
@@ -882,6 +995,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--tv-iterations", type=int, default=20)
     r.add_argument("--backprojector", default="auto", choices=("auto", "voxel", "matched"))
     r.add_argument("--tolerance", type=float, default=0.0)
+    r.add_argument("--no-report", action="store_true",
+                   help="write no run report (<output>.report.json) beside the output")
     r.add_argument("--parts", type=int,
                    help="iterative methods: view partitions (default: one per worker)")
     r.add_argument("--checkpoint-every", type=int, default=5, metavar="N")
@@ -965,6 +1080,7 @@ def _run(args: argparse.Namespace) -> dict:
             relaxation=args.relaxation, nonnegative=args.nonnegative, subsets=args.subsets,
             tv_weight=args.tv_weight, tv_iterations=args.tv_iterations,
             backprojector=args.backprojector, tolerance=args.tolerance, parts=args.parts,
+            report=not args.no_report,
             checkpoint_every=args.checkpoint_every, center_of_rotation=cor,
             backend=args.backend, threads=args.threads, gpu_interpolation=args.gpu_interpolation,
             keep_units=args.keep_units, progress=bar, geometry=args.geometry, flat=args.flat,
@@ -1007,10 +1123,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         done = (f"{summary['computed']} of {summary['units']} units computed "
                 f"({summary['reused']} reused)") if "units" in summary else \
             f"{summary['iterations']} iterations over {summary['parts']} view partitions"
+        report = f"; report {summary['report']}" if summary.get("report") else ""
         print(f"ctforge: {args.command}: wrote {summary['output']}: {done} on {workers} "
-              f"worker(s), {summary['seconds']:.2f} s", file=sys.stderr)
+              f"worker(s), {summary['seconds']:.2f} s{report}", file=sys.stderr)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as `python -m ctforge.distributed`: the tasks must name this module's functions as
+    # ctforge.distributed.*, not __main__.* (pickled by value, each task with its own copy of
+    # the workers' registry of view parts).
+    from ctforge import distributed as _module
+    sys.exit(_module.main())

@@ -124,7 +124,11 @@ def _open(u: str, mode: str, storage_options: Optional[dict]):
     zarr = _zarr()
     target, opts = _store(u, storage_options)
     try:
-        return zarr.open_array(target, mode=mode, storage_options=opts)
+        # Every shard is stored, zeros included: zarr leaves out chunks equal to the fill value
+        # by default, and a unit of empty planes (outside the object) would then never appear,
+        # so finish_zarr_volume would take it for a unit never written.
+        with zarr.config.set({"array.write_empty_chunks": mode != "r"}):
+            return zarr.open_array(target, mode=mode, storage_options=opts)
     except FileNotFoundError as e:
         raise ctforge.Error(f"{u}: no Zarr array there ({e})") from e
     except Exception as e:

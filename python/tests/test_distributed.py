@@ -5,6 +5,7 @@ view partitions equals the one-process method and resumes bit for bit after a ki
 worker; simulate equals project_analytic; the command line front end."""
 import json
 import os
+import pathlib
 import re
 import signal
 import subprocess
@@ -122,6 +123,19 @@ def test_workers_write_the_h5_output_and_only_metadata_reaches_the_client(client
     assert np.array_equal(vol, ctforge.read_volume(tmp_path / "c.mha")[0])
     ref, ref_grid = one_process(scan, 3, tmp_path)
     assert np.array_equal(vol, ref) and grid.origin == ref_grid.origin
+    # The run report beside the output: every unit, where it ran, its bytes; the totals.
+    report = json.loads(pathlib.Path(summary["report"]).read_text())
+    assert summary["report"] == str(out) + ".report.json"
+    assert [u["planes"] for u in report["units"]] == [[k, min(k + 3, 32)] for k in range(0, 32, 3)]
+    assert all(u["computed"] and u["device"] == "cpu" and u["retries"] == 0 and
+               u["worker"] in summary["workers"] for u in report["units"])
+    plane = 4 * GRID[1] * GRID[2]
+    # Each unit wrote its record and its planes into the output: twice its planes' bytes.
+    assert report["totals"]["bytes_written"] == 2 * 32 * plane
+    assert report["totals"]["bytes_read"] == sum(u["bytes_read"] for u in report["units"]) > 0
+    assert sum(w["units"] for w in report["totals"]["workers"].values()) == 11
+    assert report["bytes_to_client"] == summary["bytes_to_client"] == sum(sizes)
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".w.h5.report")]  # no temporary
     # Everything recorded already: the workers write the planes from the records (no unit is
     # computed) into a fresh output.
     gathered.clear()
@@ -153,8 +167,8 @@ def test_zarr_output_local_one_shard_per_unit_written_by_the_workers(client, sca
     assert np.array_equal(vol, ref) and grid.origin == ref_grid.origin
     arr = zarr.open_array(str(out), mode="r")
     assert arr.shards == (3, GRID[1], GRID[2]) and arr.attrs["ctforge_complete"] is True
-    assert sorted(os.listdir(tmp_path)) == ["ck", "one", "v.zarr"] or \
-        sorted(os.listdir(tmp_path)) == ["one", "v.zarr"]
+    assert sorted(n for n in os.listdir(tmp_path) if n != "ck") == [
+        "one", "v.zarr", "v.zarr.report.json"]
 
 
 def test_zarr_output_on_s3_and_a_killed_client(client, scan, tmp_path, moto_endpoint,
@@ -308,6 +322,10 @@ def test_worker_killed_mid_run_result_complete_and_identical(client, scan, tmp_p
     vol, _ = ctforge.read_volume(out)
     ref, _ = one_process(scan, 1, tmp_path)
     assert np.array_equal(vol, ref)
+    # The report shows the failure: the units under way on the killed worker ran again.
+    report = json.loads((tmp_path / "killed.h5.report.json").read_text())
+    assert report["totals"]["retries"] >= 1
+    assert len(report["totals"]["workers"]) >= 2
     client.wait_for_workers(2, timeout=60)  # the nanny has replaced the lost worker
 
 
@@ -370,6 +388,10 @@ def test_iterative_methods_over_view_partitions_equal_one_process(client, scan, 
     ref5 = ctforge.reconstruct(p, g, grid, algorithm=algo, **dict(kw, iterations=5))
     assert np.abs(vol - ref5).max() > 1e-3 * peak
     assert not (tmp_path / f".{algo}.h5.units").exists()  # the saved states are removed
+    report = json.loads((tmp_path / f"{algo}.h5.report.json").read_text())
+    assert [p["views"] for p in report["parts"]] == summary["part_views"]
+    assert report["attempts"] == 1 and len(report["iterations"]) == 6
+    assert sum(p["bytes_read"] for p in report["parts"]) == p.nbytes
 
 
 def test_client_traffic_per_iteration_does_not_grow_with_the_parts(client, scan, tmp_path):
@@ -498,6 +520,8 @@ def test_worker_killed_during_an_iterative_run(tmp_path, scan):
         assert result["attempts"] >= 2, "the worker was killed after the run had ended"
         assert any("left" in n for n in result["notes"]), result["notes"]
         assert result["resumed_from"] >= 2
+        report = json.loads((tmp_path / "k.h5.report.json").read_text())
+        assert report["attempts"] == result["attempts"] and report["notes"] == result["notes"]
         assert np.array_equal(ctforge.read_volume(tmp_path / "k.h5")[0],
                               ctforge.read_volume(tmp_path / "w.h5")[0])
         assert whole["attempts"] == 1
@@ -535,8 +559,18 @@ def test_command_line_front_end(client, scan, tmp_path):
                        "--threads", "1"], tmp_path)
     assert r.returncode == 0, r.stderr
     assert "8 of 8 units computed" in r.stderr
+    assert f"report {tmp_path / 'cli.h5.report.json'}" in r.stderr
+    assert len(json.loads((tmp_path / "cli.h5.report.json").read_text())["units"]) == 8
     ref, _ = one_process(scan, 4, tmp_path)
     assert np.array_equal(ctforge.read_volume(tmp_path / "cli.h5")[0], ref)
+    # An iterative method from the command line, without a report.
+    r = run_front_end(["recon", str(path), "-o", "os.h5", "--scheduler",
+                       client.scheduler.address, "--size-xyz", "24,24,16", "--algorithm",
+                       "os-sart", "--subsets", "4", "--iterations", "3", "--threads", "1",
+                       "--no-report"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "3 iterations over 2 view partitions" in r.stderr
+    assert (tmp_path / "os.h5").exists() and not (tmp_path / "os.h5.report.json").exists()
     # Usage errors: exit 2 naming the option; nothing written.
     r = run_front_end(["recon", str(path), "-o", "x.h5", "--scheduler", client.scheduler.address,
                        "--size-xyz", "48,48"], tmp_path)

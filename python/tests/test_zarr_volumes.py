@@ -103,6 +103,26 @@ def test_shards_are_whole_units_and_each_unit_one_object(tmp_path):
     assert np.array_equal(zv.read_zarr_volume(path)[0], v)
 
 
+def test_units_of_zeros_are_stored_and_the_volume_finishes(tmp_path):
+    """A unit whose planes are all 0 (outside the object: the ends of a long grid) is stored
+    like any other: zarr leaves chunks equal to the fill value out by default, and such a unit
+    would then count as never written (what bench-distributed ran into at 256^3)."""
+    path = str(tmp_path / "vol.zarr")
+    shape = (12, 5, 7)
+    units = zv.create_zarr_volume(path, grid_of(shape), 4)
+    v = volume(shape)
+    v[:4] = 0
+    v[8:] = 0
+    for k0, k1 in units:
+        zv.write_zarr_planes(path, k0, v[k0:k1])
+    assert sorted(os.listdir(tmp_path / "vol.zarr" / "c")) == ["0", "1", "2"]
+    zv.finish_zarr_volume(path)
+    assert np.array_equal(zv.read_zarr_volume(path)[0], v)
+    # And a volume of zeros written in one piece.
+    ctforge.write_volume(tmp_path / "zeros.zarr", np.zeros(shape, np.float32), grid_of(shape))
+    assert np.array_equal(ctforge.read_volume(tmp_path / "zeros.zarr")[0], np.zeros(shape))
+
+
 # ---- refusals ----------------------------------------------------------------------------------
 
 def test_misaligned_and_non_finite_writes_are_refused(tmp_path):
