@@ -147,14 +147,21 @@ def _open_run(dir: str, record: dict) -> str:
             there = json.load(f)
     except (OSError, ValueError):
         there = None
-    if there is not None and there != json.loads(text):
-        diff = "; ".join(f"{k} ({json.dumps(there.get(k))} there, {json.dumps(v)} here)"
-                         for k, v in record.items() if there.get(k) != v) or "the run record differs"
-        raise ctforge.UsageError(f"checkpoint_dir {dir}: holds units of another run: {diff}. Use "
-                                 "another directory, or empty this one to start over")
+    if there is not None:
+        _require_same_run(dir, there, record)
     if there is None:
         _write_atomically(path, (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def _require_same_run(dir: str, there: Any, record: dict) -> None:
+    """UsageError naming the keys that differ when ``dir`` holds another run's record."""
+    if there == json.loads(json.dumps(record, sort_keys=True)):
+        return
+    diff = "; ".join(f"{k} ({json.dumps(there.get(k))} there, {json.dumps(v)} here)"
+                     for k, v in record.items() if there.get(k) != v) or "the run record differs"
+    raise ctforge.UsageError(f"checkpoint_dir {dir}: holds units of another run: {diff}. Use "
+                             "another directory, or empty this one to start over")
 
 
 def _remove_run(dir: str, prefixes: Sequence[str], remove_dir: bool) -> None:
@@ -193,7 +200,8 @@ def _checkpoint_dir(checkpoint_dir: Optional[PathLike], output: str) -> str:
     """The units' directory: ``checkpoint_dir``, or ``.<output>.units/`` beside a local output
     (an ``s3://`` output has no side: the directory must be given)."""
     if checkpoint_dir:
-        return os.path.abspath(os.fspath(checkpoint_dir))
+        text = os.fspath(checkpoint_dir)
+        return text.rstrip("/") if text.startswith("s3://") else os.path.abspath(text)
     if "://" in output:
         raise ctforge.UsageError(f"checkpoint_dir: needed for the output {output} (a directory "
                                  "every worker and the client share, where the units are "
@@ -432,13 +440,13 @@ def _write_report(output: str, report: dict) -> str:
     return path
 
 
-def _unit_report(run, results: List[dict]) -> List[dict]:
+def _unit_report(units: Sequence[Sequence[int]], results: List[dict]) -> List[dict]:
     """One entry per unit, in z order: its planes, whether it was computed or reused, where and
     on what, how long, how often it was run again after its worker died, the bytes read and
     written."""
     by_unit = {r["unit"]: r for r in results}
     out = []
-    for i, (k0, k1, r0, r1, v0, v1) in enumerate(run.units):
+    for i, (k0, k1, r0, r1, v0, v1) in enumerate(units):
         r = by_unit.get(i, {})
         out.append({"unit": i, "planes": [k0, k1], "rows": [r0, r1], "views": [v0, v1],
                     "computed": r.get("computed"), "worker": r.get("worker"),
@@ -580,6 +588,11 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
                  "origin": list(grid.origin)}
     dir = _checkpoint_dir(checkpoint_dir, output)
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    if dir.startswith("s3://") and (algo in _METHODS or not (zarr and output.startswith("s3://"))):
+        raise ctforge.UsageError(
+            f"checkpoint_dir {dir}: an s3:// directory records the FDK / FBP units of an s3:// "
+            "Zarr output (each unit's shard there, and its marker here); for other outputs and "
+            "the iterative methods give a directory the workers and the client share")
     if algo in _METHODS:
         method = {"iterations": int(iterations), "relaxation": float(relaxation),
                   "nonnegative": bool(nonnegative), "subsets": int(subsets),
@@ -599,23 +612,29 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
         return summary
 
     record_text = json.dumps(record, sort_keys=True)
-    run = _core.SlabRun(g._g, grid, dir, int(unit_planes), record_text)
-    units = run.units
     spec = {"input": input, "read": read, "geometry": g.to_json(), "grid": grid_spec, "dir": dir,
             "planes": int(unit_planes), "record": record_text, "options": options}
-    if zarr:
-        results = _workers_write_zarr(client, run, spec, output, grid, progress, input)
-    elif streamed:
-        results = _workers_write_h5(client, run, spec, output, grid, progress, input)
+    extra: Dict[str, Any] = {}
+    if dir.startswith("s3://"):
+        units = _core.plan_slab_units(g._g, grid, int(unit_planes))
+        results, extra["markers"] = _object_store_units(client, units, spec, output, grid,
+                                                        record, progress, input, keep_units)
     else:
-        results = _client_assembles(client, run, spec, output, grid, progress, input)
-    if not keep_units:
-        _remove_run(dir, ("slab_",), remove_dir=checkpoint_dir is None)
+        run = _core.SlabRun(g._g, grid, dir, int(unit_planes), record_text)
+        units = run.units
+        if zarr:
+            results = _workers_write_zarr(client, run, spec, output, grid, progress, input)
+        elif streamed:
+            results = _workers_write_h5(client, run, spec, output, grid, progress, input)
+        else:
+            results = _client_assembles(client, run, spec, output, grid, progress, input)
+        if not keep_units:
+            _remove_run(dir, ("slab_",), remove_dir=checkpoint_dir is None)
     summary = _summary(algo, output, len(units), results, t0,
                        unit_planes=units[0][1] - units[0][0],
-                       output_writes="workers" if streamed or zarr else "client")
+                       output_writes="workers" if streamed or zarr else "client", **extra)
     if report:
-        entries = _unit_report(run, results)
+        entries = _unit_report(units, results)
         summary["report"] = _write_report(output, dict(
             _report_head(summary, input, started), units=entries, totals=_totals(entries),
             bytes_to_client=summary["bytes_to_client"]))
@@ -626,6 +645,157 @@ def _report_head(summary: dict, input: str, started: str) -> dict:
     return {"ctforge": ctforge.__version__, "kind": summary["kind"], "input": input,
             "output": summary["output"], "client": _where(), "started": started,
             "seconds": summary["seconds"]}
+
+
+# ---- units recorded in object storage ----------------------------------------------------------
+# With an s3:// checkpoint directory (and an s3:// Zarr output) nothing needs a shared file
+# system: a unit's record is its shard in the output plus a marker object in the directory
+# (its planes, the run's fingerprint and the planes' checksum), written after the shard was
+# read back. Markers are written once (If-None-Match: *) where the store honours it, which a
+# probe finds out at the start; elsewhere each under a unique key, found by listing.
+
+def _object_fs(url: str):
+    import s3fs
+    _, opts = zarr_volumes._store(url, None)
+    return s3fs.S3FileSystem(**(opts or {}))
+
+
+def _put_once(fs, key: str, data: bytes, write_once: bool) -> bool:
+    """``data`` at ``key``; with ``write_once`` only if nothing is there (False then)."""
+    try:
+        fs.pipe_file(key, data, **({"IfNoneMatch": "*"} if write_once else {}))
+        return True
+    except FileExistsError:
+        return False
+
+
+def _probe_write_once(fs, dir: str) -> bool:
+    """Whether the store refuses a second create of one key (If-None-Match: *)."""
+    key = f"{dir}/.probe-{uuid.uuid4().hex}"
+    try:
+        try:
+            fs.pipe_file(key, b"1", IfNoneMatch="*")
+        except FileExistsError:
+            return True
+        except Exception:  # the header itself refused: no conditional writes
+            return False
+        try:
+            fs.pipe_file(key, b"2", IfNoneMatch="*")
+            return False
+        except FileExistsError:
+            return True
+        except Exception:
+            return False
+    finally:
+        try:
+            fs.rm_file(key)
+        except Exception:
+            pass
+
+
+def _object_open_run(fs, dir: str, record: dict, write_once: bool) -> str:
+    """Writes (once) or checks ``dir``/run.json; returns the run's fingerprint."""
+    text = json.dumps(record, sort_keys=True)
+    key = f"{dir}/run.json"
+    fs.invalidate_cache()
+    if not fs.exists(key):
+        _put_once(fs, key, (json.dumps(record, indent=1, sort_keys=True) + "\n").encode(),
+                  write_once)
+    there = json.loads(fs.cat_file(key))
+    _require_same_run(dir, there, record)
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def _marker_stem(dir: str, k0: int, k1: int) -> str:
+    return f"{dir}/slab_{k0:06d}_{k1:06d}"
+
+
+def _object_markers(fs, dir: str, run: str) -> Tuple[Dict[Tuple[int, int], dict], List[str]]:
+    """The markers of run ``run`` in ``dir`` by planes, and every marker key of the run (a
+    unit recomputed under unique keys has several) (one listing)."""
+    fs.invalidate_cache()
+    out: Dict[Tuple[int, int], dict] = {}
+    keys: List[str] = []
+    for key in sorted(fs.glob(f"{dir}/slab_*.json")):
+        try:
+            m = json.loads(fs.cat_file(key))
+        except (OSError, ValueError):
+            continue
+        if isinstance(m, dict) and m.get("run") == run and isinstance(m.get("planes"), list):
+            out.setdefault((int(m["planes"][0]), int(m["planes"][1])), m)
+            keys.append(key)
+    return out, keys
+
+
+def _object_unit_task(spec: dict, unit: int) -> dict:
+    """One unit recorded in object storage: nothing when its marker is there and its shard
+    checks out; else computed, its shard written and read back, then its marker written."""
+    t0 = time.perf_counter()
+    k0, k1, r0, r1, v0, v1 = spec["units"][unit]
+    dir, run, target = spec["dir"], spec["run"], spec["zarr"]
+    fs = _object_fs(dir)
+    result = {"unit": unit, "worker": _where(), "device": _device(spec["options"]),
+              "bytes_read": 0, "bytes_written": 0}
+    fs.invalidate_cache()
+    for key in sorted(fs.glob(_marker_stem(dir, k0, k1) + "*.json")):
+        try:
+            m = json.loads(fs.cat_file(key))
+        except (OSError, ValueError):
+            continue
+        if m.get("run") == run:
+            there = zarr_volumes.read_zarr_planes(target, k0, k1)
+            if _checksum(there.tobytes()) == m.get("checksum"):
+                return dict(result, computed=False, seconds=time.perf_counter() - t0,
+                            bytes_read=int(there.nbytes))
+    g = ctforge.Geometry.from_json(spec["geometry"])
+    grid = _grid(spec["grid"])
+    band = _unit_band(spec["input"], spec["read"], g.view_count, r0, r1, v0, v1)
+    planes = _core.reconstruct_unit(band, g._g, grid, [k0, k1, r0, r1, v0, v1],
+                                    **spec["options"])
+    zarr_volumes.write_zarr_planes(target, k0, planes)
+    digest = _checksum(planes.tobytes())
+    back = zarr_volumes.read_zarr_planes(target, k0, k1)
+    if _checksum(back.tobytes()) != digest:
+        raise ctforge.Error(f"{target}: planes {k0}..{k1 - 1} read back differ from those "
+                            "written; not recorded")
+    name = _marker_stem(dir, k0, k1) + (".json" if spec["write_once"] else
+                                          f".{uuid.uuid4().hex}.json")
+    marker = {"run": run, "planes": [k0, k1], "checksum": digest, "ctforge": ctforge.__version__}
+    _put_once(fs, name, json.dumps(marker).encode(), spec["write_once"])
+    return dict(result, computed=True, seconds=time.perf_counter() - t0,
+                bytes_read=int(band.nbytes), bytes_written=int(planes.nbytes), written=[k0, k1])
+
+
+def _object_store_units(client, units, spec: dict, output: str, grid, record: dict, progress,
+                        input: str, keep_units: bool) -> Tuple[List[dict], str]:
+    """FDK / FBP units recorded in an s3:// checkpoint directory, their shards written into an
+    s3:// Zarr output by the workers; the array is finished once every unit's marker is there.
+    Returns the results and how markers are written ("If-None-Match" or "unique keys")."""
+    dir = spec["dir"]
+    fs = _object_fs(dir)
+    write_once = _probe_write_once(fs, dir)
+    run = _object_open_run(fs, dir, record, write_once)
+    planes = units[0][1] - units[0][0]
+    if [(u[0], u[1]) for u in units] != zarr_volumes.zarr_units(grid.shape[0], planes):
+        raise ctforge.Error(f"reconstruct {output}: the units' planes are not the shards of "
+                            f"{planes} planes")
+    zarr_volumes.resume_zarr_volume(output, grid, planes, run)
+    ospec = dict(spec, units=[list(u) for u in units], run=run, zarr=output,
+                 write_once=write_once)
+    nonce = uuid.uuid4().hex[:8]
+    futures = [client.submit(_object_unit_task, ospec, i, key=f"ctforge-objslab-{run}-{i}-{nonce}")
+               for i in range(len(units))]
+    results = _gather(client, futures, progress, f"reconstruct {input}")
+    markers, keys = _object_markers(fs, dir, run)
+    missing = [(u[0], u[1]) for u in units if (u[0], u[1]) not in markers]
+    if missing:
+        raise ctforge.Error(f"reconstruct {input}: no marker in {dir} for planes "
+                            f"{missing[0][0]}..{missing[0][1] - 1} ({len(missing)} unit(s)) after "
+                            "their tasks ended; run the same call again")
+    zarr_volumes.finish_zarr_volume(output)
+    if not keep_units:
+        fs.rm(keys + [f"{dir}/run.json"])
+    return results, "If-None-Match" if write_once else "unique keys"
 
 
 def _unit_futures(client, run, spec: dict, units: Sequence[int]) -> List[Any]:

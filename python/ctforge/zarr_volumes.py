@@ -46,8 +46,9 @@ import numpy as np
 
 import ctforge
 
-__all__ = ["create_zarr_volume", "write_zarr_planes", "finish_zarr_volume", "read_zarr_volume",
-           "zarr_units", "is_zarr_url", "staged_volume"]
+__all__ = ["create_zarr_volume", "resume_zarr_volume", "write_zarr_planes", "read_zarr_planes",
+           "finish_zarr_volume", "read_zarr_volume", "zarr_units", "is_zarr_url",
+           "staged_volume"]
 
 UrlLike = Union[str, "os.PathLike[str]"]
 
@@ -165,12 +166,13 @@ def _check_finite(u: str, k0: int, planes: np.ndarray) -> None:
 
 def create_zarr_volume(url: UrlLike, grid: ctforge.VolumeGeometry, planes_per_unit: int, *,
                        storage_options: Optional[Dict[str, Any]] = None,
-                       compress: bool = True) -> List[Tuple[int, int]]:
+                       compress: bool = True, run: Optional[str] = None) -> List[Tuple[int, int]]:
     """Creates the array of ``grid`` at ``url`` (replacing whatever array or group was there):
     float32, shape ``(nz, ny, nx)``, shards of ``planes_per_unit`` whole planes (chunks of one
     plane inside), the attributes of the module docstring with ``ctforge_complete`` false. No
     data is written. Returns the units :func:`write_zarr_planes` takes (:func:`zarr_units`).
-    ``compress``: Blosc zstd with byte shuffle, else no codec."""
+    ``compress``: Blosc zstd with byte shuffle, else no codec. ``run``: the fingerprint of the
+    run writing it, kept as ``ctforge_run`` (:func:`resume_zarr_volume`)."""
     u = _url(url)
     if not isinstance(grid, ctforge.VolumeGeometry):
         raise ctforge.UsageError(f"{u}: grid: expected a ctforge.VolumeGeometry, got "
@@ -195,11 +197,42 @@ def create_zarr_volume(url: UrlLike, grid: ctforge.VolumeGeometry, planes_per_un
         "creator": f"ctforge {ctforge.__version__}",
         _COMPLETE: False,
     }
+    if run is not None:
+        attributes["ctforge_run"] = str(run)
     zarr.create_array(target, shape=(nz, ny, nx), shards=(p, ny, nx), chunks=(1, ny, nx),
                       dtype="float32", fill_value=0.0, compressors=compressors,
                       zarr_format=3, dimension_names=("z", "y", "x"), attributes=attributes,
                       overwrite=True, storage_options=opts)
     return zarr_units(nz, p)
+
+
+def resume_zarr_volume(url: UrlLike, grid: ctforge.VolumeGeometry, planes_per_unit: int,
+                       run: str, *, storage_options: Optional[Dict[str, Any]] = None
+                       ) -> Tuple[List[Tuple[int, int]], bool]:
+    """The unfinished array of run ``run`` at ``url``, kept with the shards it holds (a run
+    started again after its client died), or a new one (:func:`create_zarr_volume`). Returns
+    (units, whether it was kept)."""
+    u = _url(url)
+    try:
+        arr = _open(u, "r", storage_options)
+        nz, ny, nx = grid.shape
+        p = min(int(planes_per_unit), nz)
+        keep = (arr.attrs.get("ctforge_run") == run and not arr.attrs.get(_COMPLETE) and
+                tuple(arr.shape) == (nz, ny, nx) and tuple(arr.shards or ()) == (p, ny, nx))
+    except ctforge.Error:
+        keep = False
+    if keep:
+        return zarr_units(grid.shape[0], min(int(planes_per_unit), grid.shape[0])), True
+    return create_zarr_volume(u, grid, planes_per_unit, storage_options=storage_options,
+                              run=run), False
+
+
+def read_zarr_planes(url: UrlLike, k0: int, k1: int, *,
+                     storage_options: Optional[Dict[str, Any]] = None) -> np.ndarray:
+    """Planes [k0, k1) of the array as they are stored now, finished or not (what a unit
+    wrote; zeros where nothing was)."""
+    arr = _open(_url(url), "r", storage_options)
+    return np.ascontiguousarray(arr[int(k0):int(k1)], dtype=np.float32)
 
 
 def write_zarr_planes(url: UrlLike, k0: int, planes: Any, *,

@@ -74,6 +74,36 @@ void register_slab_run(py::module_& m) {
           },
           py::arg("unit"), py::arg("band"));
   m.def("default_unit_planes", &default_unit_planes, py::arg("grid"));
+  m.def(
+      "plan_slab_units",
+      [](const geometry& g, const volume_geometry& vg, std::int64_t planes) {
+        py::list out;
+        for (const auto& u : plan_slab_units(g, vg, planes))
+          out.append(py::make_tuple(u.k0, u.k1, u.r0, u.r1, u.v0, u.v1));
+        return out;
+      },
+      py::arg("geometry"), py::arg("grid"), py::arg("planes"));
+  // One unit computed without recording it anywhere (reconstruct_unit): what a unit recorded in
+  // object storage runs, the same floats as SlabRun.compute_unit.
+  m.def(
+      "reconstruct_unit",
+      [](const py::handle& band_obj, const geometry& g, const volume_geometry& vg,
+         const std::vector<std::int64_t>& unit, const py::kwargs& options) {
+        CTFORGE_EXPECTS(unit.size() == 6, "unit: expected (k0, k1, r0, r1, v0, v1)");
+        keyword_options kw(options, "reconstruct_unit");
+        const recon_options opt = read_recon_options(kw, nullptr);
+        kw.finish();
+        const slab_unit u{unit[0], unit[1], unit[2], unit[3], unit[4], unit[5]};
+        const farray band = require_array(band_obj, 3, "band");
+        const projection_view p = projection_arg(band);
+        volume v;
+        {
+          py::gil_scoped_release nogil;
+          v = reconstruct_unit(p, g, vg, opt, u);
+        }
+        return to_numpy(std::move(v));
+      },
+      py::arg("band"), py::arg("geometry"), py::arg("grid"), py::arg("unit"));
 }
 
 }  // namespace ctforge::python

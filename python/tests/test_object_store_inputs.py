@@ -120,3 +120,81 @@ def test_distributed_from_s3_to_s3(s3, scan, tmp_path):
     finally:
         c.close()
         cluster.close()
+
+
+def _dask_with_env(env, n=2):
+    distributed = pytest.importorskip("distributed", reason="Dask distributed is not installed")
+    pytest.importorskip("zarr", minversion="3", reason="zarr>=3 is not installed")
+    cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=40)
+    c = distributed.Client(cluster)
+    c.run(lambda: os.environ.update(env))
+    return cluster, c
+
+
+@pytest.mark.parametrize("write_once", [True, False], ids=["if_none_match", "unique_keys"])
+def test_units_recorded_in_s3_without_a_shared_file_system(s3, scan, tmp_path, write_once,
+                                                           monkeypatch):
+    """checkpoint_dir=s3://...: a unit's record is its shard in the s3:// Zarr output plus a
+    marker object (its checksum), written once where the store honours If-None-Match (moto
+    does; the probe finds it) or under a unique key where it does not (forced here). The
+    volume equals the one-process units bit for bit; an unfinished array is resumed computing
+    only the units without a valid marker (a marker whose shard no longer checks out is not
+    trusted); the markers go once the array is finished."""
+    from ctforge import distributed as cd
+    from ctforge import zarr_volumes as zv
+    client_s3, bucket, env = s3
+    path, g, p = scan
+    client_s3.upload_file(str(path), bucket, "p.h5")
+    if not write_once:
+        monkeypatch.setattr(cd, "_probe_write_once", lambda fs, d: False)
+    else:
+        assert cd._probe_write_once(cd._object_fs(f"s3://{bucket}/x"), f"s3://{bucket}/x")
+    cluster, c = _dask_with_env(env)
+    try:
+        grid = ctforge.default_grid(g, (12, 24, 24))
+        url, ck = f"s3://{bucket}/vol.zarr", f"s3://{bucket}/units"
+        kw = dict(grid=grid, unit_planes=3, threads=1, checkpoint_dir=ck)
+        ref = ctforge.reconstruct(p, g, grid, threads=1, checkpoint_dir=tmp_path / "one",
+                                  unit_planes=3)
+        s = cd.reconstruct(c, f"s3://{bucket}/p.h5", url, keep_units=True, **kw)
+        assert s["markers"] == ("If-None-Match" if write_once else "unique keys")
+        assert s["computed"] == 4 and s["reused"] == 0
+        assert np.array_equal(ctforge.read_volume(url)[0], ref)
+        keys = sorted(o["Key"] for o in client_s3.list_objects_v2(
+            Bucket=bucket, Prefix="units/")["Contents"])
+        assert len([k for k in keys if k.startswith("units/slab_")]) == 4
+        assert all(k.count(".") == (1 if write_once else 2) for k in keys
+                   if k.startswith("units/slab_"))
+        # As a killed client leaves it: the array unfinished, two units' shards gone, one of
+        # them with its marker (a shard that does not check out is not trusted).
+        arr_meta = client_s3.get_object(Bucket=bucket, Key="vol.zarr/zarr.json")["Body"].read()
+        import json
+        meta = json.loads(arr_meta)
+        meta["attributes"]["ctforge_complete"] = False
+        client_s3.put_object(Bucket=bucket, Key="vol.zarr/zarr.json",
+                             Body=json.dumps(meta).encode())
+        client_s3.delete_object(Bucket=bucket, Key="vol.zarr/c/1/0/0")
+        client_s3.delete_object(Bucket=bucket, Key="vol.zarr/c/3/0/0")
+        marker3 = [k for k in keys if k.startswith("units/slab_000009_000012")]
+        client_s3.delete_object(Bucket=bucket, Key=marker3[0])
+        with pytest.raises(ctforge.Error, match="incomplete"):
+            ctforge.read_volume(url)
+        again = cd.reconstruct(c, f"s3://{bucket}/p.h5", url, **kw)
+        assert again["computed"] == 2 and again["reused"] == 2
+        assert np.array_equal(ctforge.read_volume(url)[0], ref)
+        left = client_s3.list_objects_v2(Bucket=bucket, Prefix="units/").get("Contents", [])
+        assert not left  # markers and run record removed once the array is finished
+        report = json.loads(client_s3.get_object(Bucket=bucket, Key="vol.zarr.report.json")
+                            ["Body"].read())
+        assert [u["computed"] for u in report["units"]] == [False, True, False, True]
+        # Refusals: an s3:// directory for an .h5 output or an iterative method.
+        with pytest.raises(ctforge.UsageError, match="s3:// Zarr output"):
+            cd.reconstruct(c, f"s3://{bucket}/p.h5", tmp_path / "v.h5", **kw)
+        with pytest.raises(ctforge.UsageError, match="s3:// Zarr output"):
+            cd.reconstruct(c, f"s3://{bucket}/p.h5", url, algorithm="sirt", grid=grid,
+                           checkpoint_dir=ck)
+        assert zv.read_zarr_planes(url, 0, 3).shape == (3, 24, 24)
+    finally:
+        c.close()
+        cluster.close()
