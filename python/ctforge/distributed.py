@@ -309,6 +309,14 @@ def _part_load(spec: dict, k: int, after: Any = None) -> dict:
             "seconds": time.perf_counter() - t0}
 
 
+def _drop_parts(session: str) -> int:
+    """(On every worker, client.run) frees the parts of ``session``; returns how many."""
+    keys = [key for key in _VIEW_PARTS if key[0] == session]
+    for key in keys:
+        del _VIEW_PARTS[key]
+    return len(keys)
+
+
 def _part(spec: dict, k: int):
     part = _VIEW_PARTS.get((spec["session"], k))
     if part is None:
@@ -1042,6 +1050,11 @@ def _iterative(client, input, output, g, grid, grid_spec, record, options, read,
             if vp is not None:
                 to_workers += vp.bytes_to_workers
                 from_workers += vp.bytes_from_workers
+                vp.last = []  # (the parts' pending steps released)
+            try:  # the workers free the session's parts (projections and buffers)
+                client.run(_drop_parts, spec["session"])
+            except Exception:
+                pass  # a worker gone meanwhile holds nothing any more
     ctforge.write_volume(output, volume, grid)
     if not keep_units:
         _remove_run(dir, tuple(f"{m.replace('-', '_')}_" for m in _METHODS),

@@ -392,6 +392,8 @@ def test_iterative_methods_over_view_partitions_equal_one_process(client, scan, 
     assert [p["views"] for p in report["parts"]] == summary["part_views"]
     assert report["attempts"] == 1 and len(report["iterations"]) == 6
     assert sum(p["bytes_read"] for p in report["parts"]) == p.nbytes
+    # The workers hold no part once the run is over.
+    assert sum(client.run(lambda: len(cd._VIEW_PARTS)).values()) == 0
 
 
 def test_client_traffic_per_iteration_does_not_grow_with_the_parts(client, scan, tmp_path):
