@@ -114,6 +114,9 @@ recon_options read_recon_options(keyword_options& kw, const geometry* g);
 
 // ---- the parts of the module, in the order module.cpp registers them
 
+/// An iterative method's per-iteration figures as a list of dicts (recon.cpp).
+py::list log_rows(const std::vector<iteration_info>& log);
+
 void register_errors(py::module_& m);
 void register_volume_geometry(py::module_& m);
 void register_geometry(py::module_& m);

@@ -132,17 +132,7 @@ py::object reconstruct_partitioned_call(const py::object& parts_obj, const geome
   opt.progress = nullptr;
   hook->rethrow_pending();
   if (!done) throw ctforge::error("reconstruction: cancelled");
-  py::list rows;
-  for (const iteration_info& i : log) {
-    py::dict d;
-    d["iteration"] = i.iteration;
-    d["residual"] = i.residual;
-    d["objective"] = i.objective;
-    d["relative_update"] = i.relative_update;
-    d["seconds"] = i.seconds;
-    rows.append(d);
-  }
-  return py::make_tuple(to_numpy(std::move(out)), rows);
+  return py::make_tuple(to_numpy(std::move(out)), log_rows(log));
 }
 
 }  // namespace

@@ -93,20 +93,6 @@ bool run_reconstruction(const projection_view& p, const geometry& g, const volum
   return true;
 }
 
-py::list log_rows(const std::vector<iteration_info>& log) {
-  py::list rows;
-  for (const iteration_info& i : log) {
-    py::dict d;
-    d["iteration"] = i.iteration;
-    d["residual"] = i.residual;
-    d["objective"] = i.objective;
-    d["relative_update"] = i.relative_update;
-    d["stop_criterion"] = i.stop_criterion;
-    d["seconds"] = i.seconds;
-    rows.append(d);
-  }
-  return rows;
-}
 
 py::object reconstruct_call(const py::handle& proj_obj, const geometry& g,
                             const volume_geometry& vg, const py::kwargs& options) {
@@ -159,6 +145,21 @@ py::dict option_entry(const recon_option& o) {
 }
 
 }  // namespace
+
+py::list log_rows(const std::vector<iteration_info>& log) {
+  py::list rows;
+  for (const iteration_info& i : log) {
+    py::dict d;
+    d["iteration"] = i.iteration;
+    d["residual"] = i.residual;
+    d["objective"] = i.objective;
+    d["relative_update"] = i.relative_update;
+    d["stop_criterion"] = i.stop_criterion;
+    d["seconds"] = i.seconds;
+    rows.append(d);
+  }
+  return rows;
+}
 
 void register_reconstruction(py::module_& m) {
   m.def("reconstruct", &reconstruct_call, py::arg("projections"), py::arg("geometry"),
