@@ -393,6 +393,15 @@ volume volume_from_itk(const itk::Image<float, 3>* img, const std::string& path)
 
 volume_format volume_format_of(const std::string& path) {
   std::error_code ec;
+  std::string trimmed = path;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  // (Before the directory test: a Zarr array is a directory, not a DICOM series.)
+  if (lower(trimmed).ends_with(".zarr"))
+    throw usage_error(fmt::format(
+        "{}: a Zarr volume, which the command line does not read or write yet; the Python "
+        "package does (ctforge.read_volume / ctforge.write_volume, and python -m "
+        "ctforge.distributed recon -o {})",
+        path, path));
   if (fs::is_directory(path, ec) || path.ends_with('/')) return volume_format::dicom;
   const std::string l = lower(path);
   if (l.ends_with(".nii.gz") || l.ends_with(".nii")) return volume_format::nifti;

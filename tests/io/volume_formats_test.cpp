@@ -171,6 +171,12 @@ TEST(VolumeFormats, FormatFromPath) {
   EXPECT_EQ(io::volume_format_of("series"), io::volume_format::dicom);
   EXPECT_EQ(io::volume_format_of(data_dir + "/dicom/thorax"), io::volume_format::dicom);
   EXPECT_THROW(io::volume_format_of("a.png"), usage_error);
+  // A Zarr array (a directory) is named as such, not taken for a DICOM series.
+  const auto zarr = testing::scratch_dir("volume_formats", "v.zarr");
+  testing::expect_error_naming([&] { io::volume_format_of(zarr.string()); }, "a Zarr volume",
+                               "ctforge.read_volume");
+  EXPECT_THROW(io::volume_format_of("out.ZARR/"), usage_error);
+  std::filesystem::remove_all(zarr.parent_path());
 }
 
 // ---- real data
