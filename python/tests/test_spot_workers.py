@@ -1,9 +1,9 @@
 """Spot-fleet settings with real `dask scheduler` / `dask worker` processes (started and
 stopped here, on 127.0.0.1): a worker sent SIGTERM (the spot notice) leaves within the notice
-(30 s) after finishing or handing back its unit; the run completes with the volume
-bit-identical to the one-process units, and the run report shows both workers computed units.
-The scheduler runs with `allowed-failures` raised, as docs/guide/large-runs.md recommends for
-spot fleets."""
+(30 s) after finishing or handing back its unit, and one retired by `--lifetime` leaves while
+units remain; each run completes with the volume bit-identical to the one-process units, and
+the run report accounts for every unit. The scheduler runs with `allowed-failures` raised, as
+docs/guide/large-runs.md recommends for spot fleets."""
 import json
 import os
 import signal
@@ -118,5 +118,43 @@ def test_sigterm_worker_leaves_within_the_notice(scheduler, scan, tmp_path):
         client.close()
         for w in (a, b):
             if w.poll() is None:
+                w.terminate()
+                w.wait(30)
+
+
+def test_lifetime_retires_a_worker_mid_run(scheduler, tmp_path):
+    """`dask worker --lifetime`: the worker retires gracefully while the run goes on (it leaves
+    the scheduler with units still to compute), and the volume is bit-identical."""
+    g = ctforge.Geometry.cone(cols=64, rows=48, pixel_size=1.0, sid=200, sdd=400, angles=720)
+    path = tmp_path / "long.h5"
+    ctforge.write_projections(path, ctforge.project_analytic(ctforge.shepp_logan(40), g), g)
+    scan = (path, g, None)
+    shape = (96, 96, 96)
+    b = worker(scheduler)
+    client = distributed.Client(scheduler_file=str(scheduler))
+    a = None
+    try:
+        client.wait_for_workers(1, timeout=60)
+        a = worker(scheduler, "--no-nanny", "--lifetime", "2s")
+        client.wait_for_workers(2, timeout=60)
+        addr = next(w for w, pid in client.run(os.getpid).items() if pid == a.pid)
+        t, result, failure = run_in_thread(client, scan, tmp_path, tmp_path / "v.h5", shape)
+        deadline = time.time() + 60
+        while addr in client.scheduler_info()["workers"] and time.time() < deadline:
+            time.sleep(0.01)
+        left_with = recorded(tmp_path / "ck")
+        t.join(300)
+        assert not failure, failure
+        assert left_with < 96, "the run ended before the worker's lifetime"
+        assert result["units"] == 96
+        report = json.loads((tmp_path / "v.h5.report.json").read_text())
+        assert sum(u["worker"] is not None for u in report["units"]) == 96
+        assert np.array_equal(ctforge.read_volume(tmp_path / "v.h5")[0],
+                              reference(scan, tmp_path, shape))
+        print(f"[ metric ] --lifetime 2s: the worker left with {left_with} of 96 units recorded")
+    finally:
+        client.close()
+        for w in (a, b):
+            if w is not None and w.poll() is None:
                 w.terminate()
                 w.wait(30)
