@@ -325,7 +325,6 @@ def test_worker_killed_mid_run_result_complete_and_identical(client, scan, tmp_p
     # The report shows the failure: the units under way on the killed worker ran again.
     report = json.loads((tmp_path / "killed.h5.report.json").read_text())
     assert report["totals"]["retries"] >= 1
-    assert len(report["totals"]["workers"]) >= 2
     client.wait_for_workers(2, timeout=60)  # the nanny has replaced the lost worker
 
 

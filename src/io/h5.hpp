@@ -397,12 +397,35 @@ class dataset : public location {
       : location(id.get(), fmt::format("{}: dataset {}", file, name)),
         handle_(std::move(id)),
         file_(std::move(file)),
-        name_(std::move(name)) {}
+        name_(std::move(name)) {
+    check_chunk_layout();
+  }
   dataset(dataset&&) noexcept = default;
   dataset& operator=(dataset&&) noexcept = default;
 
   const std::string& name() const noexcept { return name_; }
   const std::string& file_path() const noexcept { return file_; }
+
+  /// libhdf5 1.10 trusts a chunk's dimensions when it reads: in a corrupt file whose chunks
+  /// reach beyond a fixed dimension it copies past the end of its buffers (found by
+  /// fuzz_hdf5_readers). Such a layout cannot be created; it is refused as corrupt.
+  void check_chunk_layout() const {
+    plist_id dcpl(check_id(H5Dget_create_plist(id_), context_, "H5Dget_create_plist"));
+    if (H5Pget_layout(dcpl.get()) != H5D_CHUNKED) return;
+    dataspace_id s(check_id(H5Dget_space(id_), context_, "H5Dget_space"));
+    const int rank = H5Sget_simple_extent_ndims(s.get());
+    if (rank <= 0 || rank > H5S_MAX_RANK) return;
+    std::vector<hsize_t> dims(static_cast<std::size_t>(rank)), max(dims.size()), chunk(dims.size());
+    check(H5Sget_simple_extent_dims(s.get(), dims.data(), max.data()), context_,
+          "H5Sget_simple_extent_dims");
+    CTFORGE_CHECK(H5Pget_chunk(dcpl.get(), rank, chunk.data()) == rank,
+                  context_ + ": chunks of another rank than the data: corrupt file");
+    for (std::size_t i = 0; i < dims.size(); ++i)
+      CTFORGE_CHECK(max[i] == H5S_UNLIMITED || chunk[i] <= max[i],
+                    fmt::format("{}: chunks of {} along dimension {} exceed its fixed size {}: "
+                                "corrupt file",
+                                context_, chunk[i], i, max[i]));
+  }
 
   /// Byte offset of the data in the file (contiguous storage, allocated); throws otherwise.
   std::uint64_t data_offset() const {
