@@ -149,7 +149,7 @@ def _open_run(dir: str, record: dict) -> str:
         there = None
     if there is not None:
         _require_same_run(dir, there, record)
-    if there is None:
+    else:
         _write_atomically(path, (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
@@ -440,9 +440,7 @@ def _write_report(output: str, report: dict) -> str:
     path = _report_path(output)
     data = (json.dumps(report, indent=1, default=str) + "\n").encode()
     if "://" in path:
-        import s3fs
-        _, opts = zarr_volumes._store(path, None)
-        s3fs.S3FileSystem(**(opts or {})).pipe_file(path, data)
+        _object_fs(path).pipe_file(path, data)
     else:
         _write_atomically(path, data)
     return path
@@ -718,21 +716,29 @@ def _marker_stem(dir: str, k0: int, k1: int) -> str:
     return f"{dir}/slab_{k0:06d}_{k1:06d}"
 
 
-def _object_markers(fs, dir: str, run: str) -> Tuple[Dict[Tuple[int, int], dict], List[str]]:
-    """The markers of run ``run`` in ``dir`` by planes, and every marker key of the run (a
-    unit recomputed under unique keys has several) (one listing)."""
+def _run_markers(fs, pattern: str, run: str) -> List[Tuple[str, dict]]:
+    """(key, marker) of every marker of run ``run`` whose key matches ``pattern`` (one
+    listing, fresh: not from s3fs's cache)."""
     fs.invalidate_cache()
-    out: Dict[Tuple[int, int], dict] = {}
-    keys: List[str] = []
-    for key in sorted(fs.glob(f"{dir}/slab_*.json")):
+    found = []
+    for key in sorted(fs.glob(pattern)):
         try:
             m = json.loads(fs.cat_file(key))
         except (OSError, ValueError):
             continue
         if isinstance(m, dict) and m.get("run") == run and isinstance(m.get("planes"), list):
-            out.setdefault((int(m["planes"][0]), int(m["planes"][1])), m)
-            keys.append(key)
-    return out, keys
+            found.append((key, m))
+    return found
+
+
+def _object_markers(fs, dir: str, run: str) -> Tuple[Dict[Tuple[int, int], dict], List[str]]:
+    """The markers of run ``run`` in ``dir`` by planes, and every marker key of the run (a
+    unit recomputed under unique keys has several)."""
+    found = _run_markers(fs, f"{dir}/slab_*.json", run)
+    out: Dict[Tuple[int, int], dict] = {}
+    for _, m in found:
+        out.setdefault((int(m["planes"][0]), int(m["planes"][1])), m)
+    return out, [key for key, _ in found]
 
 
 def _object_unit_task(spec: dict, unit: int) -> dict:
@@ -744,17 +750,13 @@ def _object_unit_task(spec: dict, unit: int) -> dict:
     fs = _object_fs(dir)
     result = {"unit": unit, "worker": _where(), "device": _device(spec["options"]),
               "bytes_read": 0, "bytes_written": 0}
-    fs.invalidate_cache()
-    for key in sorted(fs.glob(_marker_stem(dir, k0, k1) + "*.json")):
-        try:
-            m = json.loads(fs.cat_file(key))
-        except (OSError, ValueError):
-            continue
-        if m.get("run") == run:
-            there = zarr_volumes.read_zarr_planes(target, k0, k1)
-            if _checksum(there.tobytes()) == m.get("checksum"):
-                return dict(result, computed=False, seconds=time.perf_counter() - t0,
-                            bytes_read=int(there.nbytes))
+    checksums = {m.get("checksum") for _, m in
+                 _run_markers(fs, _marker_stem(dir, k0, k1) + "*.json", run)}
+    if checksums:
+        there = zarr_volumes.read_zarr_planes(target, k0, k1)
+        if _checksum(there.tobytes()) in checksums:
+            return dict(result, computed=False, seconds=time.perf_counter() - t0,
+                        bytes_read=int(there.nbytes))
     g = ctforge.Geometry.from_json(spec["geometry"])
     grid = _grid(spec["grid"])
     band = _unit_band(spec["input"], spec["read"], g.view_count, r0, r1, v0, v1)
