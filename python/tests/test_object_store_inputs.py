@@ -198,3 +198,17 @@ def test_units_recorded_in_s3_without_a_shared_file_system(s3, scan, tmp_path, w
     finally:
         c.close()
         cluster.close()
+
+
+def test_a_real_dataexchange_scan_read_from_s3(s3, data_dir):
+    """data/dxchange/tooth.h5 (a real DataExchange scan with flats and darks, see
+    data/README.md) read from S3 equals the local read, values and geometry."""
+    client, bucket, _ = s3
+    local = data_dir / "dxchange" / "tooth.h5"
+    if not local.exists():
+        pytest.skip(f"{local} is not in this checkout")
+    client.upload_file(str(local), bucket, "tooth.h5")
+    a, ga = ctforge.read_projections(local)
+    b, gb = ctforge.read_projections(f"s3://{bucket}/tooth.h5")
+    assert a.shape == (181, 2, 640) and np.array_equal(a, b)
+    assert ga.to_json() == gb.to_json()
