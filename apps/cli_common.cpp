@@ -215,7 +215,7 @@ void require_output_directory(const std::string& option, const std::string& path
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   const fs::path p(dir);
   const std::string ext = p.extension().string();
-  CTFORGE_EXPECTS(!path.ends_with('/') || ext.empty() || ext == ".dcm",
+  CTFORGE_EXPECTS(!path.ends_with('/') || ext.empty() || ext == ".dcm" || ext == ".zarr",
                   fmt::format("{}: '{}' ends in '/' (a directory) but names a {} file; drop the "
                               "'/' for a file",
                               option, path, ext));

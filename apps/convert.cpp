@@ -153,6 +153,8 @@ void convert_projections(const convert_options& o, const execution_context& ctx)
   const auto& p = in.projections;
   if (ends_with(o.output, ".h5") || ends_with(o.output, ".hdf5")) {
     io::write_projections(o.output, p, *in.geom);
+  } else if (io::is_zarr_path(o.output)) {
+    io::write_zarr_projections(o.output, p, *in.geom);
   } else {
     io::write_tiff_stack(o.output, p, "proj", in.geometry_json + "\n");
   }
@@ -189,12 +191,18 @@ void run(const convert_options& o) {
   require_distinct_paths({{"output", o.output}}, inputs);
   require_positive("--mu-water", o.mu_water);
   check_projection_input(o.read);
-  const std::string kind = io::content_kind(o.input);
+  std::string kind = io::content_kind(o.input);
+  // A Zarr array other tools wrote says nothing of what it holds: with a geometry or an angle
+  // list it is projections.
+  if (kind == "volume" && io::is_zarr_path(o.input) &&
+      (!o.read.geometry.empty() || !o.read.angles.empty()))
+    kind = "projections";
   // Files must be named as files; TIFF stacks and DICOM series are directories.
   const bool dir_out =
       kind == "projections"
           ? !(ends_with(o.output, ".h5") || ends_with(o.output, ".hdf5"))
-          : kind != "geometry" && io::volume_format_of(o.output) == io::volume_format::dicom;
+          : kind != "geometry" && (io::volume_format_of(o.output) == io::volume_format::dicom ||
+                                   io::volume_format_of(o.output) == io::volume_format::zarr);
   if (dir_out)
     require_output_directory("output", o.output);
   else

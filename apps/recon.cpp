@@ -299,7 +299,8 @@ void require_distinct_files(const recon_cli_options& o) {
 /// The outputs' directories exist and the names name files (a DICOM series: a directory).
 void require_output_places(const recon_cli_options& o) {
   CTFORGE_EXPECTS(!o.out.output.empty(), "--output: empty file name");
-  if (io::volume_format_of(o.out.output) == io::volume_format::dicom) {  // a series directory
+  const io::volume_format f = io::volume_format_of(o.out.output);
+  if (f == io::volume_format::dicom || f == io::volume_format::zarr) {  // a directory
     require_output_directory("--output", o.out.output);
   } else {
     require_writable_dir("--output", o.out.output);

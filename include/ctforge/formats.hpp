@@ -367,8 +367,9 @@ inline double mu_from_hu(double hu, double mu_water) {
   return mu_water * (1.0 + hu / 1000.0);
 }
 
-enum class volume_format { hdf5, metaimage, nrrd, nifti, dicom };
-/// Format from the path: an existing directory, a path without extension or ending in '/', or
+enum class volume_format { hdf5, metaimage, nrrd, nifti, dicom, zarr };
+/// Format from the path: a path with a component ending in .zarr, or a directory holding Zarr
+/// metadata -> zarr; an existing directory, a path without extension or ending in '/', or
 /// .dcm -> dicom; .h5/.hdf5, .mha/.mhd, .nrrd/.nhdr, .nii/.nii.gz. Throws usage_error naming
 /// the path otherwise.
 volume_format volume_format_of(const std::string& path);
@@ -404,6 +405,39 @@ volume read_dicom(const std::string& path, const volume_read_options& opt = {});
 /// "ctforge". Written into "<dir>.part" then renamed to `dir`.
 void write_dicom_series(const std::string& dir, const volume_view& v,
                         const volume_write_options& opt = {});
+
+// ---- Zarr ------------------------------------------------------------------------------------
+//
+// Zarr arrays in local directories (object storage: the Python package). Read: Zarr v3 and v2
+// arrays of 1 to 3 dimensions, real or boolean element types (converted to float), the codecs
+// zarr-python writes (bytes, transpose, sharding_indexed, blosc, zstd, gzip, crc32c; v2: blosc,
+// zstd, zlib, gzip, C or F order); chunks never written read as the fill value. Written: one
+// float32 array in shards of whole planes (about 64 MiB each), one chunk per plane inside them,
+// Blosc zstd with byte shuffle, as python/ctforge/zarr_volumes.py writes, built in a temporary
+// directory that replaces the target as a unit (docs/file-formats.md lists the attributes).
+
+/// True for a path one of whose components ends in .zarr, or a directory holding zarr.json or
+/// .zarray.
+bool is_zarr_path(const std::string& path);
+/// A volume [z][y][x]: attributes spacing_mm / origin_mm (x, y, z; origin = centre of voxel
+/// (0, 0, 0)) when present, else 1 mm and the grid centred. Refuses arrays of projections,
+/// arrays whose ctforge_complete attribute is there and not true (an unfinished run's),
+/// non-finite values (naming the voxel) and s3:// URLs (usage_error).
+volume read_zarr_volume(const std::string& path);
+void write_zarr_volume(const std::string& path, const volume_view& v, bool compress = true);
+/// The stored frames of a Zarr array of projections (3D [views][rows][cols], or 2D [views][cols]
+/// a sinogram) restricted to `sel`: only the chunks the selection touches are read. `stored`
+/// receives the geometry of the attribute ctforge_geometry when the array has one.
+raw_scan read_zarr_frames(const std::string& path, const detector_selection& sel,
+                          std::optional<geometry>& stored);
+/// Line integrals with their geometry (attribute ctforge_geometry, the geometry JSON).
+void write_zarr_projections(const std::string& path, const projection_view& p, const geometry& g,
+                            bool compress = true);
+/// "projections" (an array with a ctforge_geometry attribute, or an axes attribute starting
+/// with "view") or "volume".
+std::string zarr_content_kind(const std::string& path);
+/// Summary: Zarr version, shape, element type, chunks, codecs, ctforge attributes.
+std::string describe_zarr(const std::string& path);
 
 /// Summary of a DICOM file or series directory (size, spacing, positions, value range, tags).
 std::string describe_dicom(const std::string& path);

@@ -26,6 +26,34 @@ int resolve_threads(int threads) {
   return threads > 0 ? threads : omp_get_max_threads();
 }
 
+void parallel_for(std::size_t n, int threads, const std::function<void(std::size_t)>& body) {
+  threads = std::min<std::int64_t>(resolve_threads(threads), static_cast<std::int64_t>(n));
+  if (threads <= 1 || n <= 1) {  // no thread team (also safe in a forked child)
+    for (std::size_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+  std::string first_error;
+  bool failed = false;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(n); ++i) {
+    bool skip = false;
+#pragma omp atomic read
+    skip = failed;
+    if (skip) continue;
+    try {
+      body(static_cast<std::size_t>(i));
+    } catch (const std::exception& e) {
+#pragma omp critical(ctforge_parallel_for)
+      if (!failed) {
+        first_error = e.what();
+#pragma omp atomic write
+        failed = true;
+      }
+    }
+  }
+  if (failed) throw error(first_error);
+}
+
 void parallel_copy(void* dst, const void* src, std::size_t bytes, int threads) {
   const auto total = static_cast<std::int64_t>(bytes);
   const std::int64_t chunks = (total + k_chunk_bytes - 1) / k_chunk_bytes;

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace ctforge::detail {
@@ -12,6 +13,12 @@ namespace ctforge::detail {
 /// The threads a call given `threads` runs on: `threads` when > 0, else all cores (OpenMP's
 /// default team size).
 int resolve_threads(int threads);
+
+/// Runs body(i) for i in [0, n) on `threads` threads (0: all cores), dynamically scheduled (threads <= 1 or
+/// n <= 1: in this thread, with no thread team, which is also safe in a forked child). The first
+/// exception stops the loop (iterations not started are skipped) and its message is rethrown
+/// as error. Nested in another OpenMP team it runs on that team's one thread.
+void parallel_for(std::size_t n, int threads, const std::function<void(std::size_t)>& body);
 
 /// memcpy of `bytes` bytes in chunks of 4 MiB over `threads` threads (0: all cores). The
 /// ranges must not overlap.

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 
+#include "core/parallel_copy.hpp"
 #include "ctforge/error.hpp"
 #include "io/h5.hpp"
 
@@ -158,34 +159,6 @@ std::string chunk_name(const dims_t& origin) {
 /// Raw chunks read or encoded per group: bounds the extra memory of a large read or write.
 constexpr std::size_t k_group_bytes = std::size_t{64} << 20;
 
-/// Runs body(i) for i in [0, n) on `threads` threads; the first exception is rethrown.
-template <class Body>
-void parallel_for(std::size_t n, int threads, Body&& body) {
-  if (threads <= 1 || n <= 1) {  // no thread team (also safe in a forked child)
-    for (std::size_t i = 0; i < n; ++i) body(i);
-    return;
-  }
-  std::string first_error;
-  bool failed = false;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-  for (std::int64_t i = 0; i < static_cast<std::int64_t>(n); ++i) {
-    bool skip = false;
-#pragma omp atomic read
-    skip = failed;
-    if (skip) continue;
-    try {
-      body(static_cast<std::size_t>(i));
-    } catch (const std::exception& e) {
-#pragma omp critical(ctforge_h5_chunks)
-      if (!failed) {
-        first_error = e.what();
-#pragma omp atomic write
-        failed = true;
-      }
-    }
-  }
-  if (failed) throw error(first_error);
-}
 
 }  // namespace
 

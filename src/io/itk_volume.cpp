@@ -396,12 +396,7 @@ volume_format volume_format_of(const std::string& path) {
   std::string trimmed = path;
   while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
   // (Before the directory test: a Zarr array is a directory, not a DICOM series.)
-  if (lower(trimmed).ends_with(".zarr"))
-    throw usage_error(fmt::format(
-        "{}: a Zarr volume, which the command line does not read or write yet; the Python "
-        "package does (ctforge.read_volume / ctforge.write_volume, and python -m "
-        "ctforge.distributed recon -o {})",
-        path, path));
+  if (is_zarr_path(trimmed)) return volume_format::zarr;
   if (fs::is_directory(path, ec) || path.ends_with('/')) return volume_format::dicom;
   const std::string l = lower(path);
   if (l.ends_with(".nii.gz") || l.ends_with(".nii")) return volume_format::nifti;
@@ -428,6 +423,8 @@ std::string to_string(volume_format f) {
       return "nifti";
     case volume_format::dicom:
       return "dicom";
+    case volume_format::zarr:
+      return "zarr";
   }
   return "unknown";
 }
@@ -532,6 +529,8 @@ volume read_volume_any(const std::string& path, const volume_read_options& opt) 
       return read_volume(path);
     case volume_format::dicom:
       return read_dicom(path, opt);
+    case volume_format::zarr:
+      return read_zarr_volume(path);
     default:
       return read_itk_volume(path);
   }
@@ -548,6 +547,9 @@ void write_volume_any(const std::string& path, const volume_view& v,
       return;
     case volume_format::dicom:
       write_dicom_series(path, v, opt);
+      return;
+    case volume_format::zarr:
+      write_zarr_volume(path, v, opt.compress);
       return;
     default:
       write_itk_volume(path, v, opt.compress);

@@ -305,6 +305,7 @@ namespace {
 /// reader, which finds image keys and angles beside the frames).
 std::string projection_format(const std::string& path, const hdf5_scan_paths& paths) {
   std::error_code ec;
+  if (!has_glob_chars(path) && is_zarr_path(path)) return "zarr";
   if (!has_glob_chars(path) && is_dicom_ct_pd(path)) return "dicom-ct-pd";
   if (fs::is_directory(path, ec) || has_glob_chars(path)) return "tiff";
   const std::string ext = lower_extension(path);
@@ -375,14 +376,16 @@ raw_scan read_frames_any(const std::string& path, const std::string& format,
                          const angle_list* list, bool frames, bool& sinogram,
                          std::optional<geometry>& stored_geometry) {
   const bool keyed = list && !list->keys.empty();
-  CTFORGE_EXPECTS(!keyed || format == "tiff" || format == "npy" || format == "mat",
-                  fmt::format("--angles {}: an image-key column applies to TIFF, .npy and .mat "
+  const bool array = format == "npy" || format == "mat" || format == "zarr";
+  CTFORGE_EXPECTS(!keyed || format == "tiff" || array,
+                  fmt::format("--angles {}: an image-key column applies to TIFF, .npy, .mat and "
+                              "Zarr "
                               "data; {} ({}) records its own flat and dark fields",
                               opt.angles_path, path, format));
-  const bool array = format == "npy" || format == "mat";
   CTFORGE_EXPECTS(!opt.sinogram || format == "tiff" || array,
                   fmt::format("--sinogram: {} is a {} file; a sinogram is read from a single 2D "
-                              "TIFF image, a 2D .npy array or a 2D .mat variable",
+                              "TIFF image, a 2D .npy array, a 2D .mat variable or a 2D Zarr "
+                              "array",
                               path, format));
   sinogram = false;
   if (format == "tiff" && (opt.sinogram || list)) {
@@ -426,6 +429,8 @@ raw_scan read_frames_any(const std::string& path, const std::string& format,
     scan = read_npy(path, sel);
   else if (format == "mat")
     scan = read_mat(path, ds.data, sel);
+  else if (format == "zarr")
+    scan = read_zarr_frames(path, sel, stored_geometry);
   else if (format == "dicom-ct-pd")
     scan = read_dicom_ct_pd_frames(path, sel, stored_geometry.emplace());
   else
@@ -546,10 +551,11 @@ geometry full_geometry(const std::string& path, const std::string& format,
     CTFORGE_CHECK(
         full.view_count() == scan.full_views && full.rows == full_rows && full.cols == full_cols,
         fmt::format(
-            "{}: /geometry describes {} views of {}x{} pixels, /projections holds {} of {}x{}",
+            "{}: the stored geometry describes {} views of {}x{} pixels, the projections are {} "
+            "of {}x{}",
             path, full.view_count(), full.rows, full.cols, scan.full_views, full_rows, full_cols));
   } else {
-    CTFORGE_EXPECTS(format != "tiff" && format != "npy" && format != "mat",
+    CTFORGE_EXPECTS(format != "tiff" && format != "npy" && format != "mat" && format != "zarr",
                     fmt::format("{}: {} data need a geometry JSON file (--geometry) or an angle "
                                 "list (--angles)",
                                 path, format == "tiff" ? "TIFF" : "." + format));
@@ -759,6 +765,7 @@ std::string content_kind(const std::string& path) {
   const bool dir = fs::is_directory(path, ec);
   if (!dir && (ext == ".json" || ext == ".xml" || ext == ".txt" || ext == ".vec"))
     return "geometry";
+  if (is_zarr_path(path)) return zarr_content_kind(path);
   if ((dir || ext == ".dcm") && is_dicom_ct_pd(path)) return "projections";
   if (dir) {
     for (const auto& e : fs::directory_iterator(path, ec)) {
@@ -809,6 +816,7 @@ std::string describe_hdf5_tree(const detail::h5::file& f) {
 
 std::string describe_any(const std::string& path) {
   std::error_code ec;
+  if (is_zarr_path(path)) return describe_zarr(path);
   const bool dir = fs::is_directory(path, ec);
   if ((dir || lower_extension(path) == ".dcm") && is_dicom_ct_pd(path))
     return describe_dicom_ct_pd(path);

@@ -171,11 +171,16 @@ TEST(VolumeFormats, FormatFromPath) {
   EXPECT_EQ(io::volume_format_of("series"), io::volume_format::dicom);
   EXPECT_EQ(io::volume_format_of(data_dir + "/dicom/thorax"), io::volume_format::dicom);
   EXPECT_THROW(io::volume_format_of("a.png"), usage_error);
-  // A Zarr array (a directory) is named as such, not taken for a DICOM series.
+  // A Zarr array (a directory) is one, not a DICOM series, whatever the case of its name, and
+  // so is a directory holding Zarr metadata under any name or an array inside a group.
   const auto zarr = testing::scratch_dir("volume_formats", "v.zarr");
-  testing::expect_error_naming([&] { io::volume_format_of(zarr.string()); }, "a Zarr volume",
-                               "ctforge.read_volume");
-  EXPECT_THROW(io::volume_format_of("out.ZARR/"), usage_error);
+  EXPECT_EQ(io::volume_format_of(zarr.string()), io::volume_format::zarr);
+  EXPECT_EQ(io::volume_format_of("out.ZARR/"), io::volume_format::zarr);
+  EXPECT_EQ(io::volume_format_of("scan.zarr/recon"), io::volume_format::zarr);
+  EXPECT_EQ(io::volume_format_of("scan.zarr/recon.h5"), io::volume_format::hdf5);
+  const auto plain = testing::scratch_dir("volume_formats", "plain");
+  std::ofstream(plain / ".zarray") << "{}";
+  EXPECT_EQ(io::volume_format_of(plain.string()), io::volume_format::zarr);
   std::filesystem::remove_all(zarr.parent_path());
 }
 

@@ -1,0 +1,235 @@
+// Zarr volumes and projections in local directories (formats.hpp): ctforge's own layout, as
+// python/ctforge/zarr_volumes.py writes it, and arrays other tools wrote (io/zarr_store.hpp says
+// which). Object storage URLs are the Python package's (ctforge.read_volume, the distributed
+// runs); the command line names it in its refusal.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <filesystem>
+
+#include "core/finite_scan.hpp"
+#include "ctforge/detail/atomic_write.hpp"
+#include "ctforge/error.hpp"
+#include "ctforge/formats.hpp"
+#include "io/object_store.hpp"
+#include "io/zarr_store.hpp"
+
+#ifndef CTFORGE_VERSION
+#define CTFORGE_VERSION "unknown"
+#endif
+
+namespace ctforge::io {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+constexpr const char* k_complete = "ctforge_complete";
+constexpr const char* k_geometry = "ctforge_geometry";
+
+void refuse_object_url(const std::string& path) {
+  if (is_object_url(path))
+    throw usage_error(fmt::format(
+        "{}: Zarr in object storage is read and written by the Python package "
+        "(ctforge.read_volume / ctforge.write_volume, python -m ctforge.distributed recon -o "
+        "s3://...); the command line reads and writes Zarr in local directories",
+        path));
+}
+
+zarr::array open_checked(const std::string& path) {
+  refuse_object_url(path);
+  zarr::array a = zarr::open_array(path);
+  const json done = a.attributes.value(k_complete, json());
+  CTFORGE_CHECK(done.is_null() || done == true,
+                fmt::format("{}: incomplete: written by a run that did not finish ({} is not "
+                            "true)",
+                            path, k_complete));
+  a.require_chunks = done == true;
+  return a;
+}
+
+/// Attribute `name` as three finite numbers (x, y, z), or `fallback` when absent.
+std::array<double, 3> triplet(const zarr::array& a, const char* name,
+                              std::array<double, 3> fallback) {
+  const json v = a.attributes.value(name, json());
+  if (v.is_null()) return fallback;
+  std::array<double, 3> t{};
+  bool ok = v.is_array() && v.size() == 3;
+  for (std::size_t k = 0; ok && k < 3; ++k) {
+    ok = v[k].is_number() && std::isfinite(v[k].get<double>());
+    if (ok) t[k] = v[k].get<double>();
+  }
+  CTFORGE_CHECK(ok, fmt::format("{}: attribute {} must be three finite numbers (x, y, z), got {}",
+                                a.path, name, v.dump()));
+  return t;
+}
+
+/// Where a new directory output is built; refuses to replace what is not a Zarr node.
+void check_replaceable(const std::string& path) {
+  refuse_object_url(path);
+  std::error_code ec;
+  const fs::path p(path);
+  const bool zarr_node = fs::is_directory(p, ec) &&
+                         (fs::exists(p / "zarr.json", ec) || fs::exists(p / ".zarray", ec) ||
+                          fs::exists(p / ".zgroup", ec) || fs::is_empty(p, ec));
+  CTFORGE_EXPECTS(!fs::exists(fs::symlink_status(p, ec)) || zarr_node,
+                  fmt::format("{}: exists and is not a Zarr array or group; not replaced", path));
+}
+
+/// Planes per shard: about 64 MiB of float32 planes (what zarr_volumes.py chooses).
+std::int64_t planes_per_shard(std::int64_t n0, std::int64_t n1, std::int64_t n2) {
+  return std::clamp<std::int64_t>((std::int64_t{64} << 20) / std::max<std::int64_t>(1, 4 * n1 * n2),
+                                  1, std::max<std::int64_t>(n0, 1));
+}
+
+void write_staged(const std::string& path, std::array<std::int64_t, 3> shape, const float* data,
+                  bool compress, const json& attributes,
+                  const std::vector<std::string>& names) {
+  check_replaceable(path);
+  std::string final = path;
+  while (final.size() > 1 && final.ends_with('/')) final.pop_back();
+  temporary_output out(final, /*directory=*/true);
+  zarr::write_planes_array(out.path(), shape, data, planes_per_shard(shape[0], shape[1], shape[2]),
+                           compress, attributes, names);
+  out.commit_directory();
+}
+
+/// "projections" for an array with a geometry or projection axes, else "volume".
+std::string kind_name(const zarr::array& a) {
+  const json axes = a.attributes.value("axes", json());
+  const bool views = axes.is_string() && axes.get<std::string>().starts_with("view");
+  return a.attributes.contains(k_geometry) || views ? "projections" : "volume";
+}
+
+}  // namespace
+
+bool is_zarr_path(const std::string& path) { return zarr::looks_like_zarr(path); }
+
+volume read_zarr_volume(const std::string& path) {
+  const zarr::array a = open_checked(path);
+  CTFORGE_CHECK(a.rank == 3, fmt::format("{}: a volume has 3 dimensions [z][y][x], this array "
+                                         "has {}",
+                                         path, a.rank));
+  CTFORGE_CHECK(kind_name(a) == "volume",
+                fmt::format("{}: holds projections (attribute {} or axes), not a volume", path,
+                            k_geometry));
+  volume_geometry g;
+  g.nz = a.shape[0];
+  g.ny = a.shape[1];
+  g.nx = a.shape[2];
+  g.spacing_mm = triplet(a, "spacing_mm", {1, 1, 1});
+  for (int k = 0; k < 3; ++k)
+    CTFORGE_CHECK(g.spacing_mm[k] > 0, fmt::format("{}: attribute spacing_mm must be positive",
+                                                   path));
+  const std::array<std::int64_t, 3> n{g.nx, g.ny, g.nz};
+  std::array<double, 3> centred{};
+  for (int k = 0; k < 3; ++k) centred[k] = -0.5 * static_cast<double>(n[k] - 1) * g.spacing_mm[k];
+  g.origin_mm = triplet(a, "origin_mm", centred);
+  try {
+    g.validate();
+  } catch (const usage_error& e) {
+    CTFORGE_FAIL(fmt::format("{}: {}", path, e.what()));
+  }
+  volume v(g);
+  const std::array<std::int64_t, 3> first{0, 0, 0}, count{g.nz, g.ny, g.nx};
+  v.data = zarr::read_box(a, first, count);
+  ctforge::detail::refuse_non_finite_input(v.data.data(), g.nz, g.ny, g.nx, path, "the array",
+                                           "z, y, x");
+  return v;
+}
+
+void write_zarr_volume(const std::string& path, const volume_view& v, bool compress) {
+  v.geom.validate();
+  CTFORGE_EXPECTS(static_cast<std::int64_t>(v.data.size()) == v.geom.voxel_count(),
+                  fmt::format("{}: volume holds {} values for {} voxels", path, v.data.size(),
+                              v.geom.voxel_count()));
+  const json attributes = {{"spacing_mm", v.geom.spacing_mm},
+                           {"origin_mm", v.geom.origin_mm},
+                           {"axes", "z:y:x"},
+                           {"creator", "ctforge " CTFORGE_VERSION},
+                           {k_complete, true}};
+  write_staged(path, {v.geom.nz, v.geom.ny, v.geom.nx}, v.data.data(), compress, attributes,
+               {"z", "y", "x"});
+}
+
+raw_scan read_zarr_frames(const std::string& path, const detector_selection& sel,
+                          std::optional<geometry>& stored) {
+  const zarr::array a = open_checked(path);
+  CTFORGE_CHECK(a.rank == 2 || a.rank == 3,
+                fmt::format("{}: array of {} dimension(s): expected 2 (a sinogram, views x cols) "
+                            "or 3 (projections, views x rows x cols)",
+                            path, a.rank));
+  raw_scan s;
+  s.full_views = a.rank == 3 ? a.shape[0] : a.shape[1];
+  s.full_rows = a.rank == 3 ? a.shape[1] : 1;
+  s.full_cols = a.shape[2];
+  s.integer_data = a.dtype.kind != 'f';
+  const auto [v0, nv] = resolve_range(sel.views, s.full_views, "views", path);
+  const auto [r0, nr] = resolve_range(sel.rows, s.full_rows, "rows", path);
+  const auto [c0, nc] = resolve_range(sel.cols, s.full_cols, "cols", path);
+  // A 2D array [views][cols] is stored padded as [1][views][cols].
+  const std::array<std::int64_t, 3> first =
+      a.rank == 3 ? std::array<std::int64_t, 3>{v0, r0, c0} : std::array<std::int64_t, 3>{0, v0, c0};
+  const std::array<std::int64_t, 3> count =
+      a.rank == 3 ? std::array<std::int64_t, 3>{nv, nr, nc} : std::array<std::int64_t, 3>{1, nv, nc};
+  s.frames = projection_stack(nv, nr, nc);
+  s.frames.data = zarr::read_box(a, first, count);
+  if (a.attributes.contains(k_geometry)) {
+    try {
+      stored = geometry_from_json(a.attributes[k_geometry].dump(),
+                                  path + " (attribute " + k_geometry + ")");
+    } catch (const usage_error& e) {
+      CTFORGE_FAIL(e.what());  // the file is at fault: a runtime error
+    }
+  }
+  return s;
+}
+
+void write_zarr_projections(const std::string& path, const projection_view& p, const geometry& g,
+                            bool compress) {
+  CTFORGE_EXPECTS(g.view_count() == p.views && g.rows == p.rows && g.cols == p.cols,
+                  fmt::format("{}: geometry of {} views x {} x {} for projections {} x {} x {}",
+                              path, g.view_count(), g.rows, g.cols, p.views, p.rows, p.cols));
+  ctforge::detail::refuse_non_finite(p.data.data(), p.views, p.rows, p.cols, path,
+                                     "view, row, col");
+  const json attributes = {{"axes", "view:row:col"},
+                           {"values", "line integrals"},
+                           {k_geometry, json::parse(geometry_to_json(g))},
+                           {"creator", "ctforge " CTFORGE_VERSION},
+                           {k_complete, true}};
+  write_staged(path, {p.views, p.rows, p.cols}, p.data.data(), compress, attributes,
+               {"view", "row", "col"});
+}
+
+std::string zarr_content_kind(const std::string& path) { return kind_name(open_checked(path)); }
+
+std::string describe_zarr(const std::string& path) {
+  const zarr::array a = open_checked(path);
+  std::string shape, chunk;
+  for (int k = 3 - a.rank; k < 3; ++k) {
+    shape += (shape.empty() ? "" : " x ") + std::to_string(a.shape[k]);
+    chunk += (chunk.empty() ? "" : " x ") + std::to_string(a.chunk[k]);
+  }
+  std::string codecs = a.codecs.shard ? "sharding_indexed (inner chunks " : "";
+  if (a.codecs.shard) {
+    for (int k = 3 - a.rank; k < 3; ++k)
+      codecs += std::to_string(a.codecs.shard->inner_chunk[k]) + (k < 2 ? " x " : ")");
+    for (const auto& c : a.codecs.shard->inner.post) codecs += " + " + c.name;
+  }
+  for (const auto& c : a.codecs.post) codecs += (codecs.empty() ? "" : " + ") + c.name;
+  std::string d = fmt::format("{}: Zarr v{} array, ctforge {}\n  shape {} ({}), {}\n  chunks {}{}{}\n",
+                              path, a.format, kind_name(a), shape,
+                              a.rank == 3 && kind_name(a) == "volume" ? "z, y, x"
+                                                                      : "views, rows, cols",
+                              a.dtype.name, chunk, codecs.empty() ? "" : ", ",
+                              codecs.empty() ? "uncompressed" : codecs);
+  for (const char* name : {"spacing_mm", "origin_mm", "axes", "creator"})
+    if (a.attributes.contains(name)) d += fmt::format("  {} {}\n", name, a.attributes[name].dump());
+  if (a.attributes.contains(k_geometry))
+    d += fmt::format("  geometry {}\n", a.attributes[k_geometry].value("type", std::string("?")));
+  return d;
+}
+
+}  // namespace ctforge::io
