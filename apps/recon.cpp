@@ -245,7 +245,7 @@ struct recon_run {
   geometry g;
   bool analytic = true;
   bool slabwise = false;         // FDK / FBP unit by unit (--checkpoint-dir, --memory-limit)
-  bool streamed = false;         // slab-wise into an .h5 output, never holding the volume whole
+  bool streamed = false;         // slab-wise into an .h5 or .zarr output, never holding it whole
   std::int64_t whole_bytes = 0;  // projections and volume held whole
   io::loaded_projections in;
   volume_geometry vg;
@@ -257,7 +257,7 @@ struct recon_run {
   bool written_before = false;      // the share found the output assembled from this run
   nlohmann::json assembled;         // what DIR/assembled.json says once the output is written
   volume vol;
-  std::unique_ptr<io::volume_file_writer> writer;
+  std::unique_ptr<io::plane_writer> writer;
   std::string algo_name, where_name;
 };
 
@@ -356,7 +356,9 @@ void plan_input(recon_run& r) {
   r.whole_bytes = 2 * 4 * (r.g.view_count() * r.g.rows * r.g.cols + vg_guess.voxel_count());
   r.slabwise = r.analytic && (!o.checkpoint.dir.empty() ||
                               (r.memory_limit > 0 && r.whole_bytes > r.memory_limit));
-  r.streamed = r.slabwise && io::volume_format_of(o.out.output) == io::volume_format::hdf5;
+  const io::volume_format out_format = io::volume_format_of(o.out.output);
+  r.streamed = r.slabwise && (out_format == io::volume_format::hdf5 ||
+                              out_format == io::volume_format::zarr);
   CTFORGE_EXPECTS(r.analytic || r.memory_limit == 0 || r.whole_bytes <= r.memory_limit,
                   fmt::format("--memory-limit: {} holds the projections and the volume whole "
                               "({} bytes); raise the limit or use fdk / fbp",
@@ -610,7 +612,10 @@ void reconstruct_checkpointed(recon_run& r, std::int64_t planes) {
   try {
     // A share: its units; the output only once every unit of the run is recorded.
     if (r.share && !compute_share(r, rows, record, planes)) return;
-    if (r.streamed) r.writer = std::make_unique<io::volume_file_writer>(o.out.output, r.vg);
+    // A Zarr output's shards hold one unit each: each is written as its unit comes.
+    if (r.streamed)
+      r.writer = io::open_plane_writer(o.out.output, r.vg,
+                                       planes > 0 ? planes : default_unit_planes(r.vg));
     if (r.slabwise && !r.streamed) r.vol = volume(r.vg);
     if (r.slabwise) {
       reconstruct_slabwise(rows, r.g, r.vg, r.ro, planes, r.co,
@@ -649,7 +654,8 @@ void reconstruct_volume(recon_run& r) {
   if (r.slabwise && r.memory_limit > 0) {
     CTFORGE_EXPECTS(r.streamed, fmt::format("--memory-limit: the volume ({} bytes with the "
                                             "projections) is written slab by slab to .h5 "
-                                            "outputs only; write {} as .h5 and convert it",
+                                            "and .zarr outputs only; write {} as one of "
+                                            "those and convert it",
                                             r.whole_bytes, o.out.output));
     CTFORGE_EXPECTS(o.out.preview.empty(),
                     "--preview: needs the whole volume in memory; drop it with --memory-limit");
@@ -705,7 +711,7 @@ void write_outputs(recon_run& r, double s_read, double s_recon, const stopwatch&
     io::write_volume_any(o.out.output, r.vol, wo);
   }
   if (!o.out.preview.empty()) {
-    if (r.writer) r.vol = io::read_volume(o.out.output);  // --checkpoint-dir, no --memory-limit
+    if (r.writer) r.vol = io::read_volume_any(o.out.output);  // --checkpoint-dir, no --memory-limit
     io::write_preview_png(o.out.preview, r.vol);
   }
   if (!r.co.dir.empty()) {  // the output holds the units now

@@ -27,6 +27,7 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -433,6 +434,31 @@ raw_scan read_zarr_frames(const std::string& path, const detector_selection& sel
 /// Line integrals with their geometry (attribute ctforge_geometry, the geometry JSON).
 void write_zarr_projections(const std::string& path, const projection_view& p, const geometry& g,
                             bool compress = true);
+/// A Zarr volume written a few z-planes at a time (slab-wise reconstructions into .zarr): each
+/// shard of `planes_per_shard` planes is compressed and written as soon as its planes are all
+/// there (units aligned with the shards are written straight from the caller's planes; others
+/// wait in memory for the rest of their shard), into a temporary directory beside `path` that
+/// commit() checks (every shard written), completes (zarr.json last) and swaps into place.
+class zarr_volume_writer : public plane_writer {
+ public:
+  zarr_volume_writer(const std::string& path, const volume_geometry& g,
+                     std::int64_t planes_per_shard, bool compress = true);
+  ~zarr_volume_writer() override;
+  zarr_volume_writer(const zarr_volume_writer&) = delete;
+  zarr_volume_writer& operator=(const zarr_volume_writer&) = delete;
+  void write_planes(std::int64_t k0, std::span<const float> planes) override;
+  void commit() override;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+/// The plane writer for `path`: volume_file_writer for .h5, zarr_volume_writer (shards of
+/// `planes_per_unit` planes) for .zarr; usage_error naming the path for other formats.
+std::unique_ptr<plane_writer> open_plane_writer(const std::string& path, const volume_geometry& g,
+                                                std::int64_t planes_per_unit);
+
 /// "projections" (an array with a ctforge_geometry attribute, or an axes attribute starting
 /// with "view") or "volume".
 std::string zarr_content_kind(const std::string& path);

@@ -35,6 +35,19 @@ void write_projections(const std::string& path, const projection_view& p, const 
 volume read_volume(const std::string& path);
 void write_volume(const std::string& path, const volume_view& v);
 
+/// Receives a volume's z-planes a few at a time and publishes the output once every plane is
+/// there: volume_file_writer (.h5) and io::zarr_volume_writer (.zarr, formats.hpp). Destroyed
+/// without commit() it leaves no output and any earlier one untouched.
+class plane_writer {
+ public:
+  virtual ~plane_writer() = default;
+  /// Writes planes [k0, k0 + n) from `planes` ([n][ny][nx] floats, n >= 1, any order of
+  /// calls). Non-finite values are refused (error naming the file and the voxel).
+  virtual void write_planes(std::int64_t k0, std::span<const float> planes) = 0;
+  /// Every plane written: flushed to the device and put in place.
+  virtual void commit() = 0;
+};
+
 /// A native HDF5 volume file written a few z-planes at a time, for volumes that need not fit
 /// in memory (slab-wise and distributed reconstructions). The file is built under a unique
 /// temporary name in the destination directory with the volume's whole size reserved at once
@@ -42,18 +55,16 @@ void write_volume(const std::string& path, const volume_view& v);
 /// checked writes; commit() checks that every plane was written, flushes and renames it over
 /// `path`. Destroyed without commit() (an error, an interruption) it removes the temporary and
 /// leaves any earlier file of that name untouched. Uncompressed (contiguous) storage.
-class volume_file_writer {
+class volume_file_writer : public plane_writer {
  public:
   volume_file_writer(const std::string& path, const volume_geometry& g);
-  ~volume_file_writer();
+  ~volume_file_writer() override;
   volume_file_writer(const volume_file_writer&) = delete;
   volume_file_writer& operator=(const volume_file_writer&) = delete;
 
-  /// Writes planes [k0, k0 + n) from `planes` ([n][ny][nx] floats, n >= 1, any order of
-  /// calls). Non-finite values are refused (error naming the file and the voxel).
-  void write_planes(std::int64_t k0, std::span<const float> planes);
+  void write_planes(std::int64_t k0, std::span<const float> planes) override;
   /// Every plane written: flushed to the device and renamed into place.
-  void commit();
+  void commit() override;
   const std::string& path() const noexcept;
 
   /// Where other processes write planes themselves (write_volume_part): the temporary file

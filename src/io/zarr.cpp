@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "core/finite_scan.hpp"
 #include "ctforge/detail/atomic_write.hpp"
@@ -140,18 +141,123 @@ volume read_zarr_volume(const std::string& path) {
   return v;
 }
 
+namespace {
+
+json volume_attributes(const volume_geometry& g) {
+  return {{"spacing_mm", g.spacing_mm},
+          {"origin_mm", g.origin_mm},
+          {"axes", "z:y:x"},
+          {"creator", "ctforge " CTFORGE_VERSION},
+          {k_complete, true}};
+}
+
+std::string without_trailing_slash(std::string p) {
+  while (p.size() > 1 && p.ends_with('/')) p.pop_back();
+  return p;
+}
+
+}  // namespace
+
 void write_zarr_volume(const std::string& path, const volume_view& v, bool compress) {
   v.geom.validate();
   CTFORGE_EXPECTS(static_cast<std::int64_t>(v.data.size()) == v.geom.voxel_count(),
                   fmt::format("{}: volume holds {} values for {} voxels", path, v.data.size(),
                               v.geom.voxel_count()));
-  const json attributes = {{"spacing_mm", v.geom.spacing_mm},
-                           {"origin_mm", v.geom.origin_mm},
-                           {"axes", "z:y:x"},
-                           {"creator", "ctforge " CTFORGE_VERSION},
-                           {k_complete, true}};
-  write_staged(path, {v.geom.nz, v.geom.ny, v.geom.nx}, v.data.data(), compress, attributes,
-               {"z", "y", "x"});
+  write_staged(path, {v.geom.nz, v.geom.ny, v.geom.nx}, v.data.data(), compress,
+               volume_attributes(v.geom), {"z", "y", "x"});
+}
+
+// ---- zarr_volume_writer ------------------------------------------------------------------------
+
+struct zarr_volume_writer::impl {
+  std::string path;
+  volume_geometry g;
+  std::array<std::int64_t, 3> shape{};
+  std::int64_t p = 1;
+  bool compress = true;
+  std::unique_ptr<temporary_output> out;
+  std::vector<char> written;                              // per shard
+  std::map<std::int64_t, std::vector<float>> pending;     // shards waiting for planes
+  std::map<std::int64_t, std::int64_t> pending_planes;    // planes received per waiting shard
+
+  std::int64_t shard_planes(std::int64_t s) const { return std::min(p, shape[0] - s * p); }
+  std::size_t plane() const { return static_cast<std::size_t>(shape[1] * shape[2]); }
+  void write(std::int64_t s, const float* planes) {
+    zarr::write_shard(out->path(), shape, p, s, planes, compress);
+    written[static_cast<std::size_t>(s)] = 1;
+  }
+  /// Planes [k0, k0 + n) all inside shard s.
+  void add(std::int64_t s, std::int64_t k0, std::int64_t n, const float* planes) {
+    const std::int64_t first = s * p, m = shard_planes(s);
+    if (k0 == first && n == m && !pending.count(s)) return write(s, planes);
+    auto& buf = pending[s];
+    if (buf.empty()) buf.assign(static_cast<std::size_t>(m) * plane(), 0.0f);
+    std::copy_n(planes, static_cast<std::size_t>(n) * plane(),
+                buf.begin() + static_cast<std::ptrdiff_t>((k0 - first) * shape[1] * shape[2]));
+    if ((pending_planes[s] += n) < m) return;
+    write(s, buf.data());
+    pending.erase(s);
+    pending_planes.erase(s);
+  }
+};
+
+zarr_volume_writer::zarr_volume_writer(const std::string& path, const volume_geometry& g,
+                                       std::int64_t planes_per_shard, bool compress)
+    : impl_(std::make_unique<impl>()) {
+  g.validate();
+  check_replaceable(path);
+  impl_->path = without_trailing_slash(path);
+  impl_->g = g;
+  impl_->shape = {g.nz, g.ny, g.nx};
+  impl_->p = std::clamp<std::int64_t>(planes_per_shard, 1, g.nz);
+  impl_->compress = compress;
+  impl_->written.assign(static_cast<std::size_t>((g.nz + impl_->p - 1) / impl_->p), 0);
+  impl_->out = std::make_unique<temporary_output>(impl_->path, /*directory=*/true);
+}
+
+zarr_volume_writer::~zarr_volume_writer() = default;
+
+void zarr_volume_writer::write_planes(std::int64_t k0, std::span<const float> planes) {
+  impl& w = *impl_;
+  const auto plane = static_cast<std::int64_t>(w.plane());
+  const auto n = static_cast<std::int64_t>(planes.size()) / plane;
+  CTFORGE_EXPECTS(n >= 1 && n * plane == static_cast<std::int64_t>(planes.size()) && k0 >= 0 &&
+                      k0 + n <= w.shape[0],
+                  fmt::format("{}: planes [{}, {}) of {} values do not fit the volume's {} planes "
+                              "of {} x {}",
+                              w.path, k0, k0 + n, planes.size(), w.shape[0], w.shape[1],
+                              w.shape[2]));
+  ctforge::detail::refuse_non_finite(planes.data(), n, w.shape[1], w.shape[2], w.path, "z, y, x");
+  for (std::int64_t k = k0; k < k0 + n;) {
+    const std::int64_t s = k / w.p, end = std::min(k0 + n, (s + 1) * w.p);
+    w.add(s, k, end - k, planes.data() + (k - k0) * plane);
+    k = end;
+  }
+}
+
+void zarr_volume_writer::commit() {
+  impl& w = *impl_;
+  const auto missing = std::find(w.written.begin(), w.written.end(), 0);
+  CTFORGE_CHECK(missing == w.written.end(),
+                fmt::format("{}: planes from {} were never written; nothing was published", w.path,
+                            (missing - w.written.begin()) * w.p));
+  zarr::write_metadata(w.out->path(), w.shape, w.p, w.compress, volume_attributes(w.g),
+                       {"z", "y", "x"});
+  w.out->commit_directory();
+}
+
+std::unique_ptr<plane_writer> open_plane_writer(const std::string& path, const volume_geometry& g,
+                                                std::int64_t planes_per_unit) {
+  switch (volume_format_of(path)) {
+    case volume_format::hdf5:
+      return std::make_unique<volume_file_writer>(path, g);
+    case volume_format::zarr:
+      return std::make_unique<zarr_volume_writer>(path, g, planes_per_unit);
+    default:
+      throw usage_error(fmt::format("{}: volumes are written plane by plane into .h5 and .zarr "
+                                    "outputs only",
+                                    path));
+  }
 }
 
 raw_scan read_zarr_frames(const std::string& path, const detector_selection& sel,

@@ -208,15 +208,33 @@ codec_chain parse_chain(const json& codecs, int rank, const data_type& t, const 
   return chain;
 }
 
+/// Every shard's inner chunk shape divides the shape of the chunk it cuts (nested shards too).
 void check_sharding_fits(const array& a) {
-  for (auto* s = a.codecs.shard.get(); s; s = s->inner.shard.get())
-    for (int k = 0; k < 3; ++k) {
-      const std::int64_t outer = s == a.codecs.shard.get() ? a.chunk[k] : 0;
-      if (outer && outer % s->inner_chunk[k] != 0)
+  std::vector<std::int64_t> outer = a.chunk;
+  for (auto* s = a.codecs.shard.get(); s; s = s->inner.shard.get()) {
+    for (int k = 0; k < 3; ++k)
+      if (outer[k] % s->inner_chunk[k] != 0)
         bad(a.metadata_file, "codecs.sharding_indexed.chunk_shape",
             fmt::format("{} does not divide the shard shape {}", fmt::join(s->inner_chunk, ", "),
-                        fmt::join(a.chunk, ", ")));
-    }
+                        fmt::join(outer, ", ")));
+    outer = s->inner_chunk;
+  }
+}
+
+/// Element counts of the array and of one chunk fit 64 bits (and a chunk's bytes a buffer).
+void check_sizes(const array& a) {
+  const auto product = [&](const std::vector<std::int64_t>& d, const char* field) {
+    std::int64_t n = 1;
+    for (const std::int64_t x : d)
+      if (__builtin_mul_overflow(n, x, &n) || n > (std::int64_t{1} << 56))
+        bad(a.metadata_file, field, fmt::format("{} elements: more than can be addressed",
+                                                fmt::join(d, " x ")));
+    return n;
+  };
+  (void)product(a.shape, "shape");
+  (void)product(a.chunk, "chunk shape");
+  if (!a.attributes.is_object())
+    bad(a.metadata_file, "attributes", fmt::format("expected an object, got {}", a.attributes.dump()));
 }
 
 void open_v3(array& a, const json& j) {
@@ -553,22 +571,25 @@ array open_array(const std::string& path) {
   CTFORGE_CHECK(fs::is_directory(a.path, ec),
                 fmt::format("{}: no such Zarr array (not a directory)", path));
   const fs::path v3 = fs::path(a.path) / "zarr.json", v2 = fs::path(a.path) / ".zarray";
-  if (fs::exists(v3, ec)) {
-    a.metadata_file = v3.string();
-    const json j = read_json(a.metadata_file);
-    CTFORGE_CHECK(j.is_object() && j.value("zarr_format", 0) == 3,
-                  fmt::format("{}: field 'zarr_format': expected 3", a.metadata_file));
-    open_v3(a, j);
-  } else if (fs::exists(v2, ec)) {
-    a.metadata_file = v2.string();
-    open_v2(a, read_json(a.metadata_file));
-  } else {
+  const bool is_v3 = fs::exists(v3, ec);
+  if (!is_v3 && !fs::exists(v2, ec)) {
     CTFORGE_CHECK(!fs::exists(fs::path(a.path) / ".zgroup", ec),
                   fmt::format("{}: a Zarr group, not an array: name the array inside it "
                               "({}/NAME)",
                               path, a.path));
     CTFORGE_FAIL(fmt::format("{}: no Zarr array there (no zarr.json or .zarray)", path));
   }
+  a.metadata_file = (is_v3 ? v3 : v2).string();
+  const json j = read_json(a.metadata_file);
+  CTFORGE_CHECK(j.is_object(), fmt::format("{}: expected a JSON object", a.metadata_file));
+  try {  // a field of an unexpected JSON type is the file's fault, named as such
+    CTFORGE_CHECK(!is_v3 || j.value("zarr_format", json()) == 3,
+                  fmt::format("{}: field 'zarr_format': expected 3", a.metadata_file));
+    is_v3 ? open_v3(a, j) : open_v2(a, j);
+  } catch (const json::exception& e) {
+    CTFORGE_FAIL(fmt::format("{}: a field of an unexpected type: {}", a.metadata_file, e.what()));
+  }
+  check_sizes(a);
   return a;
 }
 
@@ -580,6 +601,9 @@ std::vector<float> read_box(const array& a, std::span<const std::int64_t, 3> fir
                     fmt::format("{}: box [{}] + [{}] outside the array's shape [{}]", a.path,
                                 fmt::join(t.first, ", "), fmt::join(t.count, ", "),
                                 fmt::join(a.shape, ", ")));
+  ctforge::detail::require_memory_to_read(elements(t.count), sizeof(float),
+                                          fmt::format("{}: the elements read", a.path),
+                                          "read fewer views, rows or planes");
   std::vector<float> out(elements(t.count));
   t.out = out.data();
   if (out.empty()) return out;
@@ -610,43 +634,49 @@ std::vector<float> read_box(const array& a, std::span<const std::int64_t, 3> fir
   return out;
 }
 
-void write_planes_array(const std::string& dir, std::span<const std::int64_t, 3> shape,
-                        const float* data, std::int64_t planes_per_shard, bool compress,
-                        const json& attributes, const std::vector<std::string>& dimension_names) {
+void write_shard(const std::string& dir, std::span<const std::int64_t, 3> shape,
+                 std::int64_t planes_per_shard, std::int64_t s, const float* planes,
+                 bool compress) {
   const std::int64_t n0 = shape[0], n1 = shape[1], n2 = shape[2];
-  const std::int64_t p = std::clamp<std::int64_t>(planes_per_shard, 1, std::max<std::int64_t>(n0, 1));
+  const std::int64_t p = planes_per_shard;
+  const std::int64_t m = std::min(p, n0 - s * p);  // the last shard may be shorter
+  CTFORGE_EXPECTS(p >= 1 && s >= 0 && m >= 1,
+                  fmt::format("{}: shard {} of {} planes outside {} planes", dir, s, p, n0));
   const std::size_t plane = static_cast<std::size_t>(n1 * n2);
-  for (std::int64_t s0 = 0, s = 0; s0 < n0; s0 += p, ++s) {
-    const std::int64_t m = std::min(p, n0 - s0);
-    std::vector<std::vector<std::uint8_t>> chunks(static_cast<std::size_t>(p));
-    ctforge::detail::parallel_for(static_cast<std::size_t>(m), 0, [&](std::size_t k) {
-      const float* src = data + (static_cast<std::size_t>(s0) + k) * plane;
-      if (compress) {
-        chunks[k] = blosc_zstd_compress(src, plane * sizeof(float), 4);
-      } else {
-        chunks[k].resize(plane * sizeof(float));
-        std::memcpy(chunks[k].data(), src, chunks[k].size());  // little-endian hosts only
-      }
-    });
-    std::vector<std::uint8_t> shard;
-    std::vector<std::uint8_t> index;
-    for (std::int64_t k = 0; k < p; ++k) {
-      // Inner chunks past the array's end (a last, shorter shard) are not stored.
-      const bool stored = k < m;
-      const std::uint64_t off = stored ? shard.size() : ~std::uint64_t{0};
-      const std::uint64_t len = stored ? chunks[static_cast<std::size_t>(k)].size() : ~std::uint64_t{0};
-      for (const std::uint64_t x : {off, len})
-        for (int b = 0; b < 8; ++b) index.push_back(static_cast<std::uint8_t>(x >> (8 * b)));
-      if (stored) shard.insert(shard.end(), chunks[static_cast<std::size_t>(k)].begin(),
-                               chunks[static_cast<std::size_t>(k)].end());
+  std::vector<std::vector<std::uint8_t>> chunks(static_cast<std::size_t>(m));
+  ctforge::detail::parallel_for(static_cast<std::size_t>(m), 0, [&](std::size_t k) {
+    const float* src = planes + k * plane;
+    if (compress) {
+      chunks[k] = blosc_zstd_compress(src, plane * sizeof(float), 4);
+    } else {
+      chunks[k].resize(plane * sizeof(float));
+      std::memcpy(chunks[k].data(), src, chunks[k].size());  // little-endian hosts only
     }
-    const std::uint32_t crc = crc32c(index.data(), index.size());
-    for (int b = 0; b < 4; ++b) index.push_back(static_cast<std::uint8_t>(crc >> (8 * b)));
-    shard.insert(shard.end(), index.begin(), index.end());
-    const fs::path f = fs::path(dir) / "c" / std::to_string(s) / "0";
-    fs::create_directories(f);
-    write_file_bytes((f / "0").string(), shard.data(), shard.size(), dir);
+  });
+  std::vector<std::uint8_t> shard;
+  std::vector<std::uint8_t> index;
+  for (std::int64_t k = 0; k < p; ++k) {
+    // Inner chunks past the array's end (a last, shorter shard) are not stored.
+    const bool stored = k < m;
+    const auto i = static_cast<std::size_t>(std::min(k, m - 1));
+    const std::uint64_t off = stored ? shard.size() : ~std::uint64_t{0};
+    const std::uint64_t len = stored ? chunks[i].size() : ~std::uint64_t{0};
+    for (const std::uint64_t x : {off, len})
+      for (int b = 0; b < 8; ++b) index.push_back(static_cast<std::uint8_t>(x >> (8 * b)));
+    if (stored) shard.insert(shard.end(), chunks[i].begin(), chunks[i].end());
   }
+  const std::uint32_t crc = crc32c(index.data(), index.size());
+  for (int b = 0; b < 4; ++b) index.push_back(static_cast<std::uint8_t>(crc >> (8 * b)));
+  shard.insert(shard.end(), index.begin(), index.end());
+  const fs::path f = fs::path(dir) / "c" / std::to_string(s) / "0";
+  fs::create_directories(f);
+  write_file_bytes((f / "0").string(), shard.data(), shard.size(), dir);
+}
+
+void write_metadata(const std::string& dir, std::span<const std::int64_t, 3> shape,
+                    std::int64_t p, bool compress, const json& attributes,
+                    const std::vector<std::string>& dimension_names) {
+  const std::int64_t n0 = shape[0], n1 = shape[1], n2 = shape[2];
   json inner_codecs = json::array({{{"name", "bytes"}, {"configuration", {{"endian", "little"}}}}});
   if (compress)
     inner_codecs.push_back({{"name", "blosc"},
@@ -674,6 +704,16 @@ void write_planes_array(const std::string& dir, std::span<const std::int64_t, 3>
       {"storage_transformers", json::array()}};
   const std::string text = meta.dump(2) + "\n";
   write_file_bytes((fs::path(dir) / "zarr.json").string(), text.data(), text.size(), dir);
+}
+
+void write_planes_array(const std::string& dir, std::span<const std::int64_t, 3> shape,
+                        const float* data, std::int64_t planes_per_shard, bool compress,
+                        const json& attributes, const std::vector<std::string>& dimension_names) {
+  const std::int64_t p = std::clamp<std::int64_t>(planes_per_shard, 1, std::max<std::int64_t>(shape[0], 1));
+  const auto plane = static_cast<std::size_t>(shape[1] * shape[2]);
+  for (std::int64_t s = 0; s * p < shape[0]; ++s)
+    write_shard(dir, shape, p, s, data + static_cast<std::size_t>(s * p) * plane, compress);
+  write_metadata(dir, shape, p, compress, attributes, dimension_names);
 }
 
 }  // namespace ctforge::io::zarr

@@ -82,14 +82,24 @@ array open_array(const std::string& path);
 std::vector<float> read_box(const array& a, std::span<const std::int64_t, 3> first,
                             std::span<const std::int64_t, 3> count);
 
-/// Writes a float32 array of shape [n0][n1][n2] into the new directory `dir` (which must not
-/// exist): shards of `planes_per_shard` planes, one chunk per plane inside, blosc zstd with
-/// byte shuffle when `compress`, the index at the end with a crc32c, `attributes` and the
-/// dimension names given, zarr.json written last. No renaming: the caller stages `dir`.
+/// Writes a float32 array of shape [n0][n1][n2] into the empty directory `dir`: shards of
+/// `planes_per_shard` planes (write_shard), then the metadata (write_metadata). No renaming:
+/// the caller stages `dir`.
 void write_planes_array(const std::string& dir, std::span<const std::int64_t, 3> shape,
                         const float* data, std::int64_t planes_per_shard, bool compress,
                         const nlohmann::json& attributes,
                         const std::vector<std::string>& dimension_names);
+
+/// Shard `s` of that layout: planes [s p, min((s + 1) p, n0)) from `planes`, one chunk per plane
+/// (blosc zstd with byte shuffle when `compress`), the index at the end with a crc32c, written
+/// as dir/c/<s>/0/0.
+void write_shard(const std::string& dir, std::span<const std::int64_t, 3> shape,
+                 std::int64_t planes_per_shard, std::int64_t s, const float* planes,
+                 bool compress);
+/// zarr.json of that layout, with `attributes` and the dimension names given.
+void write_metadata(const std::string& dir, std::span<const std::int64_t, 3> shape,
+                    std::int64_t planes_per_shard, bool compress, const nlohmann::json& attributes,
+                    const std::vector<std::string>& dimension_names);
 
 /// Codec primitives (zarr_codecs.cpp). Decoding throws error naming `where` on corrupt input;
 /// `limit` bounds the decoded size (a corrupt header cannot ask for more memory).
