@@ -267,16 +267,20 @@ device_array reconstruct_to_device(const projection_view& proj, const geometry& 
 /// their input for fixed g, grid and opt; <R p, v> = <p, R^T v> holds to float rounding.
 
 /// R p: exactly reconstruct(proj, g, vg, opt) with opt.where = cpu and opt.reference = false
-/// (the same computation: same floats). opt.algo must be fdk or fbp; usage_error for a vector
-/// geometry, backend cuda, and everything reconstruct refuses (non-finite values included).
+/// (the same computation: same floats). opt.algo must be fdk or fbp. A vector geometry with a
+/// circular orbit is reconstructed as reconstruct does it: on its circular equivalent, the
+/// projections resampled onto its virtual detectors (bicubic) where those are not the real
+/// ones. usage_error for a helical geometry, backend cuda, and everything reconstruct refuses
+/// (non-finite values included).
 volume fbp_apply(const projection_view& proj, const geometry& g, const volume_geometry& vg,
                  const recon_options& opt);
 
 /// R^T v: projections (g.view_count() x g.rows x g.cols) from a volume on the grid vol.geom,
 /// with the weights, filter (opt.filter, opt.cutoff) and displaced-detector handling (opt.
 /// displaced_detector, opt.offset_transition_px) fbp_apply uses. Deterministic (the splat is
-/// parallel over views, each accumulated in double by one thread). usage_error as fbp_apply,
-/// and for a non-finite voxel.
+/// parallel over views, each accumulated in double by one thread); for a vector geometry the
+/// transposed resampling follows (each virtual pixel splatted back with its interpolation
+/// weights). usage_error as fbp_apply, and for a non-finite voxel.
 projection_stack fbp_adjoint(const volume_view& vol, const geometry& g, const recon_options& opt);
 
 }  // namespace ctforge

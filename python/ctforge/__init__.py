@@ -691,8 +691,9 @@ def fbp_apply(projections: Any, geometry: Any, grid: Any = None, *,
               threads: int = 0) -> np.ndarray:
     """FDK / FBP as a linear operator R: exactly :func:`reconstruct` with these options on the
     CPU (the same floats), for circular "cone" (``algorithm="fdk"``) and "parallel" ("fbp")
-    geometries, flat or cylindrical detectors; vector geometries are refused (their
-    resampling has no adjoint here). Projections (views, rows, cols) to a float32 volume
+    geometries, flat or cylindrical detectors, and vector geometries with a circular orbit
+    (resampled onto their circular equivalent's detectors, as reconstruct does; the adjoint
+    includes the resampling's transpose). Helical scans are refused. Projections (views, rows, cols) to a float32 volume
     (nz, ny, nx) on ``grid`` (default :func:`default_grid`). See :func:`fbp_adjoint`."""
     g = _core_geometry(geometry)
     opts = _fbp_options(g, algorithm, filter, cutoff, displaced_detector, offset_transition,

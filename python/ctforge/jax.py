@@ -119,8 +119,8 @@ class Projector(_LinearPair):
 
 
 class FBP(_LinearPair):
-    """FDK / FBP for a circular ``geometry`` on ``grid`` (default :func:`ctforge.default_grid`)
-    as JAX functions: ``fbp(projections)`` (``[..., view, row, col]`` to ``[..., z, y, x]``,
+    """FDK / FBP for a circular (or circular-orbit vector) ``geometry`` on ``grid`` (default
+    :func:`ctforge.default_grid`) as JAX functions: ``fbp(projections)`` (``[..., view, row, col]`` to ``[..., z, y, x]``,
     what ``ctforge.reconstruct`` computes on the CPU with the same ``algorithm``, ``filter``,
     ``cutoff``, ``displaced_detector`` and ``offset_transition``) and ``adjoint(volume)`` (its
     exact adjoint, ``ctforge.fbp_adjoint``), each the other's VJP. One

@@ -250,7 +250,7 @@ class _FBPModule(nn.Module):
 
 
 class FBP(_FBPModule):
-    """FDK / FBP layer for a circular ``geometry`` on ``grid`` (default
+    """FDK / FBP layer for a circular or circular-orbit vector ``geometry`` on ``grid`` (default
     :func:`ctforge.default_grid`): ``[batch, view, row, col]`` (or ``[view, row, col]``)
     projections to ``[batch, z, y, x]`` volumes, what ``ctforge.reconstruct`` computes with the
     same options (``algorithm`` "fdk" / "fbp", ``filter``, ``cutoff``, ``displaced_detector``,

@@ -41,7 +41,7 @@ def relative_difference(a, b):
 # FDK / FBP (ctforge.torch.FBP, ctforge.jax.FBP): circular scans of 7 irregular views over a
 # full turn (a short scan of 4 views would not cover 180 deg + the fan angle), with the
 # displaced (half-fan) detector that reconstruct pads on its narrow side.
-FBP_FAMILIES = ["parallel", "fan", "cone", "cylindrical", "cone_displaced"]
+FBP_FAMILIES = ["parallel", "fan", "cone", "cylindrical", "cone_displaced", "cone_vec"]
 FBP_ANGLES = [0.1, 0.9, 1.8, 2.7, 3.5, 4.6, 5.5]
 
 
@@ -61,4 +61,12 @@ def fbp_problem(family):
         return ctforge.Geometry.cone(11, 5, detector_shape="cylindrical", **cone), grid, "fdk"
     if family == "cone_displaced":
         return ctforge.Geometry.cone(11, 5, offset_u=5.0, **cone), grid, "fdk"
+    if family == "cone_vec":
+        # the circular scan with its detector rolled 0.1 rad: FDK resamples it onto its circular
+        # equivalent's detectors (bicubic), and the adjoint splats it back
+        v = np.array(ctforge.Geometry.cone(11, 5, **cone).views, dtype=np.float64)
+        u, w = v[:, 6:9].copy(), v[:, 9:12].copy()
+        c, s = np.cos(0.1), np.sin(0.1)
+        v[:, 6:9], v[:, 9:12] = c * u + s * w, c * w - s * u
+        return ctforge.Geometry.cone_vec(11, 5, v), grid, "fdk"
     raise ValueError(family)

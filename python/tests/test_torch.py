@@ -264,6 +264,13 @@ def test_fbp_is_reconstruct_with_batches_and_options():
     assert R.adjoint.op is R.op and R.adjoint.adjoint.op is R.op
     with pytest.raises(ctforge.UsageError, match=r"projections: expected shape \[batch, 7, 5, 11\]"):
         R(torch.zeros(7, 5, 10))
-    with pytest.raises(ctforge.UsageError, match="needs a circular geometry"):
-        vec = problem("cone_vec")[0]
-        ct.FBP(vec, grid, algorithm="fdk")(torch.zeros(tuple(vec.projection_shape)))
+    # A vector geometry: reconstruct's own resampling, in the layer too.
+    vec = fbp_problem("cone_vec")[0]
+    pv = rand(tuple(vec.projection_shape), 27, torch.float32)
+    np.testing.assert_array_equal(ct.FBP(vec, grid, algorithm="fdk", threads=2)(pv).numpy(),
+                                  ctforge.reconstruct(pv.numpy(), vec, grid, algorithm="fdk",
+                                                      backend="cpu", threads=2))
+    with pytest.raises(ctforge.UsageError, match="helical"):
+        hel = ctforge.Geometry.helical(11, 5, 2.0, 30.0, 60.0, np.linspace(0, 12, 40),
+                                       pitch_mm_per_turn=6.0)
+        ct.FBP(hel, grid, algorithm="fdk")(torch.zeros(tuple(hel.projection_shape)))

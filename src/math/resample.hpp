@@ -87,4 +87,31 @@ CTFORGE_HD float resample_pixel(const homography& H, const float* img, int cols,
   return static_cast<float>(sum);
 }
 
+/// The transpose of resample_pixel for one target pixel: adds `value` times each tap's weight
+/// (the product of its row and column weights) to the source pixel `acc` (cols x rows) that
+/// resample_pixel reads through that tap, the taps beyond the edges to the edge pixels they
+/// read. Summed over the target pixels of a view it gives R^T of the view's resampling R.
+CTFORGE_HD void resample_pixel_adjoint(const homography& H, double value, double* acc, int cols,
+                                       int rows, int col, int row) {
+  source_pixel s = map_pixel(H, static_cast<double>(col), static_cast<double>(row));
+  if (s.col < -1e29 || value == 0.0) return;
+  s.col = clamp_to_detector(s.col, cols);
+  s.row = clamp_to_detector(s.row, rows);
+  const double fc = floor(s.col), fr = floor(s.row);
+  const int c0 = static_cast<int>(fc), r0 = static_cast<int>(fr);
+  double wc[4], wr[4];
+  cubic_weights(s.col - fc, wc);
+  cubic_weights(s.row - fr, wr);
+  for (int j = 0; j < 4; ++j) {
+    if (wr[j] == 0.0) continue;
+    int r = r0 - 1 + j;
+    r = r < 0 ? 0 : (r >= rows ? rows - 1 : r);
+    for (int i = 0; i < 4; ++i) {
+      int c = c0 - 1 + i;
+      c = c < 0 ? 0 : (c >= cols ? cols - 1 : c);
+      if (wc[i] != 0.0) acc[static_cast<long long>(r) * cols + c] += wr[j] * wc[i] * value;
+    }
+  }
+}
+
 }  // namespace ctforge::kernels

@@ -1,5 +1,9 @@
 // ctforge::fbp_apply and ctforge::fbp_adjoint (include/ctforge/recon.hpp): FDK / FBP as a
-// linear operator R = B_w F W (P) and its exact adjoint R^T = (P^T) W F B_w^T, where
+// linear operator R = B_w F W (P) (S) and its exact adjoint R^T = (S^T) (P^T) W F B_w^T, where
+//  * S resamples a vector geometry's projections onto the virtual detectors of its circular
+//    equivalent (recon/fdk_geometry.hpp; bicubic), S^T splats each virtual pixel back with the
+//    same weights (resample_adjoint); absent for circular geometries and for vector ones whose
+//    virtual detectors are the real ones;
 //  * P embeds the projections into a displaced detector's narrow-side padding (zero columns,
 //    detail::pad_narrow_side), P^T crops them again;
 //  * W multiplies every pixel by its pre-weight (kernels::preweight): diagonal, W^T = W;
@@ -24,21 +28,22 @@
 #include "ctforge/recon.hpp"
 #include "math/backproject.hpp"
 #include "recon/backproject.hpp"
+#include "recon/fdk_geometry.hpp"
 #include "recon/fdk_setup.hpp"
 #include "recon/filter.hpp"
 
 namespace ctforge {
 namespace {
 
-// The options both functions accept: FDK / FBP of a circular geometry, on the CPU.
+// The options both functions accept: FDK / FBP of a circular geometry or of a vector geometry
+// with a circular orbit (then R = R_c S, S resampling onto the virtual detectors), on the CPU.
 void check_operator_options(const geometry& g, const recon_options& opt, const char* fn) {
   CTFORGE_EXPECTS(opt.algo == algorithm::fdk || opt.algo == algorithm::fbp,
                   fmt::format("{}: algorithm must be fdk or fbp (got {})", fn, to_string(opt.algo)));
-  CTFORGE_EXPECTS(g.orbit.has_value(),
-                  fmt::format("{}: needs a circular geometry ('cone' or 'parallel'; got '{}'): "
-                              "vector geometries are resampled by reconstruct, a step without "
-                              "an adjoint here",
-                              fn, g.type_name()));
+  CTFORGE_EXPECTS(!g.helix.has_value(),
+                  fmt::format("{}: a helical geometry (reconstruct it with --algorithm "
+                              "helical-fbp, which has no adjoint here)",
+                              fn));
   CTFORGE_EXPECTS(opt.where != backend::cuda,
                   fmt::format("{}: runs on the CPU only (backend cuda requested)", fn));
   detail::require_thread_count(opt.threads);
@@ -146,18 +151,11 @@ volume fbp_apply(const projection_view& proj, const geometry& g, const volume_ge
   return reconstruct(proj, g, vg, used);
 }
 
-projection_stack fbp_adjoint(const volume_view& vol, const geometry& g, const recon_options& opt) {
-  const char* fn = "fbp_adjoint";
-  check_operator_options(g, opt, fn);
-  g.validate();
-  vol.geom.validate();
-  CTFORGE_EXPECTS(static_cast<std::int64_t>(vol.data.size()) == vol.geom.voxel_count(),
-                  fmt::format("{}: volume holds {} values for {} voxels", fn, vol.data.size(),
-                              vol.geom.voxel_count()));
-  const int threads = detail::resolve_threads(opt.threads);
-  const std::string bad = detail::first_non_finite_voxel(vol.data.data(), vol.geom, threads);
-  CTFORGE_EXPECTS(bad.empty(), fmt::format("{}: the volume holds a non-finite value {}", fn, bad));
+namespace {
 
+/// R_c^T of a circular geometry g.
+projection_stack circular_adjoint(const volume_view& vol, const geometry& g,
+                                  const recon_options& opt, int threads) {
   // The weights and padding reconstruct uses (make_fdk_setup reads only the shape of its
   // projections here: no value check).
   projection_stack out(g.view_count(), g.rows, g.cols);
@@ -183,6 +181,29 @@ projection_stack fbp_adjoint(const volume_view& vol, const geometry& g, const re
       std::memcpy(out.view(v) + r * out.cols, q.view(v) + r * q.cols + first,
                   static_cast<std::size_t>(out.cols) * sizeof(float));
   return out;
+}
+
+}  // namespace
+
+projection_stack fbp_adjoint(const volume_view& vol, const geometry& g, const recon_options& opt) {
+  const char* fn = "fbp_adjoint";
+  check_operator_options(g, opt, fn);
+  g.validate();
+  vol.geom.validate();
+  CTFORGE_EXPECTS(static_cast<std::int64_t>(vol.data.size()) == vol.geom.voxel_count(),
+                  fmt::format("{}: volume holds {} values for {} voxels", fn, vol.data.size(),
+                              vol.geom.voxel_count()));
+  const int threads = detail::resolve_threads(opt.threads);
+  const std::string bad = detail::first_non_finite_voxel(vol.data.data(), vol.geom, threads);
+  CTFORGE_EXPECTS(bad.empty(), fmt::format("{}: the volume holds a non-finite value {}", fn, bad));
+  if (g.orbit) return circular_adjoint(vol, g, opt, threads);
+  // A vector geometry: reconstruct computes R_c S (S: resampling onto the virtual detectors
+  // of its circular equivalent, or nothing when those are the real ones); R^T = S^T R_c^T.
+  const detail::circular_equivalent eq =
+      detail::make_circular_equivalent(g, opt.algo == algorithm::fdk ? "fdk" : "fbp");
+  projection_stack q =
+      circular_adjoint(vol, eq.geom, detail::options_on_virtual_detector(eq, opt), threads);
+  return eq.needs_resampling ? detail::resample_adjoint(eq, q, threads) : q;
 }
 
 }  // namespace ctforge

@@ -489,4 +489,42 @@ projection_stack resample(const circular_equivalent& eq, const projection_view& 
   return out;
 }
 
+projection_stack resample_adjoint(const circular_equivalent& eq, const projection_view& virt,
+                                  int threads) {
+  require_host(virt, "the adjoint of resampling");
+  CTFORGE_EXPECTS(virt.cols == eq.geom.cols && virt.rows == eq.geom.rows &&
+                      virt.views == static_cast<std::int64_t>(eq.maps.size()),
+                  "resample_adjoint: projections do not match the virtual detectors");
+  projection_stack out(virt.views, eq.input_rows, eq.input_cols);
+  const int nt = resolve_threads(threads);
+  const int cols = static_cast<int>(eq.input_cols), rows = static_cast<int>(eq.input_rows);
+  const std::int64_t pixels = eq.input_rows * eq.input_cols;
+#pragma omp parallel num_threads(nt)
+  {
+    std::vector<double> acc(static_cast<std::size_t>(pixels));
+#pragma omp for schedule(static)
+    for (std::int64_t v = 0; v < virt.views; ++v) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      const kernels::homography& H = eq.maps[static_cast<std::size_t>(v)];
+      const float* src = virt.view(v);
+      for (std::int64_t r = 0; r < virt.rows; ++r)
+        for (std::int64_t c = 0; c < virt.cols; ++c)
+          kernels::resample_pixel_adjoint(H, src[r * virt.cols + c], acc.data(), cols, rows,
+                                          static_cast<int>(c), static_cast<int>(r));
+      float* dst = out.view(v);
+      for (std::int64_t p = 0; p < pixels; ++p) dst[p] = static_cast<float>(acc[static_cast<std::size_t>(p)]);
+    }
+  }
+  return out;
+}
+
+recon_options options_on_virtual_detector(const circular_equivalent& eq, const recon_options& opt) {
+  recon_options used = opt;
+  if (!eq.needs_resampling || eq.oversample <= 1) return used;
+  if (opt.cutoff > 0 && opt.cutoff <= 1) used.cutoff = opt.cutoff / eq.oversample;  // else refused
+  if (opt.offset_transition_px >= 1)  // else refused later
+    used.offset_transition_px = opt.offset_transition_px * eq.oversample;
+  return used;
+}
+
 }  // namespace ctforge::detail

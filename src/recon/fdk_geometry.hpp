@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "ctforge/geometry.hpp"
+#include "ctforge/recon.hpp"
 #include "ctforge/volume.hpp"
 #include "math/resample.hpp"
 
@@ -66,5 +67,18 @@ circular_equivalent make_circular_equivalent(const geometry& g, const std::strin
 /// OpenMP over views; threads = 0: all cores.
 projection_stack resample(const circular_equivalent& eq, const projection_view& proj,
                           int threads = 0);
+
+/// The transpose of resample(): `virt` (on the virtual detectors of `eq`) taken back onto the
+/// input detector, each virtual pixel's value added to the input pixels its interpolation
+/// reads, with the same weights (double accumulation per view, views in parallel: the same
+/// floats for every thread count). <resample(p), q> = <p, resample_adjoint(q)>.
+projection_stack resample_adjoint(const circular_equivalent& eq, const projection_view& virt,
+                                  int threads = 0);
+
+/// The options reconstruct uses on the virtual detectors of `eq`: at `eq.oversample` virtual
+/// columns per real one, --cutoff divided by it (so that it stays a fraction of the real
+/// detector's Nyquist) and the displaced-detector transition multiplied by it (it is in real
+/// pixels); `opt` itself when nothing is resampled.
+recon_options options_on_virtual_detector(const circular_equivalent& eq, const recon_options& opt);
 
 }  // namespace ctforge::detail

@@ -289,12 +289,7 @@ volume reconstruct_impl(const projection_view& proj, const geometry& g, const vo
   projection_view data = resampled ? projection_view(*resampled) : proj;
   // At half the column pitch the filter's Nyquist doubles: keep the cut-off where the real
   // detector's is.
-  recon_options opt_used = opt;
-  if (resampled && eq->oversample > 1 && opt.cutoff > 0 && opt.cutoff <= 1)  // else refused below
-    opt_used.cutoff = opt.cutoff / eq->oversample;
-  // The displaced-detector transition is in the real detector's pixels.
-  if (resampled && eq->oversample > 1 && opt.offset_transition_px >= 1)  // else refused below
-    opt_used.offset_transition_px = opt.offset_transition_px * eq->oversample;
+  const recon_options opt_used = eq ? detail::options_on_virtual_detector(*eq, opt) : opt;
   // Validation first (usage errors before device errors); the scan for non-finite values is
   // left to the backend: the CPU scans here, the GPU while pre-weighting.
   detail::fdk_setup setup = detail::make_fdk_setup(data, *geo, opt_used, /*check_values=*/false);

@@ -1,7 +1,8 @@
 // ctforge::fbp_apply / fbp_adjoint (FDK / FBP as a linear operator R and its adjoint R^T):
 // R is reconstruct's computation (the same floats); <R p, v> = <p, R^T v> to float rounding on
 // parallel, fan, cone, cylindrical, short-scan, displaced-detector, one-view and one-row
-// geometries with odd sizes and size-1 grid dimensions; the pieces of the transposed chain
+// geometries with odd sizes and size-1 grid dimensions, and on vector geometries (as written,
+// reordered, and resampled onto a turned detector's circular equivalent); the pieces of the transposed chain
 // (the bilinear splat is the sampler's transpose, the ramp filter's matrix is symmetric); the
 // Joseph forward projector, though the matched projector's transpose, is not R's adjoint (the
 // negative control); the adjoint does not depend on the thread count.
@@ -20,6 +21,7 @@
 #include "ctforge/projector.hpp"
 #include "ctforge/recon.hpp"
 #include "math/backproject.hpp"
+#include "recon/fdk_geometry.hpp"
 #include "recon/filter.hpp"
 
 namespace ctforge {
@@ -54,6 +56,23 @@ std::vector<double> turn(std::int64_t n, double range_deg = 360) {
   return angle_range(0.1, deg_to_rad(range_deg) / static_cast<double>(n), n);
 }
 
+// The views of `g` with the detector turned in its plane by `deg` about its centre (Rodrigues),
+// and with its columns reversed when `flip_u` (a reordering: no interpolation).
+geometry vectors_of(const geometry& g, double deg, bool flip_u = false) {
+  std::vector<view_vectors> views = g.views;
+  const double t = deg_to_rad(deg);
+  for (auto& w : views) {
+    const vec3 n = (1.0 / norm(cross(w.u, w.v))) * cross(w.u, w.v);
+    const auto rot = [&](vec3 x) {
+      return std::cos(t) * x + std::sin(t) * cross(n, x) + (1 - std::cos(t)) * dot(n, x) * n;
+    };
+    w.u = rot(w.u);
+    w.v = rot(w.v);
+    if (flip_u) w.u = -1.0 * w.u;
+  }
+  return make_vec_geometry(g.beam, g.cols, g.rows, views);
+}
+
 std::vector<fbp_case> cases() {
   std::vector<fbp_case> c;
   const auto fbp = algorithm::fbp, fdk = algorithm::fdk;
@@ -86,6 +105,17 @@ std::vector<fbp_case> cases() {
                grid(11, 9, 3, 0.55), fdk});
   c.push_back({"cone grid 1 x 9 x 1", make_cone_geometry(15, 3, 1.0, 1.0, 50, 80, turn(17)),
                grid(1, 9, 1, 0.5), fdk});
+  // Vector geometries: R = R_c S, S resampling onto the circular equivalent's detectors.
+  const geometry cone = make_cone_geometry(19, 7, 1.0, 1.0, 50, 80, turn(24));
+  c.push_back({"cone_vec as written (no resampling)", vectors_of(cone, 0), grid(11, 9, 5, 0.55),
+               fdk});
+  c.push_back({"cone_vec columns reversed (reordered)", vectors_of(cone, 0, true),
+               grid(11, 9, 5, 0.55), fdk});
+  c.push_back({"cone_vec detector turned 7 deg (resampled, hann 0.8)", vectors_of(cone, 7),
+               grid(11, 9, 5, 0.55), fdk, filter_window::hann, 0.8});
+  c.push_back({"parallel_vec detector turned 5 deg (resampled)",
+               vectors_of(make_parallel_geometry(17, 3, 1.0, 1.0, turn(21)), 5),
+               grid(13, 11, 3, 1.1), fbp});
   return c;
 }
 
@@ -224,6 +254,31 @@ TEST(FbpOperator, RampFilterMatrixIsSymmetric) {
   }
 }
 
+// S^T's building block: <S p, q> = <p, S^T q> for the resampling of a turned detector onto
+// its circular equivalent (bicubic, edge taps clamped, twice the columns); the control, S^T
+// with its taps half a column off, misses by far more.
+TEST(FbpOperator, ResampleAdjointIsTheResamplingsTranspose) {
+  const geometry g = vectors_of(make_cone_geometry(19, 7, 1.0, 1.0, 50, 80, turn(24)), 7);
+  detail::circular_equivalent eq = detail::make_circular_equivalent(g, "fdk");
+  ASSERT_TRUE(eq.needs_resampling);
+  ASSERT_EQ(eq.oversample, 2);
+  projection_stack p(g.view_count(), g.rows, g.cols);
+  p.data = random_values(p.data.size(), 21);
+  projection_stack q(g.view_count(), eq.geom.rows, eq.geom.cols);
+  q.data = random_values(q.data.size(), 22);
+  const projection_stack sp = detail::resample(eq, p, 2);
+  const double lhs = dot(sp.data, q.data), scale = norm(sp.data) * norm(q.data);
+  const double gap = std::abs(lhs - dot(p.data, detail::resample_adjoint(eq, q, 2).data)) / scale;
+  EXPECT_LT(gap, 1e-6);
+  for (auto& H : eq.maps)  // every tap half a column off: col' = col + 1/2
+    for (int k = 0; k < 3; ++k) H.h[k] += 0.5 * H.h[6 + k];
+  const double wrong = std::abs(lhs - dot(p.data, detail::resample_adjoint(eq, q, 2).data)) / scale;
+  EXPECT_GT(wrong, 1e3 * std::max(gap, 1e-7));
+  char text[64];
+  std::snprintf(text, sizeof text, "%.3g / %.3g", gap, wrong);
+  RecordProperty("gap / control", text);
+}
+
 TEST(FbpOperator, RefusesWhatItCannotTranspose) {
   const fbp_case c = cases()[0];
   volume v(c.vg);
@@ -233,11 +288,9 @@ TEST(FbpOperator, RefusesWhatItCannotTranspose) {
   o = options_of(c);
   o.where = backend::cuda;
   EXPECT_THROW(fbp_adjoint(v, c.g, o), usage_error);
-  // A vector geometry (no circular orbit): reconstruct would resample it.
-  const geometry vec = make_vec_geometry(beam_kind::parallel, c.g.cols, c.g.rows, c.g.views);
-  EXPECT_THROW(fbp_adjoint(v, vec, options_of(c)), usage_error);
-  projection_stack p(c.g.view_count(), c.g.rows, c.g.cols);
-  EXPECT_THROW(fbp_apply(p, vec, c.vg, options_of(c)), usage_error);
+  // A helical scan: helical-fbp, which has no adjoint here.
+  const geometry helix = make_helical_geometry(15, 4, 1.0, 1.0, 50, 80, turn(30, 720), 6.0);
+  EXPECT_THROW(fbp_adjoint(v, helix, options_of(c)), usage_error);
   v.data[4] = std::nanf("");
   EXPECT_THROW(fbp_adjoint(v, c.g, options_of(c)), usage_error);
 }
