@@ -1132,11 +1132,25 @@ def read_volume(path: PathLike, *, mu_water: Optional[float] = None) -> Tuple[np
     """``(array (nz, ny, nx), VolumeGeometry)`` from HDF5, MetaImage, NRRD, NIfTI, a DICOM
     series (directory or file) or Zarr (a path ending in ``.zarr`` or an ``s3://`` URL:
     :func:`ctforge.zarr_volumes.read_zarr_volume`). DICOM values are HU unless ``mu_water``
-    (1/mm) converts them to attenuation."""
-    from . import zarr_volumes
-    if zarr_volumes.is_zarr_url(path):
+    (1/mm) converts them to attenuation. A local ``.zarr`` is read by ctforge's own Zarr reader
+    when zarr-python is not installed."""
+    if _zarr_in_python(path):
+        from . import zarr_volumes
         return zarr_volumes.read_zarr_volume(path)
     return _core.read_volume(_os.fspath(path), mu_water)
+
+
+def _zarr_in_python(path: Any) -> bool:
+    """Whether ``path`` is Zarr for :mod:`ctforge.zarr_volumes` (zarr-python): every ``s3://``
+    URL, and local arrays where zarr-python is installed (else the C++ library reads and writes
+    them, in the same layout)."""
+    from . import zarr_volumes
+    if not zarr_volumes.is_zarr_url(path):
+        return False
+    if _os.fspath(path).lower().startswith("s3://"):
+        return True
+    import importlib.util
+    return importlib.util.find_spec("zarr") is not None
 
 
 def write_volume(path: PathLike, volume: Any, grid: Any = None, *, mu_water: float = 0.0192,
@@ -1146,8 +1160,8 @@ def write_volume(path: PathLike, volume: Any, grid: Any = None, *, mu_water: flo
     directory or .dcm for DICOM, .zarr or an ``s3://`` URL for Zarr v3:
     :mod:`ctforge.zarr_volumes`), atomically; spacing and origin from ``grid``."""
     v = _as_float32(volume, 3, "volume")
-    from . import zarr_volumes
-    if zarr_volumes.is_zarr_url(path):
+    if _zarr_in_python(path):
+        from . import zarr_volumes
         zarr_volumes.write_volume(path, v, _volume_grid(v, grid), compress=bool(compress))
         return
     _core.write_volume(_os.fspath(path), v, _volume_grid(v, grid), float(mu_water),

@@ -165,3 +165,20 @@ def test_foreign_zarr_projections_reconstruct_as_the_same_npy(cli, tmp_path):
     d, _ = ctforge.read_volume(tmp_path / "d.h5")
     assert np.array_equal(a, d)
     assert json.loads(json.dumps(q.attrs["ctforge_geometry"]))["detector"]["cols"] == 40
+
+
+def test_without_zarr_python_the_package_uses_its_own_reader(tmp_path, monkeypatch):
+    # `pip install ctforge` without the [zarr] extra: local .zarr volumes go through the C++
+    # library (the same layout); zarr-python, here, checks what it wrote.
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "zarr" else real(name, *a))
+    grid = ctforge.VolumeGeometry(6, 5, 4, (0.5, 1.0, 2.0), (1.0, 2.0, 3.0))
+    vol = values("float32", (6, 5, 4))
+    ctforge.write_volume(tmp_path / "v.zarr", vol, grid)
+    a = zarr.open_array(str(tmp_path / "v.zarr"), mode="r")
+    assert np.array_equal(a[...], vol) and a.attrs["creator"].startswith("ctforge")
+    back, g = ctforge.read_volume(tmp_path / "v.zarr")
+    assert np.array_equal(back, vol) and g.spacing == grid.spacing and g.origin == grid.origin

@@ -307,14 +307,19 @@ def test_concurrent_writers_s3_equal_one_shot(s3, tmp_path):
 
 
 def test_zarr_is_optional():
-    # `import ctforge` does not import zarr; without it a .zarr path names the extra.
+    # `import ctforge` does not import zarr; without it an s3:// URL names the extra, and a
+    # local .zarr is the C++ library's (here: an error naming the missing array).
     import subprocess
     import sys
     code = ("import sys, ctforge; assert 'zarr' not in sys.modules\n"
             "sys.modules['zarr'] = None\n"
-            "try:\n    ctforge.read_volume('x.zarr')\nexcept ImportError as e:\n    print(e)\n")
+            "try:\n    ctforge.read_volume('s3://bucket/x.zarr')\nexcept ImportError as e:\n"
+            "    print(e)\n"
+            "try:\n    ctforge.read_volume('x.zarr')\nexcept ctforge.Error as e:\n"
+            "    print('local:', e)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install ctforge[zarr]" in r.stdout, r.stdout + r.stderr
+    assert "local: x.zarr: no such Zarr array" in r.stdout, r.stdout + r.stderr
 
 
 def test_staging_left_by_a_killed_writer_is_removed(tmp_path):
