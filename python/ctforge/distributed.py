@@ -526,7 +526,9 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
     records the units; ``unit_planes`` z-planes per FDK / FBP unit (0: about 16 M voxels).
     Iterative methods (``subsets``, ``tv_weight``, ``tv_iterations``, ``backprojector``,
     ``tolerance`` as in :func:`ctforge.reconstruct`): ``parts`` view partitions (default: one
-    per worker), the state saved every ``checkpoint_every`` iterations. The units are removed once the output is written, unless
+    per worker), the state saved every ``checkpoint_every`` iterations (into ``checkpoint_dir``,
+    which may be an ``s3://`` prefix: each saved slot is copied there, and a client started
+    again anywhere resumes from it). The units are removed once the output is written, unless
     ``keep_units``. FDK / FBP ``.h5`` outputs are written by the workers, each unit's planes at
     their offset of the file the client reserved under a temporary name (which must be on the
     file system the workers share, like ``checkpoint_dir``); the client renames it once every
@@ -594,11 +596,12 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
                  "origin": list(grid.origin)}
     dir = _checkpoint_dir(checkpoint_dir, output)
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    if dir.startswith("s3://") and (algo in _METHODS or not (zarr and output.startswith("s3://"))):
+    if dir.startswith("s3://") and algo not in _METHODS and not (zarr and
+                                                                  output.startswith("s3://")):
         raise ctforge.UsageError(
             f"checkpoint_dir {dir}: an s3:// directory records the FDK / FBP units of an s3:// "
-            "Zarr output (each unit's shard there, and its marker here); for other outputs and "
-            "the iterative methods give a directory the workers and the client share")
+            "Zarr output (each unit's shard there, and its marker here); for other outputs give "
+            "a directory the workers and the client share")
     if algo in _METHODS:
         method = {"iterations": int(iterations), "relaxation": float(relaxation),
                   "nonnegative": bool(nonnegative), "subsets": int(subsets),
@@ -995,6 +998,71 @@ class _DaskViewParts:
 _METHODS = ("sirt", "os-sart", "cgls", "fista-tv", "osem")
 
 
+class _ObjectStoreState:
+    """An iterative run's state in an ``s3://`` checkpoint directory. The library saves it in a
+    local directory of the client (its two alternating slots ``<method>_<k>.f32`` / ``.json``
+    and ``run.json``); this copies what is there from the store before the run, and each slot
+    to the store once the library has rewritten it (checked at every progress report: the data
+    object first, its marker last, so a client killed in between leaves a slot whose checksum
+    does not match, which the library then passes over for the other). A restarted client thus
+    resumes from the last slot that reached the store."""
+
+    def __init__(self, url: str, stem: str):
+        import tempfile
+        self.url, self.stem = url.rstrip("/"), stem
+        self.fs = _object_fs(self.url)
+        self.local = tempfile.mkdtemp(prefix="ctforge-state-")
+        self.names = [f"{stem}_{k}{ext}" for k in (0, 1) for ext in (".f32", ".json")]
+        self.names.append("run.json")
+        self.pushed: Dict[str, Tuple[int, int]] = {}
+        self.bytes_up = self.bytes_down = 0
+        for name in self.names:
+            key = f"{self.url}/{name}"
+            try:
+                data = self.fs.cat_file(key)
+            except FileNotFoundError:
+                continue
+            except Exception as e:
+                raise ctforge.Error(f"checkpoint_dir {self.url}: cannot read {key}: {e}") from e
+            with open(os.path.join(self.local, name), "wb") as f:
+                f.write(data)
+            self.bytes_down += len(data)
+            self.pushed[name] = self._stamp(name)
+
+    def _stamp(self, name: str) -> Tuple[int, int]:
+        try:
+            st = os.stat(os.path.join(self.local, name))
+            return (st.st_mtime_ns, st.st_size)
+        except OSError:
+            return (0, -1)
+
+    def push(self) -> None:
+        """Copies every slot (data, then marker) and run.json the library rewrote since."""
+        for name in ["run.json"] + [n for n in self.names if n.endswith(".json") and
+                                    n != "run.json"]:
+            stamp = self._stamp(name)
+            if stamp[1] < 0 or self.pushed.get(name) == stamp:
+                continue
+            order = [name] if name == "run.json" else [name[:-5] + ".f32", name]
+            for n in order:
+                path = os.path.join(self.local, n)
+                try:
+                    self.fs.put_file(path, f"{self.url}/{n}")
+                except Exception as e:
+                    raise ctforge.Error(f"checkpoint_dir {self.url}: cannot write {n}: {e}") from e
+                self.bytes_up += os.path.getsize(path)
+                self.pushed[n] = self._stamp(n)
+
+    def remove(self, from_store: bool) -> None:
+        if from_store:
+            for name in self.names:
+                try:
+                    self.fs.rm_file(f"{self.url}/{name}")
+                except FileNotFoundError:
+                    pass
+        shutil.rmtree(self.local, ignore_errors=True)
+
+
 def _iterative(client, input, output, g, grid, grid_spec, record, options, read, dir,
                remove_dir, keep_units, method: dict, parts, checkpoint_every, progress,
                t0) -> dict:
@@ -1022,11 +1090,58 @@ def _iterative(client, input, output, g, grid, grid_spec, record, options, read,
     spec = {"input": input, "read": read, "geometry": g.to_json(), "grid": grid_spec,
             "options": options, "parts": bounds, "subsets": subsets}
     notes: List[str] = []
-    attempts, loaded = 0, []
-    to_workers = from_workers = 0
     run_options = {k: v for k, v in lib.items() if k not in ("filter", "cutoff",
                                                              "displaced_detector",
                                                              "offset_transition")}
+    store = _ObjectStoreState(dir, algo.replace("-", "_")) if dir.startswith("s3://") else None
+    state_dir = store.local if store else dir
+    report_progress = progress
+    if store:
+        def report_progress(fraction: float) -> None:
+            store.push()
+            if progress:
+                progress(fraction)
+    try:
+        volume, log, attempts, loaded, to_workers, from_workers = _iterative_attempts(
+            client, g, grid, spec, record, workers, run_options, algo, state_dir, dir,
+            checkpoint_every, report_progress, notes)
+        if store:
+            store.push()  # (a slot saved since the last report)
+    except BaseException:
+        if store:  # the state stays in the store for the next run
+            try:
+                store.push()
+            finally:
+                store.remove(from_store=False)
+        raise
+    ctforge.write_volume(output, volume, grid)
+    if store:
+        store.remove(from_store=not keep_units)
+    elif not keep_units:
+        _remove_run(dir, tuple(f"{m.replace('-', '_')}_" for m in _METHODS),
+                    remove_dir=remove_dir)
+    resumed = next((int(m.group(1)) for m in (re.search(r"after iteration (\d+)", n)
+                                               for n in notes) if m), 0)
+    part_report = list(loaded)  # (the last attempt's parts; earlier ones are in the notes)
+    summary = {"output": output if "://" in output else os.path.abspath(output), "kind": algo,
+               "parts": parts, "part_report": part_report,
+               "part_views": bounds, "iterations": int(method["iterations"]),
+               "resumed_from": resumed, "attempts": attempts,
+               "notes": notes, "workers": sorted({r["worker"] for r in loaded}),
+               "bytes_to_workers": to_workers, "bytes_from_workers": from_workers,
+               "log": log, "seconds": time.perf_counter() - t0}
+    if store:
+        summary["state_bytes_to_store"] = store.bytes_up
+        summary["state_bytes_from_store"] = store.bytes_down
+    return summary
+
+
+def _iterative_attempts(client, g, grid, spec, record, workers, run_options, algo, state_dir,
+                        dir, checkpoint_every, progress, notes):
+    """Attempts of the partitioned run until one completes: (volume, log, attempts, the last
+    attempt's parts, bytes to and from the workers)."""
+    attempts, loaded = 0, []
+    to_workers = from_workers = 0
     while True:
         attempts += 1
         spec["session"] = uuid.uuid4().hex
@@ -1035,7 +1150,7 @@ def _iterative(client, input, output, g, grid, grid_spec, record, options, read,
             vp = _DaskViewParts(client, spec, workers)
             loaded = vp.loaded
             volume, log = _core.reconstruct_partitioned(
-                vp, g._g, grid, checkpoint_dir=dir, checkpoint_every=int(checkpoint_every),
+                vp, g._g, grid, checkpoint_dir=state_dir, checkpoint_every=int(checkpoint_every),
                 checkpoint_seconds=0.0, run_record=json.dumps(record, sort_keys=True),
                 progress=progress, note=notes.append, **run_options)
             break
@@ -1057,20 +1172,7 @@ def _iterative(client, input, output, g, grid, grid_spec, record, options, read,
                 client.run(_drop_parts, spec["session"])
             except Exception:
                 pass  # a worker gone meanwhile holds nothing any more
-    ctforge.write_volume(output, volume, grid)
-    if not keep_units:
-        _remove_run(dir, tuple(f"{m.replace('-', '_')}_" for m in _METHODS),
-                    remove_dir=remove_dir)
-    resumed = next((int(m.group(1)) for m in (re.search(r"after iteration (\d+)", n)
-                                               for n in notes) if m), 0)
-    part_report = list(loaded)  # (the last attempt's parts; earlier ones are in the notes)
-    return {"output": output if "://" in output else os.path.abspath(output), "kind": algo,
-            "parts": parts, "part_report": part_report,
-            "part_views": bounds, "iterations": int(method["iterations"]),
-            "resumed_from": resumed, "attempts": attempts,
-            "notes": notes, "workers": sorted({r["worker"] for r in loaded}),
-            "bytes_to_workers": to_workers, "bytes_from_workers": from_workers,
-            "log": log, "seconds": time.perf_counter() - t0}
+    return volume, log, attempts, loaded, to_workers, from_workers
 
 
 def simulate(client: Any, phantom: Any, geometry: Any, output: PathLike, *,

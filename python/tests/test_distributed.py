@@ -580,3 +580,57 @@ def test_command_line_front_end(client, scan, tmp_path):
                        client.scheduler.address], tmp_path)
     assert r.returncode == 1 and "missing.h5" in r.stderr
     assert not (tmp_path / "x.h5").exists()
+
+
+def test_iterative_state_in_an_s3_checkpoint_dir(client, scan, tmp_path, moto_endpoint,
+                                                 monkeypatch):
+    """An iterative run's state in an s3:// checkpoint directory (a moto test server on
+    127.0.0.1): the library's slots reach the store as they are saved; a client that fails
+    mid-run (its local copy gone) and a later run with more iterations resume from what is in
+    the store, bit-identical to the uninterrupted run, and the finished run removes the
+    state."""
+    import boto3
+    env = {"AWS_ENDPOINT_URL": moto_endpoint, "AWS_ACCESS_KEY_ID": "testing",
+           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
+    s3.create_bucket(Bucket="state")
+    _, path, g, p = scan
+    grid = ctforge.default_grid(g, (16, 24, 24))
+    kw = dict(algorithm="cgls", grid=grid, threads=1, parts=2, checkpoint_every=2)
+    whole = cd.reconstruct(client, path, tmp_path / "w.h5", iterations=10,
+                           **dict(kw, checkpoint_every=0))
+    ck = "s3://state/runs/ck"
+
+    def keys():
+        r = s3.list_objects_v2(Bucket="state", Prefix="runs/ck/")
+        return sorted(o["Key"].rsplit("/", 1)[1] for o in r.get("Contents", []))
+
+    calls = []
+
+    def fail_after_7(fraction):
+        calls.append(fraction)
+        if len(calls) == 7:
+            raise RuntimeError("the client dies")
+
+    with pytest.raises(RuntimeError, match="client dies"):
+        cd.reconstruct(client, path, tmp_path / "k.h5", iterations=10, checkpoint_dir=ck,
+                       progress=fail_after_7, **kw)
+    assert {"cgls_0.f32", "cgls_0.json", "cgls_1.f32", "cgls_1.json", "run.json"} <= set(keys())
+    assert not (tmp_path / "k.h5").exists()
+    again = cd.reconstruct(client, path, tmp_path / "k.h5", iterations=10, checkpoint_dir=ck,
+                           keep_units=True, **kw)
+    assert again["resumed_from"] >= 4 and again["state_bytes_from_store"] > 0
+    assert np.array_equal(ctforge.read_volume(tmp_path / "k.h5")[0],
+                          ctforge.read_volume(tmp_path / "w.h5")[0])
+    assert whole["resumed_from"] == 0
+    # Kept (keep_units): continued to 12 iterations from the store, then removed from it.
+    more = cd.reconstruct(client, path, tmp_path / "m.h5", iterations=12, checkpoint_dir=ck, **kw)
+    assert more["resumed_from"] >= 8
+    assert keys() == []
+    ref = cd.reconstruct(client, path, tmp_path / "r.h5", iterations=12,
+                         **dict(kw, checkpoint_every=0))
+    assert ref["resumed_from"] == 0
+    assert np.array_equal(ctforge.read_volume(tmp_path / "m.h5")[0],
+                          ctforge.read_volume(tmp_path / "r.h5")[0])
