@@ -65,6 +65,22 @@ inline projection_stack dirty_scan(std::int64_t views, std::int64_t rows, std::i
   });
 }
 
+/// A volume of nx x ny x nz voxels with non-trivial spacing and origin, and values that differ
+/// voxel to voxel (a sine of the index plus a ramp): what the format round trips write.
+inline volume ramp_volume(std::int64_t nx, std::int64_t ny, std::int64_t nz) {
+  volume_geometry g;
+  g.nx = nx;
+  g.ny = ny;
+  g.nz = nz;
+  g.spacing_mm = {0.7, 1.3, 2.1};
+  g.origin_mm = {-10.5, 3.25, 7.125};
+  volume v(g);
+  for (std::size_t i = 0; i < v.data.size(); ++i)
+    v.data[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)) * 100.0 +
+                                   0.001 * static_cast<double>(i));
+  return v;
+}
+
 /// An empty directory <tmp>/ctforge_<group>_<pid>/<name> (removed and re-created).
 inline std::filesystem::path scratch_dir(const std::string& group, const std::string& name) {
   const auto dir = std::filesystem::temp_directory_path() /

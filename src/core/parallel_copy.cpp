@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <thread>
 
 #include "ctforge/error.hpp"
@@ -27,12 +28,15 @@ int resolve_threads(int threads) {
 }
 
 void parallel_for(std::size_t n, int threads, const std::function<void(std::size_t)>& body) {
-  threads = std::min<std::int64_t>(resolve_threads(threads), static_cast<std::int64_t>(n));
-  if (threads <= 1 || n <= 1) {  // no thread team (also safe in a forked child)
+  threads = static_cast<int>(
+      std::min<std::int64_t>(resolve_threads(threads), static_cast<std::int64_t>(n)));
+  // No thread team: one thread, one item, or inside another team (nested teams would multiply
+  // the threads, each with its own buffers).
+  if (threads <= 1 || omp_in_parallel()) {
     for (std::size_t i = 0; i < n; ++i) body(i);
     return;
   }
-  std::string first_error;
+  std::exception_ptr first;
   bool failed = false;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (std::int64_t i = 0; i < static_cast<std::int64_t>(n); ++i) {
@@ -42,16 +46,16 @@ void parallel_for(std::size_t n, int threads, const std::function<void(std::size
     if (skip) continue;
     try {
       body(static_cast<std::size_t>(i));
-    } catch (const std::exception& e) {
+    } catch (...) {
 #pragma omp critical(ctforge_parallel_for)
       if (!failed) {
-        first_error = e.what();
+        first = std::current_exception();
 #pragma omp atomic write
         failed = true;
       }
     }
   }
-  if (failed) throw error(first_error);
+  if (first) std::rethrow_exception(first);
 }
 
 void parallel_copy(void* dst, const void* src, std::size_t bytes, int threads) {

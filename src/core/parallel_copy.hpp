@@ -14,10 +14,10 @@ namespace ctforge::detail {
 /// default team size).
 int resolve_threads(int threads);
 
-/// Runs body(i) for i in [0, n) on `threads` threads (0: all cores), dynamically scheduled (threads <= 1 or
-/// n <= 1: in this thread, with no thread team, which is also safe in a forked child). The first
-/// exception stops the loop (iterations not started are skipped) and its message is rethrown
-/// as error. Nested in another OpenMP team it runs on that team's one thread.
+/// Runs body(i) for i in [0, n) on `threads` threads (0: all cores), dynamically scheduled; in
+/// this thread without a team when threads or n is 1 (also safe in a forked child) or when
+/// called inside another OpenMP team. The first exception stops the loop (iterations not
+/// started are skipped) and is rethrown as it was thrown.
 void parallel_for(std::size_t n, int threads, const std::function<void(std::size_t)>& body);
 
 /// memcpy of `bytes` bytes in chunks of 4 MiB over `threads` threads (0: all cores). The

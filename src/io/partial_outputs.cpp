@@ -259,8 +259,17 @@ void temporary_output::commit() {
 void temporary_output::commit_directory() {
   CTFORGE_EXPECTS(directory_, "temporary_output::commit_directory: a file output");
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(tmp_, ec))
-    if (e.is_regular_file()) sync_path(e.path().string(), final_);
+  // Every file, then every directory below, deepest first (a Zarr array's shards sit three
+  // levels down), then the directory itself.
+  std::vector<std::string> dirs;
+  for (auto it = fs::recursive_directory_iterator(tmp_, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    if (it->is_regular_file(ec))
+      sync_path(it->path().string(), final_);
+    else if (it->is_directory(ec))
+      dirs.push_back(it->path().string());
+  }
+  for (auto d = dirs.rbegin(); d != dirs.rend(); ++d) sync_path(*d, final_);
   sync_path(tmp_, final_);
   std::string target = final_;
   while (target.size() > 1 && target.ends_with('/')) target.pop_back();

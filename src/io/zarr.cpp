@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "core/finite_scan.hpp"
@@ -72,11 +73,25 @@ void check_replaceable(const std::string& path) {
   refuse_object_url(path);
   std::error_code ec;
   const fs::path p(path);
-  const bool zarr_node = fs::is_directory(p, ec) &&
-                         (fs::exists(p / "zarr.json", ec) || fs::exists(p / ".zarray", ec) ||
-                          fs::exists(p / ".zgroup", ec) || fs::is_empty(p, ec));
-  CTFORGE_EXPECTS(!fs::exists(fs::symlink_status(p, ec)) || zarr_node,
-                  fmt::format("{}: exists and is not a Zarr array or group; not replaced", path));
+  if (!fs::exists(fs::symlink_status(p, ec))) return;
+  CTFORGE_EXPECTS(fs::is_directory(p, ec),
+                  fmt::format("{}: exists and is not a Zarr array; not replaced", path));
+  if (fs::is_empty(p, ec) || fs::exists(p / ".zarray", ec)) return;
+  bool array = false, group = fs::exists(p / ".zgroup", ec);
+  if (fs::exists(p / "zarr.json", ec)) {
+    std::ifstream in(p / "zarr.json");
+    const json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    const std::string node = j.is_object() && j.contains("node_type") && j["node_type"].is_string()
+                                 ? j["node_type"].get<std::string>()
+                                 : "";
+    array = node == "array";
+    group = group || node == "group";
+  }
+  CTFORGE_EXPECTS(!group, fmt::format("{}: a Zarr group (the arrays in it would be lost); not "
+                                      "replaced: name an array inside it ({}/NAME)",
+                                      path, path));
+  CTFORGE_EXPECTS(array,
+                  fmt::format("{}: exists and is not a Zarr array; not replaced", path));
 }
 
 /// Planes per shard: about 64 MiB of float32 planes (what zarr_volumes.py chooses).
@@ -133,7 +148,8 @@ volume read_zarr_volume(const std::string& path) {
   } catch (const usage_error& e) {
     CTFORGE_FAIL(fmt::format("{}: {}", path, e.what()));
   }
-  volume v(g);
+  volume v;  // (read_box allocates the data, after its memory check)
+  v.geom = g;
   const std::array<std::int64_t, 3> first{0, 0, 0}, count{g.nz, g.ny, g.nx};
   v.data = zarr::read_box(a, first, count);
   ctforge::detail::refuse_non_finite_input(v.data.data(), g.nz, g.ny, g.nx, path, "the array",
@@ -176,9 +192,14 @@ struct zarr_volume_writer::impl {
   std::int64_t p = 1;
   bool compress = true;
   std::unique_ptr<temporary_output> out;
-  std::vector<char> written;                              // per shard
-  std::map<std::int64_t, std::vector<float>> pending;     // shards waiting for planes
-  std::map<std::int64_t, std::int64_t> pending_planes;    // planes received per waiting shard
+  std::vector<char> written;  // per shard
+  /// A shard waiting for planes: its buffer and which of its planes arrived (each counted once).
+  struct waiting {
+    std::vector<float> data;
+    std::vector<char> have;
+    std::int64_t count = 0;
+  };
+  std::map<std::int64_t, waiting> pending;
 
   std::int64_t shard_planes(std::int64_t s) const { return std::min(p, shape[0] - s * p); }
   std::size_t plane() const { return static_cast<std::size_t>(shape[1] * shape[2]); }
@@ -186,18 +207,28 @@ struct zarr_volume_writer::impl {
     zarr::write_shard(out->path(), shape, p, s, planes, compress);
     written[static_cast<std::size_t>(s)] = 1;
   }
-  /// Planes [k0, k0 + n) all inside shard s.
+  /// Planes [k0, k0 + n) all inside shard s. A shard already written is written again whole
+  /// only from a complete set of planes (a repeated unit); planes repeated while a shard waits
+  /// replace the earlier copy.
   void add(std::int64_t s, std::int64_t k0, std::int64_t n, const float* planes) {
     const std::int64_t first = s * p, m = shard_planes(s);
-    if (k0 == first && n == m && !pending.count(s)) return write(s, planes);
-    auto& buf = pending[s];
-    if (buf.empty()) buf.assign(static_cast<std::size_t>(m) * plane(), 0.0f);
+    if (k0 == first && n == m) {
+      pending.erase(s);
+      return write(s, planes);
+    }
+    if (written[static_cast<std::size_t>(s)]) return;  // part of a shard already complete
+    waiting& w = pending[s];
+    if (w.data.empty()) {
+      w.data.assign(static_cast<std::size_t>(m) * plane(), 0.0f);
+      w.have.assign(static_cast<std::size_t>(m), 0);
+    }
     std::copy_n(planes, static_cast<std::size_t>(n) * plane(),
-                buf.begin() + static_cast<std::ptrdiff_t>((k0 - first) * shape[1] * shape[2]));
-    if ((pending_planes[s] += n) < m) return;
-    write(s, buf.data());
+                w.data.begin() + static_cast<std::ptrdiff_t>((k0 - first) * shape[1] * shape[2]));
+    for (std::int64_t k = k0 - first; k < k0 - first + n; ++k)
+      w.count += w.have[static_cast<std::size_t>(k)] ? 0 : 1, w.have[static_cast<std::size_t>(k)] = 1;
+    if (w.count < m) return;
+    write(s, w.data.data());
     pending.erase(s);
-    pending_planes.erase(s);
   }
 };
 
@@ -222,7 +253,7 @@ void zarr_volume_writer::write_planes(std::int64_t k0, std::span<const float> pl
   const auto plane = static_cast<std::int64_t>(w.plane());
   const auto n = static_cast<std::int64_t>(planes.size()) / plane;
   CTFORGE_EXPECTS(n >= 1 && n * plane == static_cast<std::int64_t>(planes.size()) && k0 >= 0 &&
-                      k0 + n <= w.shape[0],
+                      k0 <= w.shape[0] - n,
                   fmt::format("{}: planes [{}, {}) of {} values do not fit the volume's {} planes "
                               "of {} x {}",
                               w.path, k0, k0 + n, planes.size(), w.shape[0], w.shape[1],
@@ -280,8 +311,10 @@ raw_scan read_zarr_frames(const std::string& path, const detector_selection& sel
       a.rank == 3 ? std::array<std::int64_t, 3>{v0, r0, c0} : std::array<std::int64_t, 3>{0, v0, c0};
   const std::array<std::int64_t, 3> count =
       a.rank == 3 ? std::array<std::int64_t, 3>{nv, nr, nc} : std::array<std::int64_t, 3>{1, nv, nc};
-  s.frames = projection_stack(nv, nr, nc);
-  s.frames.data = zarr::read_box(a, first, count);
+  s.frames.data = zarr::read_box(a, first, count);  // (allocated after its memory check)
+  s.frames.views = nv;
+  s.frames.rows = nr;
+  s.frames.cols = nc;
   if (a.attributes.contains(k_geometry)) {
     try {
       stored = geometry_from_json(a.attributes[k_geometry].dump(),
@@ -333,8 +366,9 @@ std::string describe_zarr(const std::string& path) {
                               codecs.empty() ? "uncompressed" : codecs);
   for (const char* name : {"spacing_mm", "origin_mm", "axes", "creator"})
     if (a.attributes.contains(name)) d += fmt::format("  {} {}\n", name, a.attributes[name].dump());
-  if (a.attributes.contains(k_geometry))
-    d += fmt::format("  geometry {}\n", a.attributes[k_geometry].value("type", std::string("?")));
+  const json geo = a.attributes.value(k_geometry, json());
+  if (geo.is_object() && geo.contains("type") && geo["type"].is_string())
+    d += fmt::format("  geometry {}\n", geo["type"].get<std::string>());
   return d;
 }
 

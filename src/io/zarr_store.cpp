@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cerrno>
 #include <array>
 #include <bit>
 #include <cmath>
@@ -84,7 +87,8 @@ data_type v3_type(const json& j, const std::string& file) {
 data_type v2_type(const json& j, const std::string& file) {
   const std::string n = j.is_string() ? j.get<std::string>() : j.dump();
   const bool ok = j.is_string() && n.size() == 3 && std::string("<>|").find(n[0]) != std::string::npos &&
-                  std::string("fiub").find(n[1]) != std::string::npos && std::isdigit(n[2]);
+                  std::string("fiub").find(n[1]) != std::string::npos &&
+                  std::isdigit(static_cast<unsigned char>(n[2]));
   if (!ok) bad(file, "dtype", fmt::format("'{}' is not supported (real numbers and bool are)", n));
   data_type t{n[1], n[2] - '0', n[0] == '>', n};
   const bool sized = t.kind == 'f' ? (t.size == 2 || t.size == 4 || t.size == 8)
@@ -94,17 +98,29 @@ data_type v2_type(const json& j, const std::string& file) {
   return t;
 }
 
-/// The bits of a hexadecimal fill value ("0x7fc00000") as a value of `t`.
+/// An IEEE half-precision value.
+float half_bits_to_float(std::uint16_t h) {
+  const std::uint32_t sign = (h >> 15) & 1u, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+  float v = exp == 0    ? std::ldexp(static_cast<float>(man), -24)
+            : exp == 31 ? (man ? std::numeric_limits<float>::quiet_NaN()
+                               : std::numeric_limits<float>::infinity())
+                        : std::ldexp(static_cast<float>(man | 0x400u), static_cast<int>(exp) - 25);
+  return sign ? -v : v;
+}
+
+/// The bits of a hexadecimal fill value ("0x7fc00000": exactly two digits per byte of `t`) as a
+/// value of `t`.
 double fill_from_bits(const std::string& hex, const data_type& t, const std::string& file) {
   std::uint64_t bits = 0;
-  try {
-    bits = std::stoull(hex.substr(2), nullptr, 16);
-  } catch (const std::exception&) {
-    bad(file, "fill_value", fmt::format("'{}' is not a hexadecimal number", hex));
-  }
-  if (t.kind == 'f' && t.size == 4) return std::bit_cast<float>(static_cast<std::uint32_t>(bits));
-  if (t.kind == 'f' && t.size == 8) return std::bit_cast<double>(bits);
-  bad(file, "fill_value", fmt::format("a hexadecimal value for {}", t.name));
+  const char* first = hex.data() + 2;
+  const char* last = hex.data() + hex.size();
+  const auto [end, ec] = std::from_chars(first, last, bits, 16);
+  if (ec != std::errc() || end != last || last - first != 2 * t.size || t.kind != 'f')
+    bad(file, "fill_value",
+        fmt::format("'{}' is not {} hexadecimal digits of a {} value", hex, 2 * t.size, t.name));
+  if (t.size == 2) return half_bits_to_float(static_cast<std::uint16_t>(bits));
+  if (t.size == 4) return std::bit_cast<float>(static_cast<std::uint32_t>(bits));
+  return std::bit_cast<double>(bits);
 }
 
 double fill_value(const json& j, const data_type& t, const std::string& file) {
@@ -396,15 +412,6 @@ void fill_region(const dims& lo, const dims& hi, const target& t, float v) {
     }
 }
 
-float half_to_float(std::uint16_t h) {
-  const std::uint32_t sign = (h >> 15) & 1u, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
-  float v = exp == 0    ? std::ldexp(static_cast<float>(man), -24)
-            : exp == 31 ? (man ? std::numeric_limits<float>::quiet_NaN()
-                               : std::numeric_limits<float>::infinity())
-                        : std::ldexp(static_cast<float>(man | 0x400u), static_cast<int>(exp) - 25);
-  return sign ? -v : v;
-}
-
 /// Element at `p` of type `t` stored with `big` endianness, as float.
 float element(const std::uint8_t* p, const data_type& t, bool big) {
   std::uint8_t b[8] = {};
@@ -416,7 +423,7 @@ float element(const std::uint8_t* p, const data_type& t, bool big) {
   };
   if (t.kind == 'b') return b[0] ? 1.0f : 0.0f;
   if (t.kind == 'f')
-    return t.size == 2 ? half_to_float(static_cast<std::uint16_t>(b[0] | b[1] << 8))
+    return t.size == 2 ? half_bits_to_float(static_cast<std::uint16_t>(b[0] | b[1] << 8))
            : t.size == 4 ? get(float{})
                          : get(double{});
   if (t.kind == 'u')
@@ -430,11 +437,16 @@ float element(const std::uint8_t* p, const data_type& t, bool big) {
 
 std::size_t elements(const dims& d) { return static_cast<std::size_t>(d[0] * d[1] * d[2]); }
 
-/// Bounds what a compressed chunk may decode to: its elements, its inner chunks' indexes and
-/// some slack; a corrupt header claiming more is refused before anything is allocated.
-std::size_t decode_limit(const array& a, const dims& shape) {
-  return 2 * elements(shape) * static_cast<std::size_t>(a.dtype.size) + 32 * elements(shape) +
-         (std::size_t{1} << 20);
+/// What a chunk of `shape` under codecs `c` decodes to at most before its array -> bytes
+/// codec: its elements' bytes for the bytes codec (which then checks the size exactly), and
+/// for a shard its inner chunks' elements plus some slack for their own codecs and the index. A corrupt header claiming
+/// more is refused before anything is allocated.
+std::size_t decode_limit(const array& a, const codec_chain& c, const dims& shape) {
+  const std::size_t raw = elements(shape) * static_cast<std::size_t>(a.dtype.size);
+  if (!c.shard) return raw + raw / 64 + 4096;  // (slack for a compressor's own framing)
+  const dims in{c.shard->inner_chunk[0], c.shard->inner_chunk[1], c.shard->inner_chunk[2]};
+  const std::size_t n = elements({shape[0] / in[0], shape[1] / in[1], shape[2] / in[2]});
+  return raw + raw / 8 + n * (16 + 64 + 4 * c.shard->inner.post.size()) + 4096;
 }
 
 void decode_chunk(const array& a, const codec_chain& c, const dims& origin, const dims& shape,
@@ -530,7 +542,7 @@ void decode_chunk(const array& a, const codec_chain& c, const dims& origin, cons
   if (!c.post.empty()) {
     std::vector<std::uint8_t> b = src.all();
     for (auto it = c.post.rbegin(); it != c.post.rend(); ++it)
-      b = decode_bytes(*it, std::move(b), decode_limit(a, shape), src.where());
+      b = decode_bytes(*it, std::move(b), decode_limit(a, c, shape), src.where());
     src = byte_source(std::make_shared<const std::vector<std::uint8_t>>(std::move(b)), src.where());
   }
   if (c.shard)
@@ -604,6 +616,11 @@ std::vector<float> read_box(const array& a, std::span<const std::int64_t, 3> fir
   ctforge::detail::require_memory_to_read(elements(t.count), sizeof(float),
                                           fmt::format("{}: the elements read", a.path),
                                           "read fewer views, rows or planes");
+  ctforge::detail::require_memory_to_read(
+      elements({a.chunk[0], a.chunk[1], a.chunk[2]}) * static_cast<std::uint64_t>(a.dtype.size),
+      2 * static_cast<std::uint64_t>(ctforge::detail::resolve_threads(0)),
+      fmt::format("{}: its chunks, decoded on every thread", a.metadata_file),
+      "read it on fewer threads (OMP_NUM_THREADS)");
   std::vector<float> out(elements(t.count));
   t.out = out.data();
   if (out.empty()) return out;
@@ -619,7 +636,10 @@ std::vector<float> read_box(const array& a, std::span<const std::int64_t, 3> fir
     const dims o{c[0] * ch[0], c[1] * ch[1], c[2] * ch[2]};
     const std::string file = (fs::path(a.path) / chunk_key(a, c)).string();
     struct stat st {};
-    if (::stat(file.c_str(), &st) != 0) {  // never written: the fill value
+    const bool absent = ::stat(file.c_str(), &st) != 0;
+    CTFORGE_CHECK(!absent || errno == ENOENT,
+                  fmt::format("{}: cannot read: {}", file, std::strerror(errno)));
+    if (absent) {  // never written: the fill value
       CTFORGE_CHECK(!a.require_chunks,
                     fmt::format("{}: chunk {} is missing from a finished ctforge array (lost or "
                                 "removed): its planes cannot be read",
@@ -633,6 +653,9 @@ std::vector<float> read_box(const array& a, std::span<const std::int64_t, 3> fir
   });
   return out;
 }
+
+static_assert(std::endian::native == std::endian::little,
+              "the writer stores floats and the shard index as they are in memory, little endian");
 
 void write_shard(const std::string& dir, std::span<const std::int64_t, 3> shape,
                  std::int64_t planes_per_shard, std::int64_t s, const float* planes,
@@ -669,7 +692,9 @@ void write_shard(const std::string& dir, std::span<const std::int64_t, 3> shape,
   for (int b = 0; b < 4; ++b) index.push_back(static_cast<std::uint8_t>(crc >> (8 * b)));
   shard.insert(shard.end(), index.begin(), index.end());
   const fs::path f = fs::path(dir) / "c" / std::to_string(s) / "0";
-  fs::create_directories(f);
+  std::error_code ec;
+  fs::create_directories(f, ec);
+  CTFORGE_CHECK(!ec, fmt::format("{}: cannot create {}: {}", dir, f.string(), ec.message()));
   write_file_bytes((f / "0").string(), shard.data(), shard.size(), dir);
 }
 

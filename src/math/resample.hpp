@@ -49,6 +49,32 @@ CTFORGE_HD double clamp_to_detector(double x, int n) {
   return x < 0.0 ? 0.0 : (x > hi ? hi : x);
 }
 
+/// The 4 x 4 taps of target pixel (col', row'): source rows r[j] and columns c[i] (clamped to the
+/// detector) and their cubic weights wr[j], wc[i], at the mapped position clamped to the pixel
+/// centres. false where the ray does not meet the source detector's plane.
+struct resample_taps {
+  int r[4], c[4];
+  double wr[4], wc[4];
+};
+
+CTFORGE_HD bool resample_taps_of(const homography& H, int cols, int rows, int col, int row,
+                                 resample_taps& t) {
+  source_pixel s = map_pixel(H, static_cast<double>(col), static_cast<double>(row));
+  if (s.col < -1e29) return false;
+  s.col = clamp_to_detector(s.col, cols);
+  s.row = clamp_to_detector(s.row, rows);
+  const double fc = floor(s.col), fr = floor(s.row);
+  const int c0 = static_cast<int>(fc), r0 = static_cast<int>(fr);
+  cubic_weights(s.col - fc, t.wc);
+  cubic_weights(s.row - fr, t.wr);
+  for (int k = 0; k < 4; ++k) {
+    const int r = r0 - 1 + k, c = c0 - 1 + k;
+    t.r[k] = r < 0 ? 0 : (r >= rows ? rows - 1 : r);
+    t.c[k] = c < 0 ? 0 : (c >= cols ? cols - 1 : c);
+  }
+  return true;
+}
+
 /// Value of target pixel (col', row'): bicubic (Keys) interpolation of the source view `img`
 /// (cols x rows) at the mapped position. Where the target detector reaches beyond the source
 /// detector (the corners of the virtual detector of a turned one, its margins) nothing was
@@ -61,28 +87,16 @@ CTFORGE_HD double clamp_to_detector(double x, int n) {
 /// applies.
 CTFORGE_HD float resample_pixel(const homography& H, const float* img, int cols, int rows, int col,
                                 int row) {
-  source_pixel s = map_pixel(H, static_cast<double>(col), static_cast<double>(row));
-  if (s.col < -1e29) return 0.0f;  // no intersection (map_pixel)
-  s.col = clamp_to_detector(s.col, cols);
-  s.row = clamp_to_detector(s.row, rows);
-  const double fc = floor(s.col), fr = floor(s.row);
-  const int c0 = static_cast<int>(fc), r0 = static_cast<int>(fr);
-  double wc[4], wr[4];
-  cubic_weights(s.col - fc, wc);
-  cubic_weights(s.row - fr, wr);
+  resample_taps t;
+  if (!resample_taps_of(H, cols, rows, col, row, t)) return 0.0f;  // no intersection (map_pixel)
   double sum = 0;
   for (int j = 0; j < 4; ++j) {
-    if (wr[j] == 0.0) continue;
-    int r = r0 - 1 + j;
-    r = r < 0 ? 0 : (r >= rows ? rows - 1 : r);
+    if (t.wr[j] == 0.0) continue;
+    const long long r = t.r[j];
     double line = 0;
-    for (int i = 0; i < 4; ++i) {
-      int c = c0 - 1 + i;
-      c = c < 0 ? 0 : (c >= cols ? cols - 1 : c);
-      if (wc[i] != 0.0)
-        line += wc[i] * static_cast<double>(img[static_cast<long long>(r) * cols + c]);
-    }
-    sum += wr[j] * line;
+    for (int i = 0; i < 4; ++i)
+      if (t.wc[i] != 0.0) line += t.wc[i] * static_cast<double>(img[r * cols + t.c[i]]);
+    sum += t.wr[j] * line;
   }
   return static_cast<float>(sum);
 }
@@ -93,24 +107,12 @@ CTFORGE_HD float resample_pixel(const homography& H, const float* img, int cols,
 /// read. Summed over the target pixels of a view it gives R^T of the view's resampling R.
 CTFORGE_HD void resample_pixel_adjoint(const homography& H, double value, double* acc, int cols,
                                        int rows, int col, int row) {
-  source_pixel s = map_pixel(H, static_cast<double>(col), static_cast<double>(row));
-  if (s.col < -1e29 || value == 0.0) return;
-  s.col = clamp_to_detector(s.col, cols);
-  s.row = clamp_to_detector(s.row, rows);
-  const double fc = floor(s.col), fr = floor(s.row);
-  const int c0 = static_cast<int>(fc), r0 = static_cast<int>(fr);
-  double wc[4], wr[4];
-  cubic_weights(s.col - fc, wc);
-  cubic_weights(s.row - fr, wr);
+  resample_taps t;
+  if (value == 0.0 || !resample_taps_of(H, cols, rows, col, row, t)) return;
   for (int j = 0; j < 4; ++j) {
-    if (wr[j] == 0.0) continue;
-    int r = r0 - 1 + j;
-    r = r < 0 ? 0 : (r >= rows ? rows - 1 : r);
-    for (int i = 0; i < 4; ++i) {
-      int c = c0 - 1 + i;
-      c = c < 0 ? 0 : (c >= cols ? cols - 1 : c);
-      if (wc[i] != 0.0) acc[static_cast<long long>(r) * cols + c] += wr[j] * wc[i] * value;
-    }
+    if (t.wr[j] == 0.0) continue;
+    for (int i = 0; i < 4; ++i)
+      if (t.wc[i] != 0.0) acc[static_cast<long long>(t.r[j]) * cols + t.c[i]] += t.wr[j] * t.wc[i] * value;
   }
 }
 

@@ -28,23 +28,10 @@ namespace fs = std::filesystem;
 
 const std::string data_dir = CTFORGE_DATA_DIR;
 using testing::expect_error_naming;
+using testing::ramp_volume;
 
 fs::path temp_dir(const std::string& name) {
   return testing::scratch_dir("volumes", name);
-}
-
-volume ramp_volume(std::int64_t nx, std::int64_t ny, std::int64_t nz) {
-  volume_geometry g;
-  g.nx = nx;
-  g.ny = ny;
-  g.nz = nz;
-  g.spacing_mm = {0.7, 1.3, 2.1};
-  g.origin_mm = {-10.5, 3.25, 7.125};
-  volume v(g);
-  for (std::size_t i = 0; i < v.data.size(); ++i)
-    v.data[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)) * 100.0 +
-                                   0.001 * static_cast<double>(i));
-  return v;
 }
 
 std::vector<char> file_bytes(const std::string& path) {

@@ -25,17 +25,9 @@ using testing::expect_usage_error_naming;
 
 fs::path scratch(const std::string& name) { return testing::scratch_dir("zarr", name); }
 
+/// testing::ramp_volume, sizes in the arrays' order (z, y, x).
 volume ramp(std::int64_t nz, std::int64_t ny, std::int64_t nx) {
-  volume_geometry g;
-  g.nz = nz;
-  g.ny = ny;
-  g.nx = nx;
-  g.spacing_mm = {0.7, 1.3, 2.1};
-  g.origin_mm = {-10.5, 3.25, 7.125};
-  volume v(g);
-  for (std::size_t i = 0; i < v.data.size(); ++i)
-    v.data[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)) * 100.0);
-  return v;
+  return testing::ramp_volume(nx, ny, nz);
 }
 
 void overwrite_byte(const fs::path& f, std::streamoff at_from_end) {
@@ -187,6 +179,28 @@ TEST(Zarr, UnfinishedGroupsUnknownCodecsAndForeignDirectoriesAreRefused) {
     "codecs": [{"name": "bytes"}, {"name": "lzma"}]})";
   expect_runtime_error_naming([&] { io::read_volume_any((dir / "u.zarr").string()); },
                               "u.zarr/zarr.json", "lzma");
+  // A group is not replaced by an array (its arrays would be lost); a geometry attribute of
+  // the wrong JSON type is summarised without it.
+  std::ofstream(dir / "g.zarr/keep.txt") << "mine";
+  expect_usage_error_naming([&] { io::write_volume_any((dir / "g.zarr").string(), v); }, "g.zarr",
+                            "group");
+  EXPECT_TRUE(fs::exists(dir / "g.zarr/keep.txt"));
+  fs::create_directories(dir / "odd.zarr");
+  std::ofstream(dir / "odd.zarr/zarr.json") << R"({"zarr_format": 3, "node_type": "array",
+    "shape": [1, 1, 2], "data_type": "float32", "fill_value": "0x7fc00000",
+    "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [1, 1, 2]}},
+    "codecs": [{"name": "bytes"}], "attributes": {"ctforge_geometry": [1, 2]}})";
+  EXPECT_NE(io::describe_any((dir / "odd.zarr").string()).find("Zarr v3 array"), std::string::npos);
+  expect_runtime_error_naming([&] { io::read_volume_any((dir / "odd.zarr").string()); },
+                              "odd.zarr", "projections");  // NaN fill: never reaches a volume
+  // A hexadecimal fill value has two digits per byte, no more, no less.
+  fs::create_directories(dir / "hex.zarr");
+  std::ofstream(dir / "hex.zarr/zarr.json") << R"({"zarr_format": 3, "node_type": "array",
+    "shape": [1, 1, 2], "data_type": "float32", "fill_value": "0x1ffffffff",
+    "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [1, 1, 2]}},
+    "codecs": [{"name": "bytes"}]})";
+  expect_runtime_error_naming([&] { io::read_volume_any((dir / "hex.zarr").string()); },
+                              "hex.zarr/zarr.json", "fill_value");
   // A directory that is not Zarr is never replaced; object storage is the Python package's.
   fs::create_directories(dir / "keep.zarr");
   std::ofstream(dir / "keep.zarr/notes.txt") << "mine";
@@ -228,6 +242,17 @@ TEST(Zarr, PlaneWriterTakesPlanesInAnyOrderAndPublishesOnlyWhenComplete) {
     w->write_planes(0, planes(0, 5));  // shard 0 whole and the first plane of shard 1
     EXPECT_FALSE(fs::exists(out)) << "published before commit";
     w->write_planes(7, planes(7, 1));
+    w->commit();
+  }
+  {
+    // Planes sent twice (a repeated unit) count once: shard 0 waits for all of its planes.
+    const auto w = io::open_plane_writer(out, v.geom, 4);
+    w->write_planes(0, planes(0, 2));
+    w->write_planes(0, planes(0, 2));
+    w->write_planes(4, planes(4, 7));
+    expect_runtime_error_naming([&] { w->commit(); }, "v.zarr", "planes from 0");
+    w->write_planes(2, planes(2, 2));
+    w->write_planes(4, planes(4, 4));  // a complete shard again: written again, the same
     w->commit();
   }
   EXPECT_EQ(io::read_volume_any(out).data, v.data);
