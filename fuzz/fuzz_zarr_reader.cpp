@@ -1,8 +1,9 @@
 // Zarr arrays (io::read_volume_any and io::read_projections_any on a .zarr directory). The input
 // is the array's metadata, a NUL byte, then the bytes of its one chunk, stored under the first
 // chunk's key in every encoding and separator for the metadata's rank ("c/0/0/0", "0.0.0", ...) and as
-// zarr.json or .zarray by the metadata's zarr_format. Metadata declaring more than 2^20
-// elements in any shape are skipped: an honest file of that size needs as much memory, which
+// zarr.json or .zarray by the metadata's zarr_format. Metadata declaring more than 16 M
+// elements (2^24) in any shape are skipped: an honest file of that size needs as much memory,
+// which
 // the libFuzzer malloc limit would report as a finding.
 #include <filesystem>
 #include <fstream>
@@ -23,7 +24,7 @@ bool small(const nlohmann::json& j) {
       if ((key == "shape" || key == "chunk_shape" || key == "chunks") && v.is_array()) {
         double n = 1;
         for (const auto& x : v) n *= x.is_number() ? std::max(1.0, x.get<double>()) : 1.0;
-        if (n > (1 << 20)) return false;
+        if (n > (1 << 24)) return false;
       }
       if (!small(v)) return false;
     }
