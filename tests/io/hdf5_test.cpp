@@ -147,14 +147,8 @@ class VolumeRoundTrip : public Hdf5Files,
 
 TEST_P(VolumeRoundTrip, ValuesSpacingOriginIdentical) {
   const auto [nx, ny, nz] = GetParam();
-  volume_geometry g;
-  g.nx = nx;
-  g.ny = ny;
-  g.nz = nz;
-  g.spacing_mm = {0.5, 0.75, 2.0};
-  g.origin_mm = {-10.25, 3.5, 0.125};
-  volume v(g);
-  v.data = random_values(v.data.size(), 11);
+  const volume v = ctforge::testing::ramp_volume(nx, ny, nz);
+  const volume_geometry& g = v.geom;
   io::write_volume(path("vol.h5"), v);
   EXPECT_EQ(entries(), std::vector<std::string>{"vol.h5"});
   const volume back = io::read_volume(path("vol.h5"));
