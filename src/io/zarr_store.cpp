@@ -253,12 +253,12 @@ void check_sizes(const array& a) {
     bad(a.metadata_file, "attributes", fmt::format("expected an object, got {}", a.attributes.dump()));
 }
 
+[[noreturn]] void refuse_group(const std::string& path);
+
 void open_v3(array& a, const json& j) {
   const std::string& f = a.metadata_file;
   const std::string node = j.value("node_type", std::string());
-  CTFORGE_CHECK(node != "group",
-                fmt::format("{}: a Zarr group, not an array: name the array inside it ({}/NAME)",
-                            a.path, a.path));
+  if (node == "group") refuse_group(a.path);
   if (node != "array") bad(f, "node_type", fmt::format("expected \"array\", got {}",
                                                        j.value("node_type", json()).dump()));
   const json shape = j.value("shape", json());
@@ -558,6 +558,55 @@ std::string chunk_key(const array& a, const dims& c) {
   return key;
 }
 
+/// "array", "group" or "" for directory `d` (by zarr.json's node_type, .zarray or .zgroup).
+std::string node_kind(const fs::path& d) {
+  std::error_code ec;
+  if (fs::exists(d / ".zarray", ec)) return "array";
+  if (fs::exists(d / "zarr.json", ec)) {
+    std::ifstream in(d / "zarr.json");
+    const json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("node_type") && j["node_type"].is_string())
+      return j["node_type"].get<std::string>();
+    return "";
+  }
+  return fs::exists(d / ".zgroup", ec) ? "group" : "";
+}
+
+/// The arrays below group `dir` (groups inside it followed, 4 levels at most), as
+/// "dir/name (shape, dtype)", at most `most` of them.
+void list_arrays(const fs::path& dir, int depth, std::size_t most,
+                 std::vector<std::string>& out) {
+  std::error_code ec;
+  std::vector<fs::path> subs;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_directory(ec)) subs.push_back(e.path());
+  std::sort(subs.begin(), subs.end());
+  for (const fs::path& d : subs) {
+    if (out.size() >= most) return;
+    const std::string kind = node_kind(d);
+    if (kind == "group" && depth < 4) {
+      list_arrays(d, depth + 1, most, out);
+    } else if (kind == "array") {
+      try {
+        const array a = open_array(d.string());
+        std::string shape;
+        for (int k = 3 - a.rank; k < 3; ++k) shape += (shape.empty() ? "" : ", ") + std::to_string(a.shape[k]);
+        out.push_back(fmt::format("{} ([{}], {})", d.string(), shape, a.dtype.name));
+      } catch (const error& e) {
+        out.push_back(fmt::format("{} (unreadable: {})", d.string(), e.what()));
+      }
+    }
+  }
+}
+
+[[noreturn]] void refuse_group(const std::string& path) {
+  std::vector<std::string> arrays;
+  list_arrays(path, 0, 20, arrays);
+  CTFORGE_FAIL(fmt::format("{}: a Zarr group, not an array: name an array inside it ({})", path,
+                           arrays.empty() ? std::string("this group holds none")
+                                          : fmt::format("{}", fmt::join(arrays, "; "))));
+}
+
 }  // namespace
 
 bool looks_like_zarr(const std::string& path) {
@@ -585,10 +634,7 @@ array open_array(const std::string& path) {
   const fs::path v3 = fs::path(a.path) / "zarr.json", v2 = fs::path(a.path) / ".zarray";
   const bool is_v3 = fs::exists(v3, ec);
   if (!is_v3 && !fs::exists(v2, ec)) {
-    CTFORGE_CHECK(!fs::exists(fs::path(a.path) / ".zgroup", ec),
-                  fmt::format("{}: a Zarr group, not an array: name the array inside it "
-                              "({}/NAME)",
-                              path, a.path));
+    if (fs::exists(fs::path(a.path) / ".zgroup", ec)) refuse_group(a.path);
     CTFORGE_FAIL(fmt::format("{}: no Zarr array there (no zarr.json or .zarray)", path));
   }
   a.metadata_file = (is_v3 ? v3 : v2).string();

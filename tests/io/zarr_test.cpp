@@ -169,7 +169,18 @@ TEST(Zarr, UnfinishedGroupsUnknownCodecsAndForeignDirectoriesAreRefused) {
   fs::create_directories(dir / "g.zarr");
   std::ofstream(dir / "g.zarr/zarr.json") << R"({"zarr_format": 3, "node_type": "group"})";
   expect_runtime_error_naming([&] { io::read_volume_any((dir / "g.zarr").string()); }, "g.zarr",
-                              "group");
+                              "holds none");
+  // A group's arrays are named in the refusal (groups inside it followed).
+  fs::create_directories(dir / "scan.zarr/raw");
+  std::ofstream(dir / "scan.zarr/zarr.json") << R"({"zarr_format": 3, "node_type": "group"})";
+  std::ofstream(dir / "scan.zarr/raw/.zgroup") << R"({"zarr_format": 2})";
+  io::write_volume_any((dir / "scan.zarr/recon").string(), v);
+  io::write_zarr_volume((dir / "scan.zarr/raw/dark").string(), v);
+  expect_runtime_error_naming([&] { io::read_volume_any((dir / "scan.zarr").string()); },
+                              "scan.zarr/raw/dark ([2, 3, 4], float32); ");
+  expect_runtime_error_naming([&] { (void)io::describe_any((dir / "scan.zarr").string()); },
+                              "scan.zarr/recon ([2, 3, 4], float32)");
+  EXPECT_EQ(io::read_volume_any((dir / "scan.zarr/recon").string()).data, v.data);
   // A codec this reader does not have, named with its field.
   fs::create_directories(dir / "u.zarr");
   std::ofstream(dir / "u.zarr/zarr.json") << R"({"zarr_format": 3, "node_type": "array",
