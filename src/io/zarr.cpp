@@ -68,6 +68,11 @@ std::array<double, 3> triplet(const zarr::array& a, const char* name,
   return t;
 }
 
+std::string without_trailing_slash(std::string p) {
+  while (p.size() > 1 && p.ends_with('/')) p.pop_back();
+  return p;
+}
+
 /// Where a new directory output is built; refuses to replace what is not a Zarr node.
 void check_replaceable(const std::string& path) {
   refuse_object_url(path);
@@ -104,9 +109,7 @@ void write_staged(const std::string& path, std::array<std::int64_t, 3> shape, co
                   bool compress, const json& attributes,
                   const std::vector<std::string>& names) {
   check_replaceable(path);
-  std::string final = path;
-  while (final.size() > 1 && final.ends_with('/')) final.pop_back();
-  temporary_output out(final, /*directory=*/true);
+  temporary_output out(without_trailing_slash(path), /*directory=*/true);
   zarr::write_planes_array(out.path(), shape, data, planes_per_shard(shape[0], shape[1], shape[2]),
                            compress, attributes, names);
   out.commit_directory();
@@ -165,11 +168,6 @@ json volume_attributes(const volume_geometry& g) {
           {"axes", "z:y:x"},
           {"creator", "ctforge " CTFORGE_VERSION},
           {k_complete, true}};
-}
-
-std::string without_trailing_slash(std::string p) {
-  while (p.size() > 1 && p.ends_with('/')) p.pop_back();
-  return p;
 }
 
 }  // namespace
