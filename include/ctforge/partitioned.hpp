@@ -1,13 +1,15 @@
 // Iterative reconstruction with the projections partitioned by views over several processes
 // (the workers of a cluster). The method (SIRT, OS-SART, CGLS, FISTA-TV, OSEM: the library's
-// own code) runs once, in the process that calls reconstruct_partitioned, which holds the
-// volumes. Each part holds the projections of a contiguous range of views and its share of
-// every projection-sized vector of the method, and runs the projector pair for its views and
-// the element-wise steps and reductions on its share. Per forward projection the volume goes
-// to the parts once; per back-projection the parts' volumes are summed pairwise in part order
-// (where the parts live, in ctforge.distributed) and one sum comes back. The result equals
-// reconstruct()'s up to the rounding of those sums; a given partition is deterministic, so a
-// resumed run continues bit for bit.
+// own code) runs once, in the process that calls reconstruct_partitioned. Each part holds the
+// projections of a contiguous range of views and its share of every projection-sized vector of
+// the method, and runs the projector pair for its views and the element-wise steps and
+// reductions on its share. The volumes of the method live either in the calling process (per
+// forward projection the volume goes to the parts once; per back-projection the parts' volumes
+// are summed pairwise in part order where the parts live and one sum comes back) or, when the
+// parts hold them (view_parts::holds_volumes), on the parts as z-slabs: then the caller never
+// holds a volume but for the result and one array of a state being saved or resumed. The
+// result equals reconstruct()'s up to the rounding of those sums and dot products; a given
+// partition is deterministic, so a resumed run continues bit for bit.
 //
 // ctforge.distributed implements view_parts over Dask; local_view_parts holds the parts in this
 // process (the tests, and a model for other front ends such as MPI).
@@ -35,7 +37,10 @@ namespace ctforge {
 ///   fill(x; value), copy(src, dst), axpby(x, y; a, b): y = a x + b y,
 ///   lincomb(x, y, out; a, b): out = a x + b y, invert_above(x; floor),
 ///   weighted_residual(w, p, q, out): out = w (p - q), ratio(p, q, out; eps): out = p / q,
-///   dot(a, b) and poisson_log_likelihood(p, q): reductions, summed over the parts in order.
+///   dot(a, b) and poisson_log_likelihood(p, q): reductions, summed over the parts in order;
+/// and on volume buffers held by the parts (volume_subset): weighted_update(x, c, u; lambda,
+///   nonnegative): x += lambda c u (then max(x, 0) when nonnegative != 0),
+///   clamp_nonnegative(x), multiply_ratio(x, u, s; eps): x *= u / s where s > eps.
 enum class part_op {
   fill,
   copy,
@@ -45,7 +50,10 @@ enum class part_op {
   weighted_residual,
   ratio,
   dot,
-  poisson_log_likelihood
+  poisson_log_likelihood,
+  weighted_update,
+  clamp_nonnegative,
+  multiply_ratio
 };
 
 /// "fill", "copy", ... (the names Python front ends use).
@@ -59,12 +67,20 @@ struct part_call {
   std::vector<double> scalars;
 };
 
+/// The subset of a volume buffer held by the parts: part k of `count` holds z-planes
+/// part_planes(nz, count, k) of it ([z][y][x], its share), so that the whole buffer is the parts'
+/// shares one after the other, as for projection buffers.
+inline constexpr int volume_subset = -2;
+
 /// Where the projections of a partitioned run live. Buffer `id` of subset s (-1: every view)
 /// exists on every part, which holds the buffer's views among its own; the whole buffer is the
 /// parts' shares one after the other (the subset's views in increasing order).
 class view_parts {
  public:
   virtual ~view_parts() = default;
+  /// Whether the parts hold the volumes too (buffers of volume_subset; the *_volume calls
+  /// below). false: the volumes are the caller's and only forward / back take them.
+  virtual bool holds_volumes() const { return false; }
   /// Makes buffer `id` of subset `subset`, zero-filled, on every part.
   virtual void create(std::int64_t id, int subset) = 0;
   /// Frees buffer `id` (never throws; called from destructors).
@@ -84,6 +100,17 @@ class view_parts {
   /// The whole buffer `id` into `host` (checkpoints), and back.
   virtual void download(std::int64_t id, std::span<float> host) = 0;
   virtual void upload(std::span<const float> host, std::int64_t id) = 0;
+
+  // -- when the parts hold the volumes (holds_volumes(); else these throw) -----------------------
+  /// y = A_s x, x a volume buffer on the parts (each part gathers the whole of it).
+  virtual void forward_volume(std::int64_t x, std::int64_t y, int subset);
+  /// Volume buffer x = the parts' B_s y summed pairwise in part order (as back()), each part
+  /// keeping its own planes of the sum.
+  virtual void back_volume(std::int64_t y, std::int64_t x, int subset, bool matched);
+  /// tv_prox of volume buffer x (the iterative space's; on the whole volume, gathered on a part).
+  virtual void tv_prox_volume(std::int64_t x, float weight, int iterations, bool nonnegative);
+  /// The total variation of volume buffer x (the iterative space's).
+  virtual double total_variation_volume(std::int64_t x);
 };
 
 /// One part: views [v0, v1) of geometry g with their projections, and its share of every
@@ -94,14 +121,19 @@ class view_part {
   /// `data`: the projections of views [v0, v1) ([v1 - v0][rows][cols]); `subsets`: the subset
   /// count of the method (subset s holds the views v with v % subsets == s of the whole
   /// geometry, as in one process).
+  /// `planes`: its z-planes [first, end) of the volume buffers when the parts hold the volumes
+  /// (part_planes; may be empty), {0, 0} otherwise.
   view_part(const geometry& g, const volume_geometry& vg, std::int64_t v0, std::int64_t v1,
-            std::vector<float> data, const execution_context& ctx, int subsets);
+            std::vector<float> data, const execution_context& ctx, int subsets,
+            std::pair<std::int64_t, std::int64_t> planes = {0, 0});
   view_part(view_part&&) noexcept;
   view_part& operator=(view_part&&) noexcept;
   ~view_part();
 
   std::int64_t first_view() const;
   std::int64_t end_view() const;
+  /// Its z-planes [first, end) of the volume buffers (empty when the parts hold no volumes).
+  std::pair<std::int64_t, std::int64_t> planes() const;
   /// How many of its views subset s holds (-1: all of them).
   std::int64_t views_in(int subset) const;
   /// Floats of its share of a buffer of subset s, and of buffer `id`.
@@ -119,6 +151,10 @@ class view_part {
   /// Its share of buffer `id`.
   void download(std::int64_t id, std::span<float> host) const;
   void upload(std::span<const float> host, std::int64_t id);
+  /// tv_prox / total_variation of a whole volume x ([z][y][x]), where the part computes: the
+  /// step a FISTA-TV run whose parts hold the volumes takes on one part.
+  void tv_prox(std::span<float> x, float weight, int iterations, bool nonnegative);
+  double total_variation(std::span<const float> x);
 
  private:
   struct impl;
@@ -127,6 +163,9 @@ class view_part {
 
 /// View range [first, end) of part k of `count` over `views` views (about equal, contiguous).
 std::pair<std::int64_t, std::int64_t> part_views(std::int64_t views, int count, int k);
+/// Z-planes [first, end) of the volume buffers that part k of `count` holds (about equal,
+/// contiguous; empty for some parts when there are more parts than planes).
+std::pair<std::int64_t, std::int64_t> part_planes(std::int64_t nz, int count, int k);
 
 /// The subset count a method partitioned over views uses (opt.subsets for OS-SART and OSEM,
 /// clamped to the view count; 1 otherwise).
@@ -135,11 +174,14 @@ int method_subsets(const recon_options& opt, const geometry& g);
 /// view_parts held in this process, the parts one after the other.
 class local_view_parts final : public view_parts {
  public:
-  explicit local_view_parts(std::vector<view_part> parts);
+  /// `hold_volumes`: the parts hold the volumes (each made with its part_planes).
+  explicit local_view_parts(std::vector<view_part> parts, bool hold_volumes = false);
   /// `count` parts (part_views) of the whole projections `proj`, computing where opt says.
   static local_view_parts split(const projection_view& proj, const geometry& g,
-                                const volume_geometry& vg, const recon_options& opt, int count);
+                                const volume_geometry& vg, const recon_options& opt, int count,
+                                bool hold_volumes = false);
 
+  bool holds_volumes() const override { return hold_volumes_; }
   void create(std::int64_t id, int subset) override;
   void release(std::int64_t id) noexcept override;
   void load_data(std::int64_t id, int subset, bool clamp_negative) override;
@@ -149,9 +191,16 @@ class local_view_parts final : public view_parts {
   double apply(const part_call& call) override;
   void download(std::int64_t id, std::span<float> host) override;
   void upload(std::span<const float> host, std::int64_t id) override;
+  void forward_volume(std::int64_t x, std::int64_t y, int subset) override;
+  void back_volume(std::int64_t y, std::int64_t x, int subset, bool matched) override;
+  void tv_prox_volume(std::int64_t x, float weight, int iterations, bool nonnegative) override;
+  double total_variation_volume(std::int64_t x) override;
 
  private:
+  std::vector<float> gather(std::int64_t id);
+  std::int64_t size_of(std::int64_t id) const;
   std::vector<view_part> parts_;
+  bool hold_volumes_ = false;
 };
 
 /// Sums `volumes` pairwise in order (((0 + 1) + (2 + 3)) + ...): the reduction the parts'
@@ -160,7 +209,8 @@ class local_view_parts final : public view_parts {
 std::vector<float> pairwise_sum(std::vector<std::vector<float>> volumes);
 
 /// reconstruct() with iterative method opt.algo whose projections `parts` hold (views of g,
-/// partitioned); the volumes and the method's own steps on them run here, on the CPU.
+/// partitioned); the volumes and the method's own steps on them run here, on the CPU, unless
+/// the parts hold the volumes (then only the result comes here).
 volume reconstruct_partitioned(view_parts& parts, const geometry& g, const volume_geometry& vg,
                                const recon_options& opt);
 

@@ -124,12 +124,24 @@ double magnification(const geometry& g);
 struct iterative_state {
   int iterations = 0;                          ///< iterations done; 0: none (start afresh)
   std::vector<std::span<const float>> arrays;  ///< the iterate x first
+  /// Instead of `arrays` (then empty): the arrays' sizes, and read(k, out), which fills `out`
+  /// (sizes[k] floats) with array k. A state read one array at a time, so that at most one of
+  /// them is in memory here: how a run whose parts hold the volumes saves (partitioned.hpp),
+  /// and how a checkpoint directory resumes.
+  std::vector<std::size_t> sizes;
+  std::function<void(std::size_t k, std::span<float> out)> read;
   std::vector<double> scalars;
   /// The figures of iterations 1..iterations as recon_options::on_iteration received them, when
   /// it was set (else empty). A resumed run passes them to on_iteration again before its own
   /// iterations, whose seconds continue from the last one: the log of a resumed run is the
   /// whole run's.
   std::vector<iteration_info> log;
+
+  /// How many arrays it holds, and how many values array k holds (either form).
+  std::size_t array_count() const { return read ? sizes.size() : arrays.size(); }
+  std::size_t array_size(std::size_t k) const { return read ? sizes.at(k) : arrays.at(k).size(); }
+  /// Array k into `out` (array_size(k) values; either form).
+  void read_array(std::size_t k, std::span<float> out) const;
 };
 
 /// Saving and resuming an iterative method's state (ctforge recon --checkpoint-dir).

@@ -285,6 +285,13 @@ def _slab_unit_task(spec: dict, unit: int) -> dict:
 _VIEW_PARTS: Dict[Tuple[str, int], Any] = {}
 
 
+# Per worker process: the last step each part held there has run, by (session, part). Steps
+# change the part's buffers, so a step must never run twice: Dask recomputes a result lost with
+# a worker by running the steps it came from again, and those are refused (PartLost), which
+# ends the attempt (the next resumes from the saved state).
+_STEPS_DONE: Dict[Tuple[str, int], int] = {}
+
+
 class PartLost(ctforge.Error):
     """A worker holding a part of a partitioned run left (or was restarted): the run resumes
     from its saved state on the workers there are."""
@@ -299,10 +306,14 @@ def _part_load(spec: dict, k: int, after: Any = None) -> dict:
     p = np.ascontiguousarray(_unit_band(spec["input"], spec["read"], g.view_count, 0, g.rows, a,
                                         b), dtype=np.float32)
     o = spec["options"]
+    planes = spec.get("planes")
     part = _core.ViewPart(g._g, _grid(spec["grid"]), a, b, p, spec["subsets"],
-                          backend=o["backend"], device=o["device"], threads=o["threads"])
+                          backend=o["backend"], device=o["device"], threads=o["threads"],
+                          planes=tuple(planes[k]) if planes else None)
     for old in [key for key in _VIEW_PARTS if key[0] != spec["session"]]:
         del _VIEW_PARTS[old]  # parts of earlier sessions
+    for old in [key for key in _STEPS_DONE if key[0] != spec["session"]]:
+        del _STEPS_DONE[old]
     _VIEW_PARTS[(spec["session"], k)] = part
     return {"part": k, "views": [a, b], "worker": _where(), "device": _device(o),
             "bytes_read": int(p.nbytes),
@@ -314,7 +325,22 @@ def _drop_parts(session: str) -> int:
     keys = [key for key in _VIEW_PARTS if key[0] == session]
     for key in keys:
         del _VIEW_PARTS[key]
+    for key in [key for key in _STEPS_DONE if key[0] == session]:
+        del _STEPS_DONE[key]
     return len(keys)
+
+
+def _step_once(fn, spec: dict, k: int, seq: int, *args: Any) -> Any:
+    """Step number ``seq`` of part k: fn(spec, k, *args), unless the part has run it already
+    (a recomputation after a worker left: PartLost)."""
+    key = (spec["session"], k)
+    done = _STEPS_DONE.get(key, -1)
+    if seq <= done:
+        a, b = spec["parts"][k]
+        raise PartLost(f"a worker left: a result it held was being recomputed from step {seq} "
+                       f"of views {a}..{b - 1}, which have run step {done} since")
+    _STEPS_DONE[key] = seq
+    return fn(spec, k, *args)
 
 
 def _part(spec: dict, k: int):
@@ -341,6 +367,29 @@ def _part_forward(spec: dict, k: int, x: np.ndarray, id: int, subset: int,
 
 def _part_upload(spec: dict, k: int, share: np.ndarray, id: int, after: Any = None) -> None:
     _part(spec, k).upload(share, id)
+
+
+def _part_forward_slabs(spec: dict, k: int, slabs: List[np.ndarray], id: int, subset: int,
+                        after: Any = None) -> None:
+    """Forward projection by part k of a volume the parts hold: its slabs, gathered here."""
+    _part(spec, k).forward(np.concatenate(slabs), id, subset)
+
+
+def _part_tv_prox(spec: dict, k: int, slabs: List[np.ndarray], weight: float, iterations: int,
+                  nonnegative: bool, after: Any = None) -> np.ndarray:
+    """tv_prox of a volume the parts hold, on part k (its slabs gathered here)."""
+    return _part(spec, k).tv_prox(np.concatenate(slabs), weight, iterations, nonnegative)
+
+
+def _part_total_variation(spec: dict, k: int, slabs: List[np.ndarray],
+                          after: Any = None) -> float:
+    return float(_part(spec, k).total_variation(np.concatenate(slabs)))
+
+
+def _planes(volume: np.ndarray, a: int, b: int) -> np.ndarray:
+    """Values [a, b) of a flattened volume: one part's planes (a copy, so that the whole
+    volume can be freed)."""
+    return np.array(volume.reshape(-1)[a:b], dtype=np.float32)
 
 
 def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -886,23 +935,34 @@ def _client_assembles(client, run, spec: dict, output: str, grid, progress, inpu
 class _DaskViewParts:
     """The parts of a partitioned iterative run on the workers of a Dask cluster: what
     ``_core.reconstruct_partitioned`` calls (ctforge::view_parts). Part k lives on one worker;
-    its steps are chained (each task waits for the part's previous one) and run there. Volumes
-    cross the network only as the iterate sent once per forward projection (scattered to one
-    worker; the others fetch it from their peers) and as one sum per back-projection (the parts'
-    volumes added pairwise on the workers); reductions are one number per part."""
+    its steps are chained (each task waits for the part's previous one) and run there.
+
+    With ``spec["planes"]`` the parts hold the volumes too, part k the planes ``planes[k]`` of
+    each (``holds_volumes``): the client then never holds a volume but for the result and one
+    array of a state being saved. Per forward projection every part gathers the volume's slabs
+    from its peers; per back-projection the parts' volumes are added pairwise on the workers and
+    each part takes its planes of the sum; TV steps gather the volume on part 0. Without it, the
+    iterate goes from the client to the workers once per forward projection (scattered to one
+    worker; the others fetch it from their peers) and one sum per back-projection comes back.
+    Reductions are one number per part."""
 
     def __init__(self, client, spec: dict, workers: Sequence[str]):
         self.client, self.spec = client, spec
+        self.holds_volumes = bool(spec.get("planes"))
+        self.plane_size = int(np.prod(spec["grid"]["shape"][1:])) if self.holds_volumes else 0
         n = len(spec["parts"])
         self.where = [workers[k % len(workers)] for k in range(n)]
         self.bytes_to_workers = self.bytes_from_workers = 0
         self.last: List[Any] = [None] * n
+        self.steps = [-1] * n
         loads = [self._submit(k, _part_load) for k in range(n)]
         self.loaded = self._wait(loads)
 
     def _submit(self, k: int, fn, *args) -> Any:
-        f = self.client.submit(fn, self.spec, k, *args, self.last[k], workers=[self.where[k]],
-                               allow_other_workers=False, pure=False)
+        """Part k's next step, fn(spec, k, *args, previous step), on its worker."""
+        self.steps[k] += 1
+        f = self.client.submit(_step_once, fn, self.spec, k, self.steps[k], *args, self.last[k],
+                               workers=[self.where[k]], allow_other_workers=False, pure=False)
         self.last[k] = f
         return f
 
@@ -911,6 +971,11 @@ class _DaskViewParts:
 
     def _wait(self, futures: List[Any]) -> List[Any]:
         """Their results; PartLost when a part's worker leaves meanwhile or lost its part."""
+        self._settle(futures)
+        return [self._result(f) for f in futures]
+
+    def _settle(self, futures: List[Any]) -> None:
+        """Waits until they are done; PartLost when a part's worker leaves meanwhile."""
         distributed = _dask()
         while True:
             try:
@@ -924,18 +989,21 @@ class _DaskViewParts:
                 self._check_workers()
                 raise PartLost(f"a part's step was cancelled ({type(e).__name__}): its worker "
                                "left") from None
-        out = []
-        for f in futures:
-            if f.status in ("cancelled", "lost"):
+
+    def _result(self, f: Any) -> Any:
+        """The result of a settled step; PartLost when its worker left or lost its part."""
+        if f.status in ("cancelled", "lost"):
+            self._check_workers()
+            raise PartLost(f"a part's step was {f.status}: its worker left")
+        if f.status == "error":
+            e = f.exception()
+            if isinstance(e, PartLost):
+                raise PartLost(str(e))
+            if e is None:  # it went back to pending meanwhile: its inputs died with a worker
                 self._check_workers()
-                raise PartLost(f"a part's step was {f.status}: its worker left")
-            if f.status == "error":
-                e = f.exception()
-                if isinstance(e, PartLost):
-                    raise PartLost(str(e))
-                raise e
-            out.append(f.result())
-        return out
+                raise PartLost("a part's step lost its inputs: a worker left")
+            raise e
+        return f.result()
 
     def _check_workers(self) -> None:
         """PartLost naming the first part whose worker is no longer in the cluster."""
@@ -978,11 +1046,29 @@ class _DaskViewParts:
             return float(sum(self._wait(futures)))
         return 0.0
 
-    def download(self, id: int) -> np.ndarray:
-        shares = self._wait(self._each("download", id))
-        out = np.concatenate(shares).astype(np.float32, copy=False)
+    def download(self, id: int, out: np.ndarray) -> None:
+        """The whole buffer into ``out``, in pieces of at most an eighth of it (so that the
+        client holds little besides ``out``: a saved state is read array by array)."""
+        sizes = self._wait(self._each("size_of", id))
+        futures = self._each("download", id)
+        self._settle(futures)
+        piece = max(1, -(-out.size // 8))
+        at = 0
+        for k, f in enumerate(futures):
+            n = int(sizes[k])
+            if at + n > out.size:
+                raise ctforge.Error(f"partitioned buffer {id}: more than {out.size} values")
+            for a in range(0, n, piece):  # cut where the share lies
+                b = min(n, a + piece)
+                (values,) = self._wait([self.client.submit(_planes, f, a, b, pure=False)])
+                out[at + a:at + b] = values
+                del values
+            futures[k] = f = None  # (the worker may free it)
+            at += n
+        if at != out.size:
+            raise ctforge.Error(f"partitioned buffer {id}: {at} values gathered, {out.size} "
+                                "expected")
         self.bytes_from_workers += out.nbytes
-        return out
 
     def upload(self, data: np.ndarray, id: int) -> None:
         sizes = self._wait(self._each("size_of", id))
@@ -994,8 +1080,45 @@ class _DaskViewParts:
             at += n
         self.bytes_to_workers += data.nbytes
 
+    # -- the volumes on the parts (holds_volumes) ---------------------------------------------
+    def _slabs(self, x: int) -> List[Any]:
+        """Futures of every part's planes of volume buffer x (copies, taken in step order)."""
+        return self._each("download", x)
+
+    def _scatter_planes(self, whole: Any, x: int) -> None:
+        """Each part takes its planes of the volume future ``whole`` into buffer x (cut where
+        ``whole`` lies, so that only the planes travel)."""
+        for k, (z0, z1) in enumerate(self.spec["planes"]):
+            piece = self.client.submit(_planes, whole, z0 * self.plane_size,
+                                       z1 * self.plane_size, pure=False)
+            self._submit(k, _part_upload, piece, x)
+
+    def forward_volume(self, x: int, y: int, subset: int) -> None:
+        slabs = self._slabs(x)
+        for k in range(len(self.where)):
+            self._submit(k, _part_forward_slabs, slabs, y, subset)
+
+    def back_volume(self, y: int, x: int, subset: int, matched: bool) -> None:
+        level = self._each("back", y, subset, matched)
+        while len(level) > 1:  # the library's pairwise_sum order: ((0 + 1) + (2 + 3)) + ...
+            level = [self.client.submit(_add, level[i], level[i + 1], pure=False)
+                     if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)]
+        self._scatter_planes(level[0], x)
+
+    def tv_prox_volume(self, x: int, weight: float, iterations: int, nonnegative: bool) -> None:
+        whole = self._submit(0, _part_tv_prox, self._slabs(x), weight, iterations, nonnegative)
+        self._scatter_planes(whole, x)
+
+    def total_variation_volume(self, x: int) -> float:
+        (tv,) = self._wait([self._submit(0, _part_total_variation, self._slabs(x))])
+        return float(tv)
+
 
 _METHODS = ("sirt", "os-sart", "cgls", "fista-tv", "osem")
+# Iterative methods keep their volumes on the workers (the client holds none while they run);
+# False keeps them on the client (one volume to the workers per forward projection, one back
+# per back-projection): the tests' comparison.
+_VOLUMES_ON_WORKERS = True
 
 
 class _ObjectStoreState:
@@ -1083,12 +1206,17 @@ def _iterative(client, input, output, g, grid, grid_spec, record, options, read,
     lib = {k: v for k, v in dict(options, **method).items() if v is not None}
     subsets = _core.method_subsets(g._g, **{k: v for k, v in lib.items()
                                             if k in ("algorithm", "subsets")})
+    # The parts hold the volumes too (each its planes): the client holds none while it runs.
+    planes = ([list(_core.part_planes(int(grid.shape[0]), parts, k)) for k in range(parts)]
+              if _VOLUMES_ON_WORKERS else None)
     # The partition changes the rounding of the sums: part of the run's identity.
     record = dict(record, parts=bounds)
+    if planes:
+        record["volume_planes"] = planes
     for k in ("filter", "cutoff", "displaced_detector", "offset_transition", "helical_q"):
         record.pop(k, None)
     spec = {"input": input, "read": read, "geometry": g.to_json(), "grid": grid_spec,
-            "options": options, "parts": bounds, "subsets": subsets}
+            "options": options, "parts": bounds, "subsets": subsets, "planes": planes}
     notes: List[str] = []
     run_options = {k: v for k, v in lib.items() if k not in ("filter", "cutoff",
                                                              "displaced_detector",
@@ -1114,7 +1242,8 @@ def _iterative(client, input, output, g, grid, grid_spec, record, options, read,
             finally:
                 store.remove(from_store=False)
         raise
-    ctforge.write_volume(output, volume, grid)
+    _write_result(output, volume, grid)
+    del volume
     if store:
         store.remove(from_store=not keep_units)
     elif not keep_units:
@@ -1134,6 +1263,22 @@ def _iterative(client, input, output, g, grid, grid_spec, record, options, read,
         summary["state_bytes_to_store"] = store.bytes_up
         summary["state_bytes_from_store"] = store.bytes_down
     return summary
+
+
+def _write_result(output: str, volume: np.ndarray, grid) -> None:
+    """The result of an iterative run into ``output``: an ``.h5`` file slab by slab (nothing
+    but the result in memory), other formats as ctforge.write_volume writes them."""
+    if not (output.endswith((".h5", ".hdf5")) and "://" not in output):
+        ctforge.write_volume(output, volume, grid)
+        return
+    writer = _core.VolumeFileWriter(os.path.abspath(output), grid)
+    try:
+        step = max(1, (1 << 22) // max(1, volume[0].size))  # about 16 MB a slab
+        for k0 in range(0, volume.shape[0], step):
+            writer.write_planes(k0, volume[k0:k0 + step])
+        writer.commit()
+    finally:
+        writer.close()
 
 
 def _iterative_attempts(client, g, grid, spec, record, workers, run_options, algo, state_dir,

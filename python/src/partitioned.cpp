@@ -22,14 +22,44 @@ farray float_array(const py::handle& obj, const char* what) {
   return py::reinterpret_borrow<farray>(obj);
 }
 
+/// A read-only (or writable) 1-d float32 view of `x`, valid while the call that gets it runs.
+farray view_of(std::span<const float> x, bool writable) {
+  farray v({static_cast<py::ssize_t>(x.size())}, {static_cast<py::ssize_t>(sizeof(float))},
+           x.data(), py::none());
+  if (!writable) v.attr("setflags")(py::arg("write") = false);
+  return v;
+}
+
 /// view_parts whose every call goes to the methods of a Python object (with the GIL):
 /// create(id, subset), release(id), load_data(id, subset, clamp), data_norm2(),
 /// forward(x, id, subset), back(id, subset, matched) -> volume, apply(op, ids, scalars),
-/// download(id) -> 1-d array, upload(array, id). An exception there ends the run (its state
-/// saved so far kept) and reaches the caller as it was raised.
+/// download(id, out) (fills the 1-d array out), upload(array, id) (the array is valid during the
+/// call); when its attribute holds_volumes is true, also forward_volume(x, y, subset),
+/// back_volume(y, x, subset, matched), tv_prox_volume(x, weight, iterations, nonnegative) and
+/// total_variation_volume(x). An exception there ends the run (its state saved so far kept) and
+/// reaches the caller as it was raised.
 class python_view_parts final : public view_parts {
  public:
-  explicit python_view_parts(py::object obj) : obj_(std::move(obj)) {}
+  explicit python_view_parts(py::object obj) : obj_(std::move(obj)) {
+    holds_ = py::hasattr(obj_, "holds_volumes") && obj_.attr("holds_volumes").cast<bool>();
+  }
+  bool holds_volumes() const override { return holds_; }
+  void forward_volume(std::int64_t x, std::int64_t y, int subset) override {
+    py::gil_scoped_acquire gil;
+    obj_.attr("forward_volume")(x, y, subset);
+  }
+  void back_volume(std::int64_t y, std::int64_t x, int subset, bool matched) override {
+    py::gil_scoped_acquire gil;
+    obj_.attr("back_volume")(y, x, subset, matched);
+  }
+  void tv_prox_volume(std::int64_t x, float weight, int iterations, bool nonnegative) override {
+    py::gil_scoped_acquire gil;
+    obj_.attr("tv_prox_volume")(x, weight, iterations, nonnegative);
+  }
+  double total_variation_volume(std::int64_t x) override {
+    py::gil_scoped_acquire gil;
+    return obj_.attr("total_variation_volume")(x).cast<double>();
+  }
   ~python_view_parts() override {
     py::gil_scoped_acquire gil;
     obj_ = py::object();
@@ -58,11 +88,7 @@ class python_view_parts final : public view_parts {
   }
   void forward(std::span<const float> x, std::int64_t y, int subset) override {
     py::gil_scoped_acquire gil;
-    // A read-only view of the caller's volume for the duration of the call.
-    farray view({static_cast<py::ssize_t>(x.size())}, {static_cast<py::ssize_t>(sizeof(float))},
-                x.data(), py::none());
-    view.attr("setflags")(py::arg("write") = false);
-    obj_.attr("forward")(view, y, subset);
+    obj_.attr("forward")(view_of(x, false), y, subset);
   }
   void back(std::int64_t y, std::span<float> x, int subset, bool matched) override {
     py::gil_scoped_acquire gil;
@@ -76,23 +102,19 @@ class python_view_parts final : public view_parts {
     py::gil_scoped_acquire gil;
     return obj_.attr("apply")(to_string(call.op), call.ids, call.scalars).cast<double>();
   }
+  // (In place: a volume held by the parts crosses here without a second copy.)
   void download(std::int64_t id, std::span<float> host) override {
     py::gil_scoped_acquire gil;
-    const farray a = float_array(obj_.attr("download")(id), "download");
-    CTFORGE_CHECK(a.size() == static_cast<py::ssize_t>(host.size()),
-                  "partitioned buffer " + std::to_string(id) + ": " + std::to_string(a.size()) +
-                      " values gathered, " + std::to_string(host.size()) + " expected");
-    std::copy_n(a.data(), host.size(), host.data());
+    obj_.attr("download")(id, view_of(host, true));
   }
   void upload(std::span<const float> host, std::int64_t id) override {
     py::gil_scoped_acquire gil;
-    obj_.attr("upload")(owning_array(std::vector<float>(host.begin(), host.end()),
-                                     {static_cast<py::ssize_t>(host.size())}),
-                        id);
+    obj_.attr("upload")(view_of(host, false), id);
   }
 
  private:
   py::object obj_;
+  bool holds_ = false;
 };
 
 py::object reconstruct_partitioned_call(const py::object& parts_obj, const geometry& g,
@@ -144,16 +166,22 @@ void register_view_parts(py::module_& m) {
                        const py::kwargs& options) {
              keyword_options kw(options, "ViewPart");
              const execution_context ctx = read_execution_context(kw, false);
+             const py::object planes_obj = kw.object("planes");
              kw.finish();
+             std::pair<std::int64_t, std::int64_t> planes{0, 0};
+             if (!planes_obj.is_none())
+               planes = planes_obj.cast<std::pair<std::int64_t, std::int64_t>>();
              const farray data = require_array(data_obj, 3, "projections");
              std::vector<float> copy(data.data(), data.data() + data.size());
              py::gil_scoped_release nogil;
-             return std::make_unique<view_part>(g, vg, v0, v1, std::move(copy), ctx, subsets);
+             return std::make_unique<view_part>(g, vg, v0, v1, std::move(copy), ctx, subsets,
+                                                planes);
            }),
            py::arg("geometry"), py::arg("grid"), py::arg("first_view"), py::arg("end_view"),
            py::arg("projections"), py::arg("subsets"))
       .def_property_readonly("first_view", &view_part::first_view)
       .def_property_readonly("end_view", &view_part::end_view)
+      .def_property_readonly("planes", &view_part::planes)
       .def("size_of", &view_part::size_of, py::arg("id"))
       .def("create", &view_part::create, py::arg("id"), py::arg("subset"),
            py::call_guard<py::gil_scoped_release>())
@@ -204,7 +232,33 @@ void register_view_parts(py::module_& m) {
             const farray a = float_array(a_obj, "share");
             p.upload({a.data(), static_cast<std::size_t>(a.size())}, id);
           },
-          py::arg("share"), py::arg("id"));
+          py::arg("share"), py::arg("id"))
+      .def(
+          "tv_prox",
+          [](view_part& p, const py::handle& x_obj, float weight, int iterations,
+             bool nonnegative) {
+            const farray x = float_array(x_obj, "volume");
+            std::vector<float> out(x.data(), x.data() + x.size());
+            {
+              py::gil_scoped_release nogil;
+              p.tv_prox(out, weight, iterations, nonnegative);
+            }
+            const auto n = static_cast<py::ssize_t>(out.size());
+            return owning_array(std::move(out), {n});
+          },
+          py::arg("volume"), py::arg("weight"), py::arg("iterations"), py::arg("nonnegative"))
+      .def(
+          "total_variation",
+          [](view_part& p, const py::handle& x_obj) {
+            const farray x = float_array(x_obj, "volume");
+            py::gil_scoped_release nogil;
+            return p.total_variation({x.data(), static_cast<std::size_t>(x.size())});
+          },
+          py::arg("volume"));
+  m.def(
+      "part_planes",
+      [](std::int64_t nz, int count, int k) { return part_planes(nz, count, k); },
+      py::arg("nz"), py::arg("count"), py::arg("part"));
   m.def(
       "part_views",
       [](std::int64_t views, int count, int k) { return part_views(views, count, k); },

@@ -172,6 +172,11 @@ class iterative_space {
   /// buffer lies.
   virtual double total_variation(const space_buffer& x) = 0;
 
+  /// Whether a saved state is to be read from the space array by array by the saver
+  /// (iterative_state::read) rather than downloaded whole first: a space whose buffers are
+  /// not in this process (a partitioned run whose parts hold the volumes).
+  virtual bool stream_state() const { return false; }
+
   virtual space_stats stats() const = 0;
   /// Every allocation the space has made so far: its buffers and, on CUDA, its device arrays,
   /// textures, geometry, scratch and TV fields. Constant across a sequence of operations once

@@ -20,10 +20,14 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
@@ -133,17 +137,27 @@ recorded read_recorded(const fs::path& dir, const std::string& stem, const std::
       return {};
     }
   }
-  std::vector<float> data(count);
+  // A state slot is checked in pieces and read again array by array when resumed (at most one
+  // of its arrays in memory); a unit's data is kept.
+  const bool keep = !m.contains("arrays");
+  std::vector<float> data(keep ? count : std::min<std::size_t>(count, std::size_t{1} << 22));
   std::ifstream in(dir / (stem + ".f32"), std::ios::binary);
-  if (!in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(count * 4)) ||
-      in.peek() != std::char_traits<char>::eof()) {
+  std::uint64_t h = fnv1a(nullptr, 0);
+  for (std::size_t at = 0; at < count;) {
+    const std::size_t n = std::min(data.size(), count - at);
+    if (!in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(n * 4))) break;
+    h = fnv1a(data.data(), n * sizeof(float), h);
+    at += n;
+  }
+  if (!in || in.peek() != std::char_traits<char>::eof()) {
     *why = "data file missing or of the wrong size";
     return {};
   }
-  if (m.value("checksum", "") != hex(fnv1a(data.data(), count * sizeof(float)))) {
+  if (m.value("checksum", "") != hex(h)) {
     *why = "checksum mismatch (corrupted data)";
     return {};
   }
+  if (!keep) data = {};
   return {std::move(m), std::move(data)};
 }
 
@@ -193,6 +207,41 @@ void record_unit(const fs::path& dir, const std::string& stem, std::span<const f
   });
   marker["ctforge"] = CTFORGE_VERSION;
   marker["checksum"] = hex(fnv1a(data.data(), data.size() * sizeof(float)));
+  write_text(dir / (stem + ".json"), marker.dump() + "\n");
+}
+
+/// Data file + marker of an iterative state slot: the arrays one after the other, read one at a
+/// time when the state is read array by array (iterative_state::read), the marker last.
+void record_state(const fs::path& dir, const std::string& stem, const iterative_state& st,
+                  json marker) {
+  const fs::path data_path = dir / (stem + ".f32");
+  std::uint64_t h = fnv1a(nullptr, 0);
+  std::vector<float> one;
+  io::write_atomically(data_path.string(), [&](const std::string& tmp) {
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(tmp.c_str(), "wb"), &std::fclose);
+    const auto fail = [&] {
+      throw error(fmt::format("{}: cannot write the saved state ({})", data_path.string(),
+                              std::strerror(errno)));
+    };
+    if (!f) fail();
+    for (std::size_t k = 0; k < st.array_count(); ++k) {
+      std::span<const float> a;
+      if (st.read) {
+        one.resize(st.array_size(k));
+        st.read(k, one);
+        a = one;
+      } else {
+        a = st.arrays[k];
+      }
+      h = fnv1a(a.data(), a.size_bytes(), h);
+      if (std::fwrite(a.data(), sizeof(float), a.size(), f.get()) != a.size()) fail();
+    }
+    one = {};
+    if (std::fflush(f.get()) != 0) fail();
+    if (std::fclose(f.release()) != 0) fail();
+  });
+  marker["ctforge"] = CTFORGE_VERSION;
+  marker["checksum"] = hex(h);
   write_text(dir / (stem + ".json"), marker.dump() + "\n");
 }
 
@@ -332,12 +381,23 @@ volume iterative_checkpointed(const std::function<volume(const recon_options&)>&
     iterative_state& st = ro.checkpoint.resume;
     st.iterations = best_iterations;
     ro.initial = {};  // the state continues from where --initial started it
+    // Read array by array from the slot when the method asks (this run writes the other slot).
+    std::vector<std::size_t> offsets;
     std::size_t offset = 0;
     for (const auto& n : best.marker["arrays"]) {
-      const auto size = n.get<std::size_t>();
-      st.arrays.emplace_back(best.data.data() + offset, size);
-      offset += size;
+      st.sizes.push_back(n.get<std::size_t>());
+      offsets.push_back(offset);
+      offset += st.sizes.back();
     }
+    const fs::path file = dir / fmt::format("{}_{}.f32", stem, best_slot);
+    st.read = [file, offsets, sizes = st.sizes](std::size_t k, std::span<float> out) {
+      std::ifstream in(file, std::ios::binary);
+      in.seekg(static_cast<std::streamoff>(offsets.at(k) * sizeof(float)));
+      CTFORGE_CHECK(out.size() == sizes.at(k) &&
+                        in.read(reinterpret_cast<char*>(out.data()),
+                                static_cast<std::streamsize>(out.size_bytes())),
+                    fmt::format("{}: the saved state changed while it was read", file.string()));
+    };
     for (const auto& v : best.marker["scalars"]) st.scalars.push_back(v.get<double>());
     st.log = log_from_json(best.marker.value("log", json::array()));
   }
@@ -345,21 +405,16 @@ volume iterative_checkpointed(const std::function<volume(const recon_options&)>&
   int saved_iterations = best_iterations;
   ro.checkpoint.every = co.every_iterations;
   ro.checkpoint.seconds = co.every_seconds;
-  std::vector<float> packed;
   ro.checkpoint.save = [&](const iterative_state& st) {
     json sizes = json::array();
-    packed.clear();
-    for (const auto& a : st.arrays) {
-      sizes.push_back(a.size());
-      packed.insert(packed.end(), a.begin(), a.end());
-    }
-    record_unit(dir, fmt::format("{}_{}", stem, next_slot), packed,
-                {{"iterations", st.iterations},
-                 {"run", run_hash},
-                 {"arrays", sizes},
-                 {"scalars", st.scalars},
-                 {"threads", threads},
-                 {"log", log_to_json(st.log)}});
+    for (std::size_t k = 0; k < st.array_count(); ++k) sizes.push_back(st.array_size(k));
+    record_state(dir, fmt::format("{}_{}", stem, next_slot), st,
+                 {{"iterations", st.iterations},
+                  {"run", run_hash},
+                  {"arrays", sizes},
+                  {"scalars", st.scalars},
+                  {"threads", threads},
+                  {"log", log_to_json(st.log)}});
     next_slot = 1 - next_slot;
     saved_iterations = st.iterations;
     if (co.after_unit) co.after_unit(st.iterations);

@@ -29,7 +29,10 @@ constexpr detail::enum_name<part_op> k_op_names[] = {
     {part_op::weighted_residual, "weighted_residual"},
     {part_op::ratio, "ratio"},
     {part_op::dot, "dot"},
-    {part_op::poisson_log_likelihood, "poisson_log_likelihood"}};
+    {part_op::poisson_log_likelihood, "poisson_log_likelihood"},
+    {part_op::weighted_update, "weighted_update"},
+    {part_op::clamp_nonnegative, "clamp_nonnegative"},
+    {part_op::multiply_ratio, "multiply_ratio"}};
 
 /// (buffers, scalars) each op takes.
 std::pair<std::size_t, std::size_t> arity(part_op op) {
@@ -48,7 +51,12 @@ std::pair<std::size_t, std::size_t> arity(part_op op) {
     case part_op::weighted_residual:
       return {4, 0};
     case part_op::ratio:
+    case part_op::multiply_ratio:
       return {3, 1};
+    case part_op::weighted_update:
+      return {3, 2};
+    case part_op::clamp_nonnegative:
+      return {1, 0};
   }
   return {0, 0};
 }
@@ -63,7 +71,8 @@ part_op part_op_from_string(std::string_view name) {
     if (name == e.second) return e.first;
   throw usage_error(fmt::format("partitioned step '{}': not one of fill, copy, axpby, lincomb, "
                                 "invert_above, weighted_residual, ratio, dot, "
-                                "poisson_log_likelihood",
+                                "poisson_log_likelihood, weighted_update, clamp_nonnegative, "
+                                "multiply_ratio",
                                 name));
 }
 
@@ -71,6 +80,10 @@ std::pair<std::int64_t, std::int64_t> part_views(std::int64_t views, int count, 
   CTFORGE_EXPECTS(count >= 1 && k >= 0 && k < count,
                   fmt::format("part {} of {}: out of range", k, count));
   return {views * k / count, views * (k + 1) / count};
+}
+
+std::pair<std::int64_t, std::int64_t> part_planes(std::int64_t nz, int count, int k) {
+  return part_views(nz, count, k);
 }
 
 int method_subsets(const recon_options& opt, const geometry& g) {
@@ -106,10 +119,13 @@ struct view_part::impl {
   geometry g;
   volume_geometry vg;
   std::int64_t v0, v1, pixels;
+  std::int64_t z0 = 0, z1 = 0;  ///< its planes of the volume buffers (parts holding volumes)
   std::vector<float> data;
   detail::space_config cfg;
   int subsets;
   std::map<int, subset_space> spaces;
+  /// The space of its planes of the volume buffers (a grid of z1 - z0 planes; none when empty).
+  std::unique_ptr<detail::iterative_space> slab;
   // (after the spaces: the buffers go before the spaces that made them)
   detail::space_buffer vol;  ///< the volume each forward / back goes through
   std::unordered_map<std::int64_t, buffer> buffers;
@@ -138,11 +154,32 @@ struct view_part::impl {
     return it->second;
   }
   const buffer& find(std::int64_t id) const { return const_cast<impl*>(this)->find(id); }
+  /// The space buffers of subset s live in (none: the part holds none of it).
+  detail::iterative_space* space_for(int s) {
+    if (s != volume_subset) return space_of(s).space.get();
+    if (!slab && z1 > z0) {
+      volume_geometry planes = vg;
+      planes.nz = z1 - z0;
+      planes.origin_mm[2] += static_cast<double>(z0) * vg.spacing_mm[2];
+      slab = detail::make_space(detail::select_views(g, std::vector<std::int64_t>{v0}), planes,
+                                cfg);
+    }
+    return slab.get();
+  }
+  /// The whole-volume buffer `vol` holding x, in the space of all its views.
+  detail::iterative_space& whole(std::span<const float> x, const char* what) {
+    CTFORGE_EXPECTS(static_cast<std::int64_t>(x.size()) == vg.voxel_count(),
+                    fmt::format("{}: a volume of {} values, the grid has {}", what, x.size(),
+                                vg.voxel_count()));
+    detail::iterative_space& sp = *space_of(-1).space;  // (every part holds a view)
+    sp.upload(x, vol);
+    return sp;
+  }
 };
 
 view_part::view_part(const geometry& g, const volume_geometry& vg, std::int64_t v0,
                      std::int64_t v1, std::vector<float> data, const execution_context& ctx,
-                     int subsets)
+                     int subsets, std::pair<std::int64_t, std::int64_t> planes)
     : impl_(std::make_unique<impl>()) {
   g.validate();
   vg.validate();
@@ -150,6 +187,9 @@ view_part::view_part(const geometry& g, const volume_geometry& vg, std::int64_t 
                   fmt::format("views {}..{}: not a range of the geometry's {} views", v0, v1 - 1,
                               g.view_count()));
   CTFORGE_EXPECTS(subsets >= 1, fmt::format("subsets: must be >= 1 (got {})", subsets));
+  CTFORGE_EXPECTS(0 <= planes.first && planes.first <= planes.second && planes.second <= vg.nz,
+                  fmt::format("planes {}..{}: not a range of the grid's {} planes", planes.first,
+                              planes.second - 1, vg.nz));
   const std::int64_t pixels = g.rows * g.cols;
   CTFORGE_EXPECTS(static_cast<std::int64_t>(data.size()) == (v1 - v0) * pixels,
                   fmt::format("views {}..{}: the projections hold {} values, {} views of {} x {} "
@@ -162,6 +202,8 @@ view_part::view_part(const geometry& g, const volume_geometry& vg, std::int64_t 
   m.vg = vg;
   m.v0 = v0;
   m.v1 = v1;
+  m.z0 = planes.first;
+  m.z1 = planes.second;
   m.pixels = pixels;
   m.data = std::move(data);
   static_cast<execution_context&>(m.cfg) = ctx;
@@ -180,6 +222,9 @@ std::int64_t view_part::first_view() const {
 std::int64_t view_part::end_view() const {
   return impl_->v1;
 }
+std::pair<std::int64_t, std::int64_t> view_part::planes() const {
+  return {impl_->z0, impl_->z1};
+}
 std::int64_t view_part::views_in(int subset) const {
   return static_cast<std::int64_t>(impl_->space_of(subset).local.size());
 }
@@ -191,10 +236,11 @@ std::int64_t view_part::size_of(std::int64_t id) const {
 }
 
 void view_part::create(std::int64_t id, int subset) {
-  impl::subset_space& ss = impl_->space_of(subset);
   CTFORGE_EXPECTS(!impl_->buffers.count(id), fmt::format("buffer {} exists already", id));
-  impl_->buffers.emplace(
-      id, impl::buffer{subset, ss.space ? ss.space->projections(-1) : detail::space_buffer{}});
+  detail::iterative_space* sp = impl_->space_for(subset);
+  detail::space_buffer b;
+  if (sp) b = subset == volume_subset ? sp->volume() : sp->projections(-1);
+  impl_->buffers.emplace(id, impl::buffer{subset, std::move(b)});
 }
 
 void view_part::release(std::int64_t id) noexcept {
@@ -203,8 +249,8 @@ void view_part::release(std::int64_t id) noexcept {
 
 void view_part::load_data(std::int64_t id, int subset, bool clamp_negative) {
   impl::buffer& b = impl_->find(id);
-  CTFORGE_EXPECTS(b.subset == subset, fmt::format("buffer {}: of subset {}, not {}", id, b.subset,
-                                                  subset));
+  CTFORGE_EXPECTS(b.subset == subset && subset != volume_subset,
+                  fmt::format("buffer {}: of subset {}, not {}", id, b.subset, subset));
   impl::subset_space& ss = impl_->space_of(subset);
   if (!ss.space) return;
   const std::int64_t px = impl_->pixels;
@@ -262,8 +308,12 @@ double view_part::apply(const part_call& call) {
     CTFORGE_EXPECTS(impl_->find(id).subset == subset,
                     fmt::format("partitioned step {}: buffers of different subsets",
                                 to_string(call.op)));
-  detail::iterative_space* sp = impl_->space_of(subset).space.get();
-  if (!sp) return 0.0;  // it holds none of the subset's views
+  const bool volumes = call.op == part_op::weighted_update ||
+                       call.op == part_op::clamp_nonnegative || call.op == part_op::multiply_ratio;
+  CTFORGE_EXPECTS(!volumes || subset == volume_subset,
+                  fmt::format("partitioned step {}: for volume buffers", to_string(call.op)));
+  detail::iterative_space* sp = impl_->space_for(subset);
+  if (!sp) return 0.0;  // it holds none of the subset's views (or planes)
   const auto f = [&](std::size_t i) { return static_cast<float>(call.scalars[i]); };
   switch (call.op) {
     case part_op::fill:
@@ -291,6 +341,15 @@ double view_part::apply(const part_call& call) {
       return sp->dot(*b[0], *b[1]);
     case part_op::poisson_log_likelihood:
       return sp->poisson_log_likelihood(*b[0], *b[1]);
+    case part_op::weighted_update:
+      sp->weighted_update(*b[0], f(0), *b[1], *b[2], call.scalars[1] != 0);
+      break;
+    case part_op::clamp_nonnegative:
+      sp->clamp_nonnegative(*b[0]);
+      break;
+    case part_op::multiply_ratio:
+      sp->multiply_ratio(*b[0], *b[1], *b[2], f(0));
+      break;
   }
   return 0.0;
 }
@@ -298,24 +357,58 @@ double view_part::apply(const part_call& call) {
 void view_part::download(std::int64_t id, std::span<float> host) const {
   const impl::buffer& b = impl_->find(id);
   if (b.data.empty()) return;
-  impl_->space_of(b.subset).space->download(b.data, host);
+  impl_->space_for(b.subset)->download(b.data, host);
 }
 
 void view_part::upload(std::span<const float> host, std::int64_t id) {
   impl::buffer& b = impl_->find(id);
   if (b.data.empty()) return;
-  impl_->space_of(b.subset).space->upload(host, b.data);
+  impl_->space_for(b.subset)->upload(host, b.data);
+}
+
+void view_part::tv_prox(std::span<float> x, float weight, int iterations, bool nonnegative) {
+  detail::iterative_space& sp = impl_->whole(x, "tv_prox");
+  sp.tv_prox(impl_->vol, weight, iterations, nonnegative);
+  sp.download(impl_->vol, x);
+}
+
+double view_part::total_variation(std::span<const float> x) {
+  return impl_->whole(x, "total_variation").total_variation(impl_->vol);
+}
+
+// ---- volumes on the parts ----------------------------------------------------------------------
+
+namespace {
+[[noreturn]] void not_holding(const char* what) {
+  throw error(fmt::format("partitioned run: {} of a volume on the parts, but these parts do not "
+                          "hold the volumes",
+                          what));
+}
+}  // namespace
+
+void view_parts::forward_volume(std::int64_t, std::int64_t, int) {
+  not_holding("forward projection");
+}
+void view_parts::back_volume(std::int64_t, std::int64_t, int, bool) {
+  not_holding("back-projection");
+}
+void view_parts::tv_prox_volume(std::int64_t, float, int, bool) {
+  not_holding("tv_prox");
+}
+double view_parts::total_variation_volume(std::int64_t) {
+  not_holding("total variation");
 }
 
 // ---- parts in this process -------------------------------------------------------------------
 
-local_view_parts::local_view_parts(std::vector<view_part> parts) : parts_(std::move(parts)) {
+local_view_parts::local_view_parts(std::vector<view_part> parts, bool hold_volumes)
+    : parts_(std::move(parts)), hold_volumes_(hold_volumes) {
   CTFORGE_EXPECTS(!parts_.empty(), "partitioned run: no parts");
 }
 
 local_view_parts local_view_parts::split(const projection_view& proj, const geometry& g,
                                          const volume_geometry& vg, const recon_options& opt,
-                                         int count) {
+                                         int count, bool hold_volumes) {
   require_host(proj, "partitioned run");
   CTFORGE_EXPECTS(proj.views == g.view_count() && proj.rows == g.rows && proj.cols == g.cols,
                   fmt::format("projections are {} views x {} rows x {} cols but the geometry has "
@@ -329,9 +422,11 @@ local_view_parts local_view_parts::split(const projection_view& proj, const geom
   for (int k = 0; k < count; ++k) {
     const auto [a, b] = part_views(g.view_count(), count, k);
     std::vector<float> data(proj.data.begin() + a * px, proj.data.begin() + b * px);
-    parts.emplace_back(g, vg, a, b, std::move(data), opt, method_subsets(opt, g));
+    const auto planes = hold_volumes ? part_planes(vg.nz, count, k)
+                                     : std::pair<std::int64_t, std::int64_t>{0, 0};
+    parts.emplace_back(g, vg, a, b, std::move(data), opt, method_subsets(opt, g), planes);
   }
-  return local_view_parts(std::move(parts));
+  return local_view_parts(std::move(parts), hold_volumes);
 }
 
 void local_view_parts::create(std::int64_t id, int subset) {
@@ -388,6 +483,39 @@ void local_view_parts::upload(std::span<const float> host, std::int64_t id) {
   }
   CTFORGE_EXPECTS(at == host.size(),
                   fmt::format("upload: buffer {} holds {} values, not {}", id, at, host.size()));
+}
+
+std::vector<float> local_view_parts::gather(std::int64_t id) {
+  CTFORGE_EXPECTS(hold_volumes_, "partitioned run: these parts do not hold the volumes");
+  std::int64_t n = 0;
+  for (auto& p : parts_) n += p.size_of(id);
+  std::vector<float> x(static_cast<std::size_t>(n));
+  download(id, x);
+  return x;
+}
+std::int64_t local_view_parts::size_of(std::int64_t id) const {
+  std::int64_t n = 0;
+  for (const auto& p : parts_) n += p.size_of(id);
+  return n;
+}
+void local_view_parts::forward_volume(std::int64_t x, std::int64_t y, int subset) {
+  const std::vector<float> whole = gather(x);
+  forward(whole, y, subset);
+}
+void local_view_parts::back_volume(std::int64_t y, std::int64_t x, int subset, bool matched) {
+  std::vector<float> sum(static_cast<std::size_t>(size_of(x)));
+  back(y, sum, subset, matched);
+  upload(sum, x);
+}
+void local_view_parts::tv_prox_volume(std::int64_t x, float weight, int iterations,
+                                      bool nonnegative) {
+  std::vector<float> whole = gather(x);
+  parts_.front().tv_prox(whole, weight, iterations, nonnegative);
+  upload(whole, x);
+}
+double local_view_parts::total_variation_volume(std::int64_t x) {
+  const std::vector<float> whole = gather(x);
+  return parts_.front().total_variation(whole);
 }
 
 }  // namespace ctforge

@@ -1,8 +1,8 @@
-// The iterative space of a partitioned run (include/ctforge/partitioned.hpp): volumes in a CPU
-// space of this process, projection buffers on the parts. A projection buffer is a token (its
-// id at the parts) in a space_buffer of the buffer's logical size; every step on projection
-// buffers goes to view_parts, every step on volumes to the CPU space, and the projector pair
-// crosses between them.
+// The iterative space of a partitioned run (include/ctforge/partitioned.hpp): projection
+// buffers on the parts; volumes in a CPU space of this process, or on the parts too when they
+// hold the volumes. A buffer on the parts is a token (its id there) in a space_buffer of the
+// buffer's logical size; every step on such buffers goes to view_parts, every step on local
+// volumes to the CPU space, and the projector pair crosses between them.
 #include <fmt/format.h>
 
 #include <unordered_set>
@@ -21,7 +21,8 @@ class partitioned_space final : public detail::iterative_space {
  public:
   partitioned_space(view_parts& parts, const geometry& g, const volume_geometry& vg,
                     const recon_options& opt)
-      : parts_(parts), g_(g), vg_(vg), subsets_(method_subsets(opt, g)) {
+      : parts_(parts), g_(g), vg_(vg), subsets_(method_subsets(opt, g)),
+        volumes_on_parts_(parts.holds_volumes()) {
     detail::space_config cfg = detail::space_config_for(opt, backend::cpu);
     cfg.subset_count = 1;
     local_ = detail::make_cpu_space(g, vg, cfg);
@@ -45,16 +46,12 @@ class partitioned_space final : public detail::iterative_space {
     return subset_views_[static_cast<std::size_t>(subset)];
   }
 
-  space_buffer volume() override { return local_->volume(); }
+  space_buffer volume() override {
+    if (!volumes_on_parts_) return local_->volume();
+    return on_parts(volume_subset, vg_.voxel_count());
+  }
   space_buffer projections(int subset) override {
-    const std::int64_t size =
-        static_cast<std::int64_t>(views_of(subset).size()) * g_.rows * g_.cols;
-    const std::int64_t id = next_id_++;
-    parts_.create(id, subset);
-    auto* t = new token{this, id};
-    tokens_.insert(t);
-    ++made_;
-    return space_buffer(reinterpret_cast<float*>(t), size, &release_token);
+    return on_parts(subset, static_cast<std::int64_t>(views_of(subset).size()) * g_.rows * g_.cols);
   }
   void upload(std::span<const float> host, space_buffer& dst) override {
     if (remote(dst))
@@ -71,12 +68,19 @@ class partitioned_space final : public detail::iterative_space {
 
   void forward(const space_buffer& x, space_buffer& y, int subset) override {
     const space_buffer& v = volume_of(x, "forward");
-    parts_.forward({v.data(), static_cast<std::size_t>(v.size())}, id(y), subset);
+    if (volumes_on_parts_)
+      parts_.forward_volume(id(v), id(y), subset);
+    else
+      parts_.forward({v.data(), static_cast<std::size_t>(v.size())}, id(y), subset);
     ++forward_calls_;
   }
   void back(const space_buffer& y, space_buffer& x, int subset, backprojector_kind kind) override {
-    parts_.back(id(y), {x.data(), static_cast<std::size_t>(volume_of(x, "back").size())}, subset,
-                kind == backprojector_kind::matched);
+    const bool matched = kind == backprojector_kind::matched;
+    space_buffer& v = volume_of(x, "back");
+    if (volumes_on_parts_)
+      parts_.back_volume(id(y), id(v), subset, matched);
+    else
+      parts_.back(id(y), {v.data(), static_cast<std::size_t>(v.size())}, subset, matched);
     ++back_calls_;
   }
 
@@ -108,10 +112,15 @@ class partitioned_space final : public detail::iterative_space {
   }
   void weighted_update(space_buffer& x, float lambda, const space_buffer& c, const space_buffer& u,
                        bool nonnegative) override {
-    local_->weighted_update(volume_of(x, "weighted_update"), lambda, c, u, nonnegative);
+    volume_of(x, "weighted_update");
+    if (volumes_on_parts_)
+      return call(part_op::weighted_update, {&x, &c, &u}, {lambda, nonnegative ? 1.0 : 0.0});
+    local_->weighted_update(x, lambda, c, u, nonnegative);
   }
   void clamp_nonnegative(space_buffer& x) override {
-    local_->clamp_nonnegative(volume_of(x, "clamp_nonnegative"));
+    volume_of(x, "clamp_nonnegative");
+    if (volumes_on_parts_) return call(part_op::clamp_nonnegative, {&x}, {});
+    local_->clamp_nonnegative(x);
   }
   void ratio(const space_buffer& p, const space_buffer& q, float eps, space_buffer& out) override {
     if (remote(p, q, out)) return call(part_op::ratio, {&p, &q, &out}, {eps});
@@ -119,7 +128,9 @@ class partitioned_space final : public detail::iterative_space {
   }
   void multiply_ratio(space_buffer& x, const space_buffer& u, const space_buffer& s,
                       float eps) override {
-    local_->multiply_ratio(volume_of(x, "multiply_ratio"), u, s, eps);
+    volume_of(x, "multiply_ratio");
+    if (volumes_on_parts_) return call(part_op::multiply_ratio, {&x, &u, &s}, {eps});
+    local_->multiply_ratio(x, u, s, eps);
   }
   double dot(const space_buffer& a, const space_buffer& b) override {
     if (remote(a, b)) return parts_.apply({part_op::dot, {id(a), id(b)}, {}});
@@ -130,11 +141,17 @@ class partitioned_space final : public detail::iterative_space {
     return local_->poisson_log_likelihood(p, q);
   }
   void tv_prox(space_buffer& x, float weight, int iterations, bool nonnegative) override {
-    local_->tv_prox(volume_of(x, "tv_prox"), weight, iterations, nonnegative);
+    volume_of(x, "tv_prox");
+    if (volumes_on_parts_) return parts_.tv_prox_volume(id(x), weight, iterations, nonnegative);
+    local_->tv_prox(x, weight, iterations, nonnegative);
   }
   double total_variation(const space_buffer& x) override {
-    return local_->total_variation(volume_of(x, "total_variation"));
+    volume_of(x, "total_variation");
+    if (volumes_on_parts_) return parts_.total_variation_volume(id(x));
+    return local_->total_variation(x);
   }
+
+  bool stream_state() const override { return volumes_on_parts_; }
 
   detail::space_stats stats() const override {
     detail::space_stats s = local_->stats();
@@ -148,7 +165,17 @@ class partitioned_space final : public detail::iterative_space {
   struct token {
     partitioned_space* owner;
     std::int64_t id;
+    bool volume;  ///< a volume buffer (subset volume_subset), else projections
   };
+  /// A new buffer of `subset` (volume_subset: a volume) on the parts, of `size` floats.
+  space_buffer on_parts(int subset, std::int64_t size) {
+    const std::int64_t id = next_id_++;
+    parts_.create(id, subset);
+    auto* t = new token{this, id, subset == volume_subset};
+    tokens_.insert(t);
+    ++made_;
+    return space_buffer(reinterpret_cast<float*>(t), size, &release_token);
+  }
   static void release_token(float* p) noexcept {
     auto* t = reinterpret_cast<token*>(p);
     t->owner->tokens_.erase(t);
@@ -172,9 +199,11 @@ class partitioned_space final : public detail::iterative_space {
     CTFORGE_EXPECTS(any == all, "partitioned run: a step mixing volumes and projections");
     return all;
   }
+  /// b, checked to be a volume (where this run keeps them).
   template <class B>
   B& volume_of(B& b, const char* what) const {
-    CTFORGE_EXPECTS(token_of(b) == nullptr,
+    const token* t = token_of(b);
+    CTFORGE_EXPECTS(volumes_on_parts_ ? (t && t->volume) : !t,
                     fmt::format("partitioned run: {}: projections where a volume belongs", what));
     return b;
   }
@@ -189,7 +218,8 @@ class partitioned_space final : public detail::iterative_space {
   geometry g_;
   volume_geometry vg_;
   int subsets_;
-  std::unique_ptr<detail::iterative_space> local_;
+  bool volumes_on_parts_;
+  std::unique_ptr<detail::iterative_space> local_;  ///< the volumes, unless on the parts
   std::vector<std::int64_t> all_views_;
   std::vector<std::vector<std::int64_t>> subset_views_;
   std::unordered_set<const token*> tokens_;

@@ -1,9 +1,12 @@
 // Iterative methods over projections partitioned by views (include/ctforge/partitioned.hpp):
 // every method over 1, 2, 3 and 7 parts (7: parts holding fewer views than there are subsets)
 // equals the one-process result within 1e-5 of the peak (the only difference is the rounding
-// of the parts' summed back-projections and dot products); a partition is deterministic, and a
-// run resumed from a saved state (or from the checkpoint directory) ends bit-identical to the
-// uninterrupted partitioned run. Negative control: a part holding one wrong view is seen.
+// of the parts' summed back-projections and dot products), with the volumes in the calling
+// process or on the parts; a partition is deterministic, and a run resumed from a saved state
+// (or from the checkpoint directory) ends bit-identical to the uninterrupted partitioned run.
+// Parts holding the volumes: no volume crosses to the caller during the iterations (only the
+// result and the arrays of a saved state, one at a time). Negative control: a part holding one
+// wrong view is seen.
 #include "ctforge/partitioned.hpp"
 
 #include <gtest/gtest.h>
@@ -74,29 +77,30 @@ std::string name_of(algorithm a) {
   return n;
 }
 
-class Partitioned : public ::testing::TestWithParam<std::tuple<algorithm, int>> {};
+/// (method, parts, whether the parts hold the volumes)
+class Partitioned : public ::testing::TestWithParam<std::tuple<algorithm, int, bool>> {};
 
 TEST_P(Partitioned, EqualsTheOneProcessResultWithin1e5OfThePeak) {
   const problem& pr = the_problem();
-  const auto [a, count] = GetParam();
+  const auto [a, count, hold] = GetParam();
   const recon_options o = options(a, 6);
   const volume one = reconstruct(pr.p, pr.g, pr.vg, o);
-  local_view_parts parts = local_view_parts::split(pr.p, pr.g, pr.vg, o, count);
+  local_view_parts parts = local_view_parts::split(pr.p, pr.g, pr.vg, o, count, hold);
   const volume split = reconstruct_partitioned(parts, pr.g, pr.vg, o);
   ASSERT_GT(peak(one), 0.01);
   EXPECT_LE(max_abs_diff(split, one), 1e-5 * peak(one)) << name_of(a) << " over " << count;
   // Deterministic for a given partition.
-  local_view_parts again = local_view_parts::split(pr.p, pr.g, pr.vg, o, count);
+  local_view_parts again = local_view_parts::split(pr.p, pr.g, pr.vg, o, count, hold);
   EXPECT_TRUE(same_bits(reconstruct_partitioned(again, pr.g, pr.vg, o), split));
 }
 
 TEST_P(Partitioned, ASinglePlaneGridToo) {
   const problem& pr = the_problem();
-  const auto [a, count] = GetParam();
+  const auto [a, count, hold] = GetParam();
   const volume_geometry flat = volume_geometry::centered(17, 15, 1, {1.5, 1.5, 1.5});
   const recon_options o = options(a, 4);
   const volume one = reconstruct(pr.p, pr.g, flat, o);
-  local_view_parts parts = local_view_parts::split(pr.p, pr.g, flat, o, count);
+  local_view_parts parts = local_view_parts::split(pr.p, pr.g, flat, o, count, hold);
   const volume split = reconstruct_partitioned(parts, pr.g, flat, o);
   ASSERT_GT(peak(one), 0.005);
   EXPECT_LE(max_abs_diff(split, one), 1e-5 * peak(one)) << name_of(a) << " over " << count;
@@ -106,11 +110,134 @@ INSTANTIATE_TEST_SUITE_P(Methods, Partitioned,
                          ::testing::Combine(::testing::Values(algorithm::sirt, algorithm::os_sart,
                                                               algorithm::cgls, algorithm::fista_tv,
                                                               algorithm::osem),
-                                            ::testing::Values(1, 2, 3, 7)),
+                                            ::testing::Values(1, 2, 3, 7),
+                                            ::testing::Bool()),
                          [](const auto& info) {
                            return name_of(std::get<0>(info.param)) + "_" +
-                                  std::to_string(std::get<1>(info.param)) + "_parts";
+                                  std::to_string(std::get<1>(info.param)) + "_parts" +
+                                  (std::get<2>(info.param) ? "_holding_volumes" : "");
                          });
+
+/// local_view_parts counting the values that cross to and from the caller.
+class counting_parts final : public view_parts {
+ public:
+  explicit counting_parts(local_view_parts inner) : inner_(std::move(inner)) {}
+  bool holds_volumes() const override { return inner_.holds_volumes(); }
+  void create(std::int64_t id, int subset) override { inner_.create(id, subset); }
+  void release(std::int64_t id) noexcept override { inner_.release(id); }
+  void load_data(std::int64_t id, int subset, bool clamp) override {
+    inner_.load_data(id, subset, clamp);
+  }
+  double data_norm2() override { return inner_.data_norm2(); }
+  void forward(std::span<const float> x, std::int64_t y, int subset) override {
+    to_parts += static_cast<std::int64_t>(x.size());
+    inner_.forward(x, y, subset);
+  }
+  void back(std::int64_t y, std::span<float> x, int subset, bool matched) override {
+    from_parts += static_cast<std::int64_t>(x.size());
+    inner_.back(y, x, subset, matched);
+  }
+  double apply(const part_call& call) override { return inner_.apply(call); }
+  void download(std::int64_t id, std::span<float> host) override {
+    from_parts += static_cast<std::int64_t>(host.size());
+    inner_.download(id, host);
+  }
+  void upload(std::span<const float> host, std::int64_t id) override {
+    to_parts += static_cast<std::int64_t>(host.size());
+    inner_.upload(host, id);
+  }
+  void forward_volume(std::int64_t x, std::int64_t y, int subset) override {
+    inner_.forward_volume(x, y, subset);
+  }
+  void back_volume(std::int64_t y, std::int64_t x, int subset, bool matched) override {
+    inner_.back_volume(y, x, subset, matched);
+  }
+  void tv_prox_volume(std::int64_t x, float w, int it, bool nonneg) override {
+    inner_.tv_prox_volume(x, w, it, nonneg);
+  }
+  double total_variation_volume(std::int64_t x) override {
+    return inner_.total_variation_volume(x);
+  }
+  std::int64_t to_parts = 0, from_parts = 0;
+
+ private:
+  local_view_parts inner_;
+};
+
+class PartsHoldingVolumes : public ::testing::TestWithParam<algorithm> {};
+
+TEST_P(PartsHoldingVolumes, OnlyTheResultComesToTheCaller) {
+  const problem& pr = the_problem();
+  const algorithm a = GetParam();
+  const std::int64_t n = pr.vg.voxel_count();
+  const recon_options o = options(a, 5);
+  counting_parts held(local_view_parts::split(pr.p, pr.g, pr.vg, o, 3, true));
+  const volume v = reconstruct_partitioned(held, pr.g, pr.vg, o);
+  EXPECT_EQ(held.from_parts, n) << name_of(a) << ": the result only";
+  // (FISTA-TV sends one volume at the start: its power iteration's pseudo-random start.)
+  EXPECT_EQ(held.to_parts, a == algorithm::fista_tv ? n : 0) << name_of(a);
+  // Negative control: with the volumes here, one per forward and back-projection crosses.
+  counting_parts here(local_view_parts::split(pr.p, pr.g, pr.vg, o, 3, false));
+  const volume w = reconstruct_partitioned(here, pr.g, pr.vg, o);
+  EXPECT_GE(here.from_parts, 5 * n) << name_of(a);
+  // The same method either way (the volumes' dot products are summed per part there).
+  EXPECT_LE(max_abs_diff(v, w), 1e-5 * peak(w)) << name_of(a);
+}
+
+TEST_P(PartsHoldingVolumes, AStateIsSavedAndResumedOneArrayAtATime) {
+  const problem& pr = the_problem();
+  const algorithm a = GetParam();
+  checkpoint_options co;
+  co.dir = (testing::scratch_dir("partitioned_held", name_of(a)) / "ck").string();
+  co.every_iterations = 1;
+  co.every_seconds = 0;
+  const std::string record = R"({"input": "test", "parts": 3})";
+  const recon_options o = options(a, 6);
+  local_view_parts whole_parts = local_view_parts::split(pr.p, pr.g, pr.vg, o, 3, true);
+  const volume whole = reconstruct_partitioned(whole_parts, pr.g, pr.vg, o);
+
+  recon_options stop = o;
+  stop.cancel = cancellation_token{};
+  stop.on_iteration = [&](const iteration_info& i) {
+    if (i.iteration == 3) stop.cancel.request();
+  };
+  local_view_parts first = local_view_parts::split(pr.p, pr.g, pr.vg, o, 3, true);
+  EXPECT_THROW(reconstruct_partitioned_resumable(first, pr.g, pr.vg, stop, co, record),
+               checkpoint_stopped);
+  local_view_parts second = local_view_parts::split(pr.p, pr.g, pr.vg, o, 3, true);
+  const volume resumed = reconstruct_partitioned_resumable(second, pr.g, pr.vg, o, co, record);
+  EXPECT_TRUE(same_bits(resumed, whole)) << name_of(a);
+  fs::remove_all(fs::path(co.dir).parent_path());
+
+  // The state reaches the saver as arrays read one at a time, never all of them downloaded.
+  recon_options watch = o;
+  std::vector<std::vector<float>> saved;
+  std::vector<double> scalars;
+  watch.checkpoint.every = 2;
+  watch.checkpoint.save = [&](const iterative_state& st) {
+    EXPECT_TRUE(st.arrays.empty() && st.read) << name_of(a);
+    if (st.iterations != 2) return;
+    for (std::size_t k = 0; k < st.array_count(); ++k) {
+      saved.emplace_back(st.array_size(k));
+      st.read_array(k, saved.back());
+    }
+    scalars = st.scalars;
+  };
+  local_view_parts third = local_view_parts::split(pr.p, pr.g, pr.vg, o, 3, true);
+  reconstruct_partitioned(third, pr.g, pr.vg, watch);
+  ASSERT_FALSE(saved.empty());
+  recon_options r = o;
+  r.checkpoint.resume.iterations = 2;
+  for (const auto& arr : saved) r.checkpoint.resume.arrays.emplace_back(arr);
+  r.checkpoint.resume.scalars = scalars;
+  local_view_parts fourth = local_view_parts::split(pr.p, pr.g, pr.vg, o, 3, true);
+  EXPECT_TRUE(same_bits(reconstruct_partitioned(fourth, pr.g, pr.vg, r), whole)) << name_of(a);
+}
+
+INSTANTIATE_TEST_SUITE_P(Methods, PartsHoldingVolumes,
+                         ::testing::Values(algorithm::sirt, algorithm::os_sart, algorithm::cgls,
+                                           algorithm::fista_tv, algorithm::osem),
+                         [](const auto& info) { return name_of(info.param); });
 
 TEST(PartitionedControl, APartHoldingOneWrongViewIsSeen) {
   const problem& pr = the_problem();
@@ -141,7 +268,10 @@ TEST_P(PartitionedResume, FromASavedStateBitIdentical) {
   o.checkpoint.every = 1;
   o.checkpoint.save = [&](const iterative_state& st) {
     std::vector<std::vector<float>> copy;
-    for (const auto& arr : st.arrays) copy.emplace_back(arr.begin(), arr.end());
+    for (std::size_t k = 0; k < st.array_count(); ++k) {
+      copy.emplace_back(st.array_size(k));
+      st.read_array(k, copy.back());
+    }
     arrays.push_back(std::move(copy));
     scalars.push_back(st.scalars);
   };

@@ -226,18 +226,24 @@ const std::vector<double>* iterative_run::resume_into(std::initializer_list<spac
   const iterative_state& st = opt_.checkpoint.resume;
   if (st.iterations == 0) return nullptr;
   CTFORGE_EXPECTS(
-      st.arrays.size() == arrays.size() && st.scalars.size() == scalar_count,
+      st.array_count() == arrays.size() && st.scalars.size() == scalar_count,
       fmt::format("{}: the saved state holds {} arrays and {} scalars, the method "
                   "keeps {} and {}",
-                  name_, st.arrays.size(), st.scalars.size(), arrays.size(), scalar_count));
+                  name_, st.array_count(), st.scalars.size(), arrays.size(), scalar_count));
   std::size_t k = 0;
   for (space_buffer* b : arrays) {
-    const std::span<const float> a = st.arrays[k];
-    CTFORGE_EXPECTS(static_cast<std::int64_t>(a.size()) == b->size(),
+    const std::size_t n = st.array_size(k);
+    CTFORGE_EXPECTS(static_cast<std::int64_t>(n) == b->size(),
                     fmt::format("{}: saved array {} holds {} values, the method's holds {} "
                                 "(another grid or geometry?)",
-                                name_, k, a.size(), b->size()));
-    space_->upload(a, *b);
+                                name_, k, n, b->size()));
+    if (st.read) {  // one array at a time in memory here
+      std::vector<float> a(n);
+      st.read(k, a);
+      space_->upload(a, *b);
+    } else {
+      space_->upload(st.arrays[k], *b);
+    }
     ++k;
   }
   // The saved figures (a whole log only): reported again, so that the caller's log is the whole
@@ -261,15 +267,21 @@ void iterative_run::save_if_due(int done, std::initializer_list<const space_buff
       (ck.seconds > 0 && std::chrono::duration<double>(now - last_save_).count() >= ck.seconds) ||
       opt_.cancel.requested();
   if (!due) return;
-  saved_.resize(arrays.size());
   iterative_state st;
   st.iterations = done;
-  std::size_t k = 0;
-  for (const space_buffer* b : arrays) {
-    saved_[k].resize(static_cast<std::size_t>(b->size()));
-    space_->download(*b, saved_[k]);
-    st.arrays.emplace_back(saved_[k]);
-    ++k;
+  const std::vector<const space_buffer*> buffers(arrays);
+  if (space_->stream_state()) {  // read by the saver array by array, none kept here
+    for (const space_buffer* b : buffers) st.sizes.push_back(static_cast<std::size_t>(b->size()));
+    st.read = [this, &buffers](std::size_t k, std::span<float> out) {
+      space_->download(*buffers.at(k), out);
+    };
+  } else {
+    saved_.resize(buffers.size());
+    for (std::size_t k = 0; k < buffers.size(); ++k) {
+      saved_[k].resize(static_cast<std::size_t>(buffers[k]->size()));
+      space_->download(*buffers[k], saved_[k]);
+      st.arrays.emplace_back(saved_[k]);
+    }
   }
   st.scalars.assign(scalars.begin(), scalars.end());
   if (static_cast<int>(log_.size()) == done) st.log = log_;
@@ -278,6 +290,7 @@ void iterative_run::save_if_due(int done, std::initializer_list<const space_buff
 }
 
 volume iterative_run::result(const space_buffer& x) {
+  saved_ = {};  // (host copies of a saved state: no longer needed)
   volume out(vg_);
   space_->download(x, out.data);
   const std::int64_t bad = first_non_finite(out.data.data(), vg_.voxel_count(), opt_.threads);
@@ -312,3 +325,17 @@ volume run_method(iterative_run& run) {
 }
 
 }  // namespace ctforge::detail
+
+namespace ctforge {
+
+void iterative_state::read_array(std::size_t k, std::span<float> out) const {
+  CTFORGE_EXPECTS(out.size() == array_size(k),
+                  fmt::format("saved array {}: holds {} values, not {}", k, array_size(k),
+                              out.size()));
+  if (read)
+    read(k, out);
+  else
+    std::copy(arrays[k].begin(), arrays[k].end(), out.begin());
+}
+
+}  // namespace ctforge
