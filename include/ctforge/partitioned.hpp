@@ -111,6 +111,11 @@ class view_parts {
   virtual void tv_prox_volume(std::int64_t x, float weight, int iterations, bool nonnegative);
   /// The total variation of volume buffer x (the iterative space's).
   virtual double total_variation_volume(std::int64_t x);
+  /// The method has ended with its result in volume buffer x: true when the parts have taken
+  /// it where it goes (their front end wrote each part's planes into the output), so that it
+  /// does not come to the caller; reconstruct_partitioned then returns a volume with the grid
+  /// and no data. false (the default): the caller receives it.
+  virtual bool keep_result(std::int64_t x);
 };
 
 /// One part: views [v0, v1) of geometry g with their projections, and its share of every
@@ -210,7 +215,8 @@ std::vector<float> pairwise_sum(std::vector<std::vector<float>> volumes);
 
 /// reconstruct() with iterative method opt.algo whose projections `parts` hold (views of g,
 /// partitioned); the volumes and the method's own steps on them run here, on the CPU, unless
-/// the parts hold the volumes (then only the result comes here).
+/// the parts hold the volumes (then only the result comes here, and not even that when
+/// parts.keep_result takes it: the volume returned has no data).
 volume reconstruct_partitioned(view_parts& parts, const geometry& g, const volume_geometry& vg,
                                const recon_options& opt);
 

@@ -386,6 +386,19 @@ def _part_total_variation(spec: dict, k: int, slabs: List[np.ndarray],
     return float(_part(spec, k).total_variation(np.concatenate(slabs)))
 
 
+def _part_write_result(spec: dict, k: int, x: int, part: dict, after: Any = None) -> int:
+    """Part k writes its planes of the result (volume buffer x) at their offset of the output
+    the client reserved (write_volume_part, which refuses non-finite values); returns the
+    bytes written."""
+    z0, z1 = spec["planes"][k]
+    if z1 <= z0:
+        return 0
+    grid = _grid(spec["grid"])
+    planes = _part(spec, k).download(x).reshape(z1 - z0, grid.shape[1], grid.shape[2])
+    _core.write_volume_part(part["file"], part["offset"], grid, z0, planes)
+    return int(planes.nbytes)
+
+
 def _planes(volume: np.ndarray, a: int, b: int) -> np.ndarray:
     """Values [a, b) of a flattened volume: one part's planes (a copy, so that the whole
     volume can be freed)."""
@@ -1074,8 +1087,10 @@ class _DaskViewParts:
         sizes = self._wait(self._each("size_of", id))
         at = 0
         for k, n in enumerate(sizes):
-            share = self.client.scatter(np.ascontiguousarray(data[at:at + n]), hash=False,
-                                        workers=[self.where[k]])
+            # (A copy: ``data`` is valid during the call only, and a client whose workers
+            # share its process keeps what it scatters by reference.)
+            share = self.client.scatter(np.array(data[at:at + n], dtype=np.float32),
+                                        hash=False, workers=[self.where[k]])
             self._submit(k, _part_upload, share, id)
             at += n
         self.bytes_to_workers += data.nbytes
@@ -1112,6 +1127,29 @@ class _DaskViewParts:
     def total_variation_volume(self, x: int) -> float:
         (tv,) = self._wait([self._submit(0, _part_total_variation, self._slabs(x))])
         return float(tv)
+
+    def keep_result(self, x: int) -> bool:
+        """An ``.h5`` output (``spec["result"]``, on the file system the workers share): each
+        part writes its planes of the result into the file the client reserves under a
+        temporary name, and ``self.writer`` is left to commit it. Otherwise the client receives
+        the result."""
+        path = self.spec.get("result")
+        if not self.holds_volumes or not path:
+            return False
+        grid = _grid(self.spec["grid"])
+        writer = _core.VolumeFileWriter(path, grid)
+        try:
+            part = {"file": writer.temporary_path, "offset": int(writer.data_offset)}
+            written = self._wait([self._submit(k, _part_write_result, x, part)
+                                  for k in range(len(self.where))])
+            for z0, z1 in self.spec["planes"]:
+                if z1 > z0:
+                    writer.mark_written(z0, z1 - z0)
+        except BaseException:
+            writer.close()  # (the temporary removed)
+            raise
+        self.writer, self.bytes_written = writer, sum(written)
+        return True
 
 
 _METHODS = ("sirt", "os-sart", "cgls", "fista-tv", "osem")
@@ -1206,23 +1244,33 @@ def _iterative(client, input, output, g, grid, grid_spec, record, options, read,
     lib = {k: v for k, v in dict(options, **method).items() if v is not None}
     subsets = _core.method_subsets(g._g, **{k: v for k, v in lib.items()
                                             if k in ("algorithm", "subsets")})
+    notes: List[str] = []
+    store = _ObjectStoreState(dir, algo.replace("-", "_")) if dir.startswith("s3://") else None
+    state_dir = store.local if store else dir
     # The parts hold the volumes too (each its planes): the client holds none while it runs.
+    # (A state saved with the volumes on the client continues so, bit for bit.)
+    on_workers = _VOLUMES_ON_WORKERS
+    if on_workers and _saved_with_volumes_on_client(state_dir):
+        on_workers = False
+        notes.append("the saved state was computed with the volumes on the client: this run "
+                     "continues so")
     planes = ([list(_core.part_planes(int(grid.shape[0]), parts, k)) for k in range(parts)]
-              if _VOLUMES_ON_WORKERS else None)
+              if on_workers else None)
     # The partition changes the rounding of the sums: part of the run's identity.
     record = dict(record, parts=bounds)
     if planes:
         record["volume_planes"] = planes
     for k in ("filter", "cutoff", "displaced_detector", "offset_transition", "helical_q"):
         record.pop(k, None)
+    # The workers write an .h5 result themselves (the file system they share, as for FDK).
+    to_h5 = (planes is not None and "://" not in output
+             and output.lower().endswith((".h5", ".hdf5")))
     spec = {"input": input, "read": read, "geometry": g.to_json(), "grid": grid_spec,
-            "options": options, "parts": bounds, "subsets": subsets, "planes": planes}
-    notes: List[str] = []
+            "options": options, "parts": bounds, "subsets": subsets, "planes": planes,
+            "result": os.path.abspath(output) if to_h5 else None}
     run_options = {k: v for k, v in lib.items() if k not in ("filter", "cutoff",
                                                              "displaced_detector",
                                                              "offset_transition")}
-    store = _ObjectStoreState(dir, algo.replace("-", "_")) if dir.startswith("s3://") else None
-    state_dir = store.local if store else dir
     report_progress = progress
     if store:
         def report_progress(fraction: float) -> None:
@@ -1230,7 +1278,7 @@ def _iterative(client, input, output, g, grid, grid_spec, record, options, read,
             if progress:
                 progress(fraction)
     try:
-        volume, log, attempts, loaded, to_workers, from_workers = _iterative_attempts(
+        volume, log, attempts, loaded, to_workers, from_workers, writer = _iterative_attempts(
             client, g, grid, spec, record, workers, run_options, algo, state_dir, dir,
             checkpoint_every, report_progress, notes)
         if store:
@@ -1242,7 +1290,13 @@ def _iterative(client, input, output, g, grid, grid_spec, record, options, read,
             finally:
                 store.remove(from_store=False)
         raise
-    _write_result(output, volume, grid)
+    if writer is not None:  # the workers wrote it
+        try:
+            writer.commit()
+        finally:
+            writer.close()
+    else:
+        _write_result(output, volume, grid)
     del volume
     if store:
         store.remove(from_store=not keep_units)
@@ -1258,6 +1312,7 @@ def _iterative(client, input, output, g, grid, grid_spec, record, options, read,
                "resumed_from": resumed, "attempts": attempts,
                "notes": notes, "workers": sorted({r["worker"] for r in loaded}),
                "bytes_to_workers": to_workers, "bytes_from_workers": from_workers,
+               "result_written_by_workers": writer is not None,
                "log": log, "seconds": time.perf_counter() - t0}
     if store:
         summary["state_bytes_to_store"] = store.bytes_up
@@ -1265,10 +1320,21 @@ def _iterative(client, input, output, g, grid, grid_spec, record, options, read,
     return summary
 
 
+def _saved_with_volumes_on_client(state_dir: str) -> bool:
+    """Whether ``state_dir`` holds a partitioned run's record from before the parts held the
+    volumes (parts recorded, their planes not)."""
+    try:
+        with open(os.path.join(state_dir, "run.json")) as f:
+            there = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(there, dict) and "parts" in there and "volume_planes" not in there
+
+
 def _write_result(output: str, volume: np.ndarray, grid) -> None:
     """The result of an iterative run into ``output``: an ``.h5`` file slab by slab (nothing
     but the result in memory), other formats as ctforge.write_volume writes them."""
-    if not (output.endswith((".h5", ".hdf5")) and "://" not in output):
+    if not (output.lower().endswith((".h5", ".hdf5")) and "://" not in output):
         ctforge.write_volume(output, volume, grid)
         return
     writer = _core.VolumeFileWriter(os.path.abspath(output), grid)
@@ -1284,8 +1350,9 @@ def _write_result(output: str, volume: np.ndarray, grid) -> None:
 def _iterative_attempts(client, g, grid, spec, record, workers, run_options, algo, state_dir,
                         dir, checkpoint_every, progress, notes):
     """Attempts of the partitioned run until one completes: (volume, log, attempts, the last
-    attempt's parts, bytes to and from the workers)."""
-    attempts, loaded = 0, []
+    attempt's parts, bytes to and from the workers, and the output's writer when the workers
+    wrote the result (the volume is then None))."""
+    attempts, loaded, writer = 0, [], None
     to_workers = from_workers = 0
     while True:
         attempts += 1
@@ -1298,6 +1365,8 @@ def _iterative_attempts(client, g, grid, spec, record, workers, run_options, alg
                 vp, g._g, grid, checkpoint_dir=state_dir, checkpoint_every=int(checkpoint_every),
                 checkpoint_seconds=0.0, run_record=json.dumps(record, sort_keys=True),
                 progress=progress, note=notes.append, **run_options)
+            if volume is None:
+                writer = vp.writer
             break
         except PartLost as e:
             if attempts > 5:
@@ -1317,7 +1386,7 @@ def _iterative_attempts(client, g, grid, spec, record, workers, run_options, alg
                 client.run(_drop_parts, spec["session"])
             except Exception:
                 pass  # a worker gone meanwhile holds nothing any more
-    return volume, log, attempts, loaded, to_workers, from_workers
+    return volume, log, attempts, loaded, to_workers, from_workers, writer
 
 
 def simulate(client: Any, phantom: Any, geometry: Any, output: PathLike, *,

@@ -35,8 +35,9 @@ farray view_of(std::span<const float> x, bool writable) {
 /// forward(x, id, subset), back(id, subset, matched) -> volume, apply(op, ids, scalars),
 /// download(id, out) (fills the 1-d array out), upload(array, id) (the array is valid during the
 /// call); when its attribute holds_volumes is true, also forward_volume(x, y, subset),
-/// back_volume(y, x, subset, matched), tv_prox_volume(x, weight, iterations, nonnegative) and
-/// total_variation_volume(x). An exception there ends the run (its state saved so far kept) and
+/// back_volume(y, x, subset, matched), tv_prox_volume(x, weight, iterations, nonnegative),
+/// total_variation_volume(x) and keep_result(x) -> bool (the parts wrote the result: the call
+/// then returns None for the volume). An exception there ends the run (its state saved so far kept) and
 /// reaches the caller as it was raised.
 class python_view_parts final : public view_parts {
  public:
@@ -59,6 +60,10 @@ class python_view_parts final : public view_parts {
   double total_variation_volume(std::int64_t x) override {
     py::gil_scoped_acquire gil;
     return obj_.attr("total_variation_volume")(x).cast<double>();
+  }
+  bool keep_result(std::int64_t x) override {
+    py::gil_scoped_acquire gil;
+    return py::hasattr(obj_, "keep_result") && obj_.attr("keep_result")(x).cast<bool>();
   }
   ~python_view_parts() override {
     py::gil_scoped_acquire gil;
@@ -154,6 +159,8 @@ py::object reconstruct_partitioned_call(const py::object& parts_obj, const geome
   opt.progress = nullptr;
   hook->rethrow_pending();
   if (!done) throw ctforge::error("reconstruction: cancelled");
+  if (out.data.empty())  // the parts kept it (keep_result)
+    return py::make_tuple(py::none(), log_rows(log));
   return py::make_tuple(to_numpy(std::move(out)), log_rows(log));
 }
 

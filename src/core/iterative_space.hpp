@@ -176,6 +176,12 @@ class iterative_space {
   /// (iterative_state::read) rather than downloaded whole first: a space whose buffers are
   /// not in this process (a partitioned run whose parts hold the volumes).
   virtual bool stream_state() const { return false; }
+  /// Whether the method's result x stays where it is (the parts of a partitioned run wrote it
+  /// into the output): then iterative_run::result returns a volume with no data.
+  virtual bool keep_result(const space_buffer& x) {
+    (void)x;
+    return false;
+  }
 
   virtual space_stats stats() const = 0;
   /// Every allocation the space has made so far: its buffers and, on CUDA, its device arrays,

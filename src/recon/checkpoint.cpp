@@ -389,14 +389,28 @@ volume iterative_checkpointed(const std::function<volume(const recon_options&)>&
       offsets.push_back(offset);
       offset += st.sizes.back();
     }
+    // The arrays are checked again as they are read, in order: after the last one, the
+    // checksum of all of them must be the marker's (the slot checked out above).
     const fs::path file = dir / fmt::format("{}_{}.f32", stem, best_slot);
-    st.read = [file, offsets, sizes = st.sizes](std::size_t k, std::span<float> out) {
+    auto running = std::make_shared<std::pair<std::size_t, std::uint64_t>>(0, fnv1a(nullptr, 0));
+    st.read = [file, offsets, sizes = st.sizes, running,
+               checksum = best.marker.value("checksum", "")](std::size_t k, std::span<float> out) {
+      const std::string changed =
+          fmt::format("{}: the saved state changed since it was checked", file.string());
       std::ifstream in(file, std::ios::binary);
       in.seekg(static_cast<std::streamoff>(offsets.at(k) * sizeof(float)));
       CTFORGE_CHECK(out.size() == sizes.at(k) &&
                         in.read(reinterpret_cast<char*>(out.data()),
                                 static_cast<std::streamsize>(out.size_bytes())),
-                    fmt::format("{}: the saved state changed while it was read", file.string()));
+                    changed);
+      auto& [next, h] = *running;
+      if (k != next) {  // (read out of order: not checked again)
+        next = sizes.size() + 1;
+        return;
+      }
+      h = fnv1a(out.data(), out.size_bytes(), h);
+      ++next;
+      CTFORGE_CHECK(next < sizes.size() || hex(h) == checksum, changed);
     };
     for (const auto& v : best.marker["scalars"]) st.scalars.push_back(v.get<double>());
     st.log = log_from_json(best.marker.value("log", json::array()));

@@ -398,12 +398,26 @@ void view_parts::tv_prox_volume(std::int64_t, float, int, bool) {
 double view_parts::total_variation_volume(std::int64_t) {
   not_holding("total variation");
 }
+bool view_parts::keep_result(std::int64_t) {
+  return false;
+}
 
 // ---- parts in this process -------------------------------------------------------------------
 
 local_view_parts::local_view_parts(std::vector<view_part> parts, bool hold_volumes)
     : parts_(std::move(parts)), hold_volumes_(hold_volumes) {
   CTFORGE_EXPECTS(!parts_.empty(), "partitioned run: no parts");
+  // Volumes held: the parts' planes follow each other (their shares make the volume in order).
+  std::int64_t z = 0;
+  for (const view_part& p : parts_) {
+    const auto [z0, z1] = p.planes();
+    CTFORGE_EXPECTS(hold_volumes ? z0 == z : z1 == z0,
+                    fmt::format("partitioned run: views {}..{} hold planes {}..{}, {}",
+                                p.first_view(), p.end_view() - 1, z0, z1 - 1,
+                                hold_volumes ? fmt::format("not from plane {}", z)
+                                             : "but the parts do not hold the volumes"));
+    z = z1;
+  }
 }
 
 local_view_parts local_view_parts::split(const projection_view& proj, const geometry& g,

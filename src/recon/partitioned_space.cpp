@@ -152,6 +152,9 @@ class partitioned_space final : public detail::iterative_space {
   }
 
   bool stream_state() const override { return volumes_on_parts_; }
+  bool keep_result(const space_buffer& x) override {
+    return volumes_on_parts_ && parts_.keep_result(id(volume_of(x, "the result")));
+  }
 
   detail::space_stats stats() const override {
     detail::space_stats s = local_->stats();

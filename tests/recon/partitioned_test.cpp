@@ -158,7 +158,15 @@ class counting_parts final : public view_parts {
   double total_variation_volume(std::int64_t x) override {
     return inner_.total_variation_volume(x);
   }
-  std::int64_t to_parts = 0, from_parts = 0;
+  /// With keep_voxels set, takes the result (as a front end writing it from the parts would).
+  bool keep_result(std::int64_t x) override {
+    if (keep_voxels == 0) return false;
+    kept.resize(static_cast<std::size_t>(keep_voxels));
+    inner_.download(x, kept);
+    return true;
+  }
+  std::int64_t to_parts = 0, from_parts = 0, keep_voxels = 0;
+  std::vector<float> kept;
 
  private:
   local_view_parts inner_;
@@ -182,6 +190,22 @@ TEST_P(PartsHoldingVolumes, OnlyTheResultComesToTheCaller) {
   EXPECT_GE(here.from_parts, 5 * n) << name_of(a);
   // The same method either way (the volumes' dot products are summed per part there).
   EXPECT_LE(max_abs_diff(v, w), 1e-5 * peak(w)) << name_of(a);
+}
+
+TEST_P(PartsHoldingVolumes, TheyMayKeepTheResult) {
+  const problem& pr = the_problem();
+  const algorithm a = GetParam();
+  const recon_options o = options(a, 4);
+  local_view_parts plain = local_view_parts::split(pr.p, pr.g, pr.vg, o, 3, true);
+  const volume v = reconstruct_partitioned(plain, pr.g, pr.vg, o);
+  counting_parts keeping(local_view_parts::split(pr.p, pr.g, pr.vg, o, 3, true));
+  keeping.keep_voxels = pr.vg.voxel_count();
+  const volume none = reconstruct_partitioned(keeping, pr.g, pr.vg, o);
+  EXPECT_TRUE(none.data.empty());
+  EXPECT_EQ(none.geom.nz, pr.vg.nz);
+  EXPECT_EQ(keeping.from_parts, 0) << name_of(a);
+  ASSERT_EQ(keeping.kept.size(), v.data.size());
+  EXPECT_EQ(std::memcmp(keeping.kept.data(), v.data.data(), v.data.size() * sizeof(float)), 0);
 }
 
 TEST_P(PartsHoldingVolumes, AStateIsSavedAndResumedOneArrayAtATime) {

@@ -101,6 +101,7 @@ class iterative_run {
   const std::vector<double>* resume_into(std::initializer_list<space_buffer*> arrays,
                                          std::size_t scalar_count);
   /// The result, downloaded; runtime error naming the method when it holds a non-finite value.
+  /// A space that keeps it (iterative_space::keep_result) gives a volume without data.
   volume result(const space_buffer& x);
 
  private:
