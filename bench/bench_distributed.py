@@ -83,6 +83,7 @@ def cgls_run(client, path, grid, parts, threads, iterations, work, **kw):
             "seconds_per_iteration": per_it,
             "bytes_to_workers_per_iteration": s["bytes_to_workers"] / iterations,
             "bytes_from_workers_per_iteration": s["bytes_from_workers"] / iterations,
+            "result_written_by_workers": s.get("result_written_by_workers", False),
             "attempts": s["attempts"]}
 
 

@@ -412,7 +412,7 @@ void write_dicom_series(const std::string& dir, const volume_view& v,
 // Zarr arrays in local directories (object storage: the Python package). Read: Zarr v3 and v2
 // arrays of 1 to 3 dimensions, real or boolean element types (converted to float), the codecs
 // zarr-python writes (bytes, transpose, sharding_indexed, blosc, zstd, gzip, crc32c; v2: blosc,
-// zstd, zlib, gzip, C or F order); chunks never written read as the fill value. Written: one
+// zstd, zlib, gzip, bz2, C or F order); chunks never written read as the fill value. Written: one
 // float32 array in shards of whole planes (about 64 MiB each), one chunk per plane inside them,
 // Blosc zstd with byte shuffle, as python/ctforge/zarr_volumes.py writes, built in a temporary
 // directory that replaces the target as a unit (docs/file-formats.md lists the attributes).
@@ -426,6 +426,9 @@ bool is_zarr_path(const std::string& path);
 /// non-finite values (naming the voxel) and s3:// URLs (usage_error).
 volume read_zarr_volume(const std::string& path);
 void write_zarr_volume(const std::string& path, const volume_view& v, bool compress = true);
+/// Every value of a Zarr array of 1 to 3 dimensions as float, C order, whatever it holds;
+/// `shape` receives its shape (1 to 3 numbers).
+std::vector<float> read_zarr_array(const std::string& path, std::vector<std::int64_t>& shape);
 /// The stored frames of a Zarr array of projections (3D [views][rows][cols], or 2D [views][cols]
 /// a sinogram) restricted to `sel`: only the chunks the selection touches are read. `stored`
 /// receives the geometry of the attribute ctforge_geometry when the array has one.

@@ -294,6 +294,19 @@ void register_volume_files(py::module_& m) {
         io::write_preview_png(path, v, lo, hi);
       },
       py::arg("path"), py::arg("volume"), py::arg("grid"), py::arg("lo"), py::arg("hi"));
+  m.def(
+      "read_zarr_array",
+      [](const std::string& path) {
+        std::vector<std::int64_t> shape;
+        std::vector<float> values;
+        {
+          py::gil_scoped_release nogil;
+          values = io::read_zarr_array(path, shape);
+        }
+        return owning_array(std::move(values),
+                            std::vector<py::ssize_t>(shape.begin(), shape.end()));
+      },
+      py::arg("path"));
   m.def("describe", &io::describe_any, py::arg("path"));
   m.def("content_kind", &io::content_kind, py::arg("path"));
   m.def("projection_format", &io::projection_format, py::arg("path"));

@@ -119,7 +119,15 @@ void write_staged(const std::string& path, std::array<std::int64_t, 3> shape, co
 std::string kind_name(const zarr::array& a) {
   const json axes = a.attributes.value("axes", json());
   const bool views = axes.is_string() && axes.get<std::string>().starts_with("view");
-  return a.attributes.contains(k_geometry) || views ? "projections" : "volume";
+  // (A 2-d array is a sinogram: [view][col] of one detector row.)
+  return a.attributes.contains(k_geometry) || views || a.rank == 2 ? "projections" : "volume";
+}
+
+/// What the axes of `a` are, for ctforge info.
+std::string axes_name(const zarr::array& a) {
+  if (a.rank == 1) return "1-d: neither a volume nor projections";
+  if (a.rank == 2) return "views, cols: a sinogram";
+  return kind_name(a) == "volume" ? "z, y, x" : "views, rows, cols";
 }
 
 }  // namespace
@@ -340,6 +348,14 @@ void write_zarr_projections(const std::string& path, const projection_view& p, c
                {"view", "row", "col"});
 }
 
+std::vector<float> read_zarr_array(const std::string& path, std::vector<std::int64_t>& shape) {
+  const zarr::array a = open_checked(path);
+  shape.assign(a.shape.end() - a.rank, a.shape.end());
+  const std::array<std::int64_t, 3> first{0, 0, 0};
+  const std::array<std::int64_t, 3> count{a.shape[0], a.shape[1], a.shape[2]};
+  return zarr::read_box(a, first, count);
+}
+
 std::string zarr_content_kind(const std::string& path) { return kind_name(open_checked(path)); }
 
 std::string describe_zarr(const std::string& path) {
@@ -356,12 +372,10 @@ std::string describe_zarr(const std::string& path) {
     for (const auto& c : a.codecs.shard->inner.post) codecs += " + " + c.name;
   }
   for (const auto& c : a.codecs.post) codecs += (codecs.empty() ? "" : " + ") + c.name;
-  std::string d = fmt::format("{}: Zarr v{} array, ctforge {}\n  shape {} ({}), {}\n  chunks {}{}{}\n",
-                              path, a.format, kind_name(a), shape,
-                              a.rank == 3 && kind_name(a) == "volume" ? "z, y, x"
-                                                                      : "views, rows, cols",
-                              a.dtype.name, chunk, codecs.empty() ? "" : ", ",
-                              codecs.empty() ? "uncompressed" : codecs);
+  std::string d = fmt::format("{}: Zarr v{} array{}\n  shape {} ({}), {}\n  chunks {}{}{}\n",
+                              path, a.format, a.rank == 1 ? "" : ", ctforge " + kind_name(a),
+                              shape, axes_name(a), a.dtype.name, chunk,
+                              codecs.empty() ? "" : ", ", codecs.empty() ? "uncompressed" : codecs);
   for (const char* name : {"spacing_mm", "origin_mm", "axes", "creator"})
     if (a.attributes.contains(name)) d += fmt::format("  {} {}\n", name, a.attributes[name].dump());
   const json geo = a.attributes.value(k_geometry, json());

@@ -1,6 +1,7 @@
 // The bytes -> bytes codecs of Zarr arrays: Blosc (libblosc), Zstandard (libzstd), gzip and
-// zlib (zlib), and the crc32c checksum of sharded arrays' indexes.
+// zlib (zlib), bzip2 (libbz2; v2 arrays), and the crc32c checksum of sharded arrays' indexes.
 #include <blosc.h>
+#include <bzlib.h>
 #include <fmt/format.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -105,6 +106,35 @@ std::vector<std::uint8_t> inflate_decode(const std::vector<std::uint8_t>& in, st
   return out;
 }
 
+/// bzip2 streams (numcodecs' BZ2: one stream, no header of its own).
+std::vector<std::uint8_t> bunzip_decode(const std::vector<std::uint8_t>& in, std::size_t limit,
+                                        const std::string& where) {
+  bz_stream z{};
+  CTFORGE_CHECK(BZ2_bzDecompressInit(&z, 0, 0) == BZ_OK,
+                fmt::format("{}: BZ2_bzDecompressInit failed", where));
+  std::vector<std::uint8_t> out;
+  std::vector<char> step(std::size_t{1} << 20);
+  z.next_in = reinterpret_cast<char*>(const_cast<std::uint8_t*>(in.data()));
+  z.avail_in = static_cast<unsigned>(in.size());
+  int r = BZ_OK;
+  while (r != BZ_STREAM_END) {
+    z.next_out = step.data();
+    z.avail_out = static_cast<unsigned>(step.size());
+    r = BZ2_bzDecompress(&z);
+    const std::size_t got = step.size() - z.avail_out;
+    out.insert(out.end(), step.begin(), step.begin() + static_cast<std::ptrdiff_t>(got));
+    if ((r != BZ_OK && r != BZ_STREAM_END) || out.size() > limit || (r == BZ_OK && got == 0)) {
+      BZ2_bzDecompressEnd(&z);
+      CTFORGE_FAIL(fmt::format("{}: corrupt bz2 data (BZ2_bzDecompress: {})", where,
+                               out.size() > limit ? "more bytes than a chunk holds"
+                               : r != BZ_OK       ? fmt::format("error {}", r)
+                                                  : "truncated"));
+    }
+  }
+  BZ2_bzDecompressEnd(&z);
+  return out;
+}
+
 }  // namespace
 
 std::uint32_t crc32c(const std::uint8_t* p, std::size_t n) {
@@ -119,6 +149,7 @@ std::vector<std::uint8_t> decode_bytes(const bytes_codec& c, std::vector<std::ui
   if (c.name == "zstd") return zstd_decode(in, limit, where);
   if (c.name == "gzip" || c.name == "zlib")
     return inflate_decode(in, limit, where, c.name.c_str());
+  if (c.name == "bz2") return bunzip_decode(in, limit, where);
   if (c.name == "crc32c") {
     CTFORGE_CHECK(in.size() >= 4, fmt::format("{}: {} bytes, too short for its crc32c checksum",
                                               where, in.size()));

@@ -321,9 +321,9 @@ void open_v2(array& a, const json& j) {
   const json comp = j.value("compressor", json());
   if (!comp.is_null()) {
     const std::string id = comp.is_object() ? comp.value("id", std::string()) : "";
-    if (id != "blosc" && id != "zstd" && id != "zlib" && id != "gzip")
-      bad(f, "compressor", fmt::format("{} is not supported (blosc, zstd, zlib and gzip are)",
-                                       comp.dump()));
+    if (id != "blosc" && id != "zstd" && id != "zlib" && id != "gzip" && id != "bz2")
+      bad(f, "compressor",
+          fmt::format("{} is not supported (blosc, zstd, zlib, gzip and bz2 are)", comp.dump()));
     a.codecs.post.push_back({id});
   }
   const fs::path attrs = fs::path(a.path) / ".zattrs";

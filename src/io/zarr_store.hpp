@@ -3,7 +3,7 @@
 // arrays of 1 to 3 dimensions, real or boolean data types, regular chunk grids, the default and
 // v2 chunk key encodings, fill values for missing chunks, and the codecs zarr-python writes:
 // bytes (either endianness), transpose, sharding_indexed (index at the start or the end, with or
-// without crc32c), blosc, zstd, gzip, crc32c; v2 compressors blosc, zstd, zlib and gzip and C or
+// without crc32c), blosc, zstd, gzip, crc32c; v2 compressors blosc, zstd, zlib, gzip and bz2 and C or
 // F order. What is written: the layout of ctforge's Zarr volumes (python/ctforge/zarr_volumes.py):
 // float32, shards of whole planes, one chunk per plane inside, blosc zstd with byte shuffle.
 // Anything else is refused naming the file and the field.
