@@ -387,16 +387,49 @@ def _part_total_variation(spec: dict, k: int, slabs: List[np.ndarray],
 
 
 def _part_write_result(spec: dict, k: int, x: int, part: dict, after: Any = None) -> int:
-    """Part k writes its planes of the result (volume buffer x) at their offset of the output
-    the client reserved (write_volume_part, which refuses non-finite values); returns the
-    bytes written."""
+    """Part k writes its planes of the result (volume buffer x) into the output: at their
+    offset of the ``.h5`` file the client reserved (``part["file"]``, write_volume_part), or as
+    their shards of the Zarr array it created (``part["zarr"]``); both refuse non-finite values.
+    Returns the bytes written."""
     z0, z1 = spec["planes"][k]
     if z1 <= z0:
         return 0
     grid = _grid(spec["grid"])
     planes = _part(spec, k).download(x).reshape(z1 - z0, grid.shape[1], grid.shape[2])
-    _core.write_volume_part(part["file"], part["offset"], grid, z0, planes)
+    if "zarr" in part:
+        zarr_volumes.write_zarr_planes(part["zarr"], z0, planes)
+    else:
+        _core.write_volume_part(part["file"], part["offset"], grid, z0, planes)
     return int(planes.nbytes)
+
+
+class _ZarrResult:
+    """A Zarr output the parts of an iterative run write (a local ``.zarr`` under a temporary
+    name, or ``s3://``): one shard per plane, so that each part writes whole shards of its own.
+    commit() completes the array (and puts a local one in place); close() before that abandons
+    it (a local temporary is removed; an ``s3://`` array stays incomplete, which readers
+    refuse)."""
+
+    def __init__(self, url: str, grid):
+        self._stage = zarr_volumes.staged_volume(url)
+        self.target = self._stage.__enter__()
+        self._open = True
+        try:
+            zarr_volumes.create_zarr_volume(self.target, grid, 1)
+        except BaseException:
+            self.close()
+            raise
+
+    def commit(self) -> None:
+        zarr_volumes.finish_zarr_volume(self.target)
+        self._open = False
+        self._stage.__exit__(None, None, None)
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            e = ctforge.Error("abandoned")
+            self._stage.__exit__(type(e), e, None)
 
 
 def _planes(volume: np.ndarray, a: int, b: int) -> np.ndarray:
@@ -1129,21 +1162,23 @@ class _DaskViewParts:
         return float(tv)
 
     def keep_result(self, x: int) -> bool:
-        """An ``.h5`` output (``spec["result"]``, on the file system the workers share): each
-        part writes its planes of the result into the file the client reserves under a
-        temporary name, and ``self.writer`` is left to commit it. Otherwise the client receives
-        the result."""
+        """An ``.h5`` output (``spec["result"]``, on the file system the workers share) or a Zarr
+        one (local or ``s3://``): each part writes its planes of the result into the file the
+        client reserves under a temporary name, or into the Zarr array it creates, and
+        ``self.writer`` is left to commit it. Otherwise the client receives the result."""
         path = self.spec.get("result")
         if not self.holds_volumes or not path:
             return False
         grid = _grid(self.spec["grid"])
-        writer = _core.VolumeFileWriter(path, grid)
+        zarr = zarr_volumes.is_zarr_url(path)
+        writer = _ZarrResult(path, grid) if zarr else _core.VolumeFileWriter(path, grid)
         try:
-            part = {"file": writer.temporary_path, "offset": int(writer.data_offset)}
+            part = ({"zarr": writer.target} if zarr else
+                    {"file": writer.temporary_path, "offset": int(writer.data_offset)})
             written = self._wait([self._submit(k, _part_write_result, x, part)
                                   for k in range(len(self.where))])
             for z0, z1 in self.spec["planes"]:
-                if z1 > z0:
+                if z1 > z0 and not zarr:
                     writer.mark_written(z0, z1 - z0)
         except BaseException:
             writer.close()  # (the temporary removed)
@@ -1262,12 +1297,16 @@ def _iterative(client, input, output, g, grid, grid_spec, record, options, read,
         record["volume_planes"] = planes
     for k in ("filter", "cutoff", "displaced_detector", "offset_transition", "helical_q"):
         record.pop(k, None)
-    # The workers write an .h5 result themselves (the file system they share, as for FDK).
-    to_h5 = (planes is not None and "://" not in output
-             and output.lower().endswith((".h5", ".hdf5")))
+    # The workers write an .h5 result themselves (the file system they share, as for FDK), and
+    # a Zarr one (local or s3://).
+    result = None
+    if planes is not None and zarr_volumes.is_zarr_url(output) and _have_zarr_python():
+        result = output if "://" in output else os.path.abspath(output)
+    elif planes is not None and "://" not in output and output.lower().endswith((".h5", ".hdf5")):
+        result = os.path.abspath(output)
     spec = {"input": input, "read": read, "geometry": g.to_json(), "grid": grid_spec,
             "options": options, "parts": bounds, "subsets": subsets, "planes": planes,
-            "result": os.path.abspath(output) if to_h5 else None}
+            "result": result}
     run_options = {k: v for k, v in lib.items() if k not in ("filter", "cutoff",
                                                              "displaced_detector",
                                                              "offset_transition")}
@@ -1318,6 +1357,16 @@ def _iterative(client, input, output, g, grid, grid_spec, record, options, read,
         summary["state_bytes_to_store"] = store.bytes_up
         summary["state_bytes_from_store"] = store.bytes_down
     return summary
+
+
+def _have_zarr_python() -> bool:
+    """Whether the workers can write Zarr themselves (zarr-python; without it the client
+    writes a local .zarr result through the C++ library)."""
+    try:
+        zarr_volumes._zarr()
+        return True
+    except ImportError:
+        return False
 
 
 def _saved_with_volumes_on_client(state_dir: str) -> bool:

@@ -432,6 +432,13 @@ def test_no_volume_passes_through_the_client_while_iterating(client, scan, tmp_p
     assert mha["bytes_from_workers"] == volume_bytes and not mha["result_written_by_workers"]
     assert np.array_equal(ctforge.read_volume(tmp_path / "c5.mha")[0],
                           ctforge.read_volume(tmp_path / "c5.h5")[0])
+    if cd._have_zarr_python():  # a .zarr result: one shard per plane, each part its own
+        z = cd.reconstruct(client, path, tmp_path / "c5.zarr", algorithm="cgls", grid=grid,
+                           parts=5, iterations=4, threads=1)
+        assert z["bytes_from_workers"] == 0 and z["result_written_by_workers"]
+        assert np.array_equal(ctforge.read_volume(tmp_path / "c5.zarr")[0],
+                              ctforge.read_volume(tmp_path / "c5.h5")[0])
+        assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]  # (no temporary)
     monkeypatch.setattr(cd, "_VOLUMES_ON_WORKERS", False)
     here = cd.reconstruct(client, path, tmp_path / "here.h5", algorithm="cgls", grid=grid,
                           parts=5, iterations=4, threads=1)
@@ -660,6 +667,15 @@ def test_iterative_state_in_an_s3_checkpoint_dir(client, scan, tmp_path, moto_en
     # Kept (keep_units): continued to 12 iterations from the store, then removed from it.
     more = cd.reconstruct(client, path, tmp_path / "m.h5", iterations=12, checkpoint_dir=ck, **kw)
     assert more["resumed_from"] >= 8
+    assert keys() == []
+    # From and to object storage: the result written into s3:// by the workers (each part its
+    # planes' shards), the client holding no volume.
+    client.run(lambda: os.environ.update(env))  # (the workers, started before this test)
+    url = "s3://state/out/it.zarr"
+    s = cd.reconstruct(client, path, url, iterations=10, checkpoint_dir=ck,
+                       **dict(kw, checkpoint_every=0))
+    assert s["result_written_by_workers"] and s["bytes_from_workers"] == 0
+    assert np.array_equal(ctforge.read_volume(url)[0], ctforge.read_volume(tmp_path / "w.h5")[0])
     assert keys() == []
     ref = cd.reconstruct(client, path, tmp_path / "r.h5", iterations=12,
                          **dict(kw, checkpoint_every=0))
