@@ -77,6 +77,16 @@ std::string name_of(algorithm a) {
   return n;
 }
 
+/// A scratch checkpoint directory for method a, its state saved after every iteration.
+checkpoint_options saved_every_iteration(const char* suite, algorithm a) {
+  checkpoint_options co;
+  co.dir = (testing::scratch_dir(suite, name_of(a)) / "ck").string();
+  co.every_iterations = 1;
+  co.every_seconds = 0;
+  return co;
+}
+constexpr const char* record = R"({"input": "test", "parts": 3})";
+
 /// (method, parts, whether the parts hold the volumes)
 class Partitioned : public ::testing::TestWithParam<std::tuple<algorithm, int, bool>> {};
 
@@ -211,11 +221,7 @@ TEST_P(PartsHoldingVolumes, TheyMayKeepTheResult) {
 TEST_P(PartsHoldingVolumes, AStateIsSavedAndResumedOneArrayAtATime) {
   const problem& pr = the_problem();
   const algorithm a = GetParam();
-  checkpoint_options co;
-  co.dir = (testing::scratch_dir("partitioned_held", name_of(a)) / "ck").string();
-  co.every_iterations = 1;
-  co.every_seconds = 0;
-  const std::string record = R"({"input": "test", "parts": 3})";
+  const checkpoint_options co = saved_every_iteration("partitioned_held", a);
   const recon_options o = options(a, 6);
   local_view_parts whole_parts = local_view_parts::split(pr.p, pr.g, pr.vg, o, 3, true);
   const volume whole = reconstruct_partitioned(whole_parts, pr.g, pr.vg, o);
@@ -318,11 +324,7 @@ TEST_P(PartitionedResume, FromASavedStateBitIdentical) {
 TEST_P(PartitionedResume, FromTheCheckpointDirectoryBitIdentical) {
   const problem& pr = the_problem();
   const algorithm a = GetParam();
-  checkpoint_options co;
-  co.dir = (testing::scratch_dir("partitioned", name_of(a)) / "ck").string();
-  co.every_iterations = 1;
-  co.every_seconds = 0;
-  const std::string record = R"({"input": "test", "parts": 3})";
+  const checkpoint_options co = saved_every_iteration("partitioned", a);
   recon_options o = options(a, 6);
   local_view_parts parts = local_view_parts::split(pr.p, pr.g, pr.vg, o, 3);
   const volume whole = reconstruct_partitioned(parts, pr.g, pr.vg, o);
