@@ -1175,15 +1175,15 @@ class _DaskViewParts:
         try:
             part = ({"zarr": writer.target} if zarr else
                     {"file": writer.temporary_path, "offset": int(writer.data_offset)})
-            written = self._wait([self._submit(k, _part_write_result, x, part)
-                                  for k in range(len(self.where))])
+            self._wait([self._submit(k, _part_write_result, x, part)
+                        for k in range(len(self.where))])
             for z0, z1 in self.spec["planes"]:
                 if z1 > z0 and not zarr:
                     writer.mark_written(z0, z1 - z0)
         except BaseException:
             writer.close()  # (the temporary removed)
             raise
-        self.writer, self.bytes_written = writer, sum(written)
+        self.writer = writer
         return True
 
 
@@ -1302,7 +1302,7 @@ def _iterative(client, input, output, g, grid, grid_spec, record, options, read,
     result = None
     if planes is not None and zarr_volumes.is_zarr_url(output) and _have_zarr_python():
         result = output if "://" in output else os.path.abspath(output)
-    elif planes is not None and "://" not in output and output.lower().endswith((".h5", ".hdf5")):
+    elif planes is not None and _local_h5(output):
         result = os.path.abspath(output)
     spec = {"input": input, "read": read, "geometry": g.to_json(), "grid": grid_spec,
             "options": options, "parts": bounds, "subsets": subsets, "planes": planes,
@@ -1380,10 +1380,15 @@ def _saved_with_volumes_on_client(state_dir: str) -> bool:
     return isinstance(there, dict) and "parts" in there and "volume_planes" not in there
 
 
+def _local_h5(output: str) -> bool:
+    """Whether ``output`` is a local ``.h5`` file (written plane by plane)."""
+    return "://" not in output and output.lower().endswith((".h5", ".hdf5"))
+
+
 def _write_result(output: str, volume: np.ndarray, grid) -> None:
     """The result of an iterative run into ``output``: an ``.h5`` file slab by slab (nothing
     but the result in memory), other formats as ctforge.write_volume writes them."""
-    if not (output.lower().endswith((".h5", ".hdf5")) and "://" not in output):
+    if not _local_h5(output):
         ctforge.write_volume(output, volume, grid)
         return
     writer = _core.VolumeFileWriter(os.path.abspath(output), grid)

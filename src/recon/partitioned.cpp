@@ -501,9 +501,7 @@ void local_view_parts::upload(std::span<const float> host, std::int64_t id) {
 
 std::vector<float> local_view_parts::gather(std::int64_t id) {
   CTFORGE_EXPECTS(hold_volumes_, "partitioned run: these parts do not hold the volumes");
-  std::int64_t n = 0;
-  for (auto& p : parts_) n += p.size_of(id);
-  std::vector<float> x(static_cast<std::size_t>(n));
+  std::vector<float> x(static_cast<std::size_t>(size_of(id)));
   download(id, x);
   return x;
 }
