@@ -149,7 +149,8 @@ runner add_center(CLI::App& app) {
       "of one slice per candidate column, labelled, for checking it by eye");
   sub->add_option("input", o->input, "Projection file (any format recon reads)")
       ->required()
-      ->type_name("IN");
+      ->type_name("IN")
+      ->transform(object_input("input"));
   sub->add_option("--range", o->range,
                   "Candidate columns A, A + STEP, ... up to B (0-based detector columns; at most "
                   "200 candidates); needs -o")
@@ -157,7 +158,8 @@ runner add_center(CLI::App& app) {
   sub->add_option("-o,--output", o->output,
                   "Montage PNG (without --range: 21 candidates 0.5 px apart about the estimate)")
       ->type_name("FILE.png")
-      ->check(non_empty_path());
+      ->check(non_empty_path())
+      ->transform(object_output("--output"));
   sub->add_option("--row", o->row, "Detector row to reconstruct (default: the middle row)")
       ->type_name("R");
   sub->add_option("--size", o->size,

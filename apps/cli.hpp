@@ -65,6 +65,22 @@ void require_distinct_paths(const std::vector<named_path>& outputs,
 std::int64_t parse_byte_size(const std::string& option, const std::string& text);
 /// The directory of an output path must exist (checked before any long computation); the path
 /// must name a file: not empty, not an existing directory, not ending in '/'.
+/// s3:// URLs in file options (apps/object_paths.cpp). The transform of an input option
+/// replaces a URL by the path it is downloaded to before the command runs (HDF5 files are read
+/// in place by ranged requests and stay URLs); that of an output option by a path in the
+/// process's staging directory, stored at the URL once the command has succeeded.
+CLI::Validator object_input(const std::string& option);
+CLI::Validator object_output(const std::string& option);
+/// Refuses an s3:// URL for an option that takes a local path, saying what to do `instead`.
+CLI::Validator local_only(const std::string& option, const std::string& instead);
+/// Before the command runs: the staged inputs downloaded (an output naming an input's URL is a
+/// usage error).
+void fetch_object_inputs();
+/// After the command succeeded: every staged output the command wrote, stored at its URL.
+void store_object_outputs();
+/// `text` with the staged paths replaced by the URLs they stand for (messages).
+std::string with_object_urls(std::string text);
+
 void require_writable_dir(const std::string& option, const std::string& path);
 /// For outputs that are directories (a DICOM series, a TIFF stack): not empty, the parent
 /// directory exists, and a name ending in '/' does not carry a file extension ("v.h5/": a

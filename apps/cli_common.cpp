@@ -239,16 +239,19 @@ CLI::Option_group* add_projection_input_options(CLI::App* sub, projection_input_
   g->add_option("--geometry", o.geometry,
                 "Geometry JSON file (whole stored scan) to use instead of the file's; required "
                 "for TIFF stacks")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->transform(object_input("--geometry"));
   g->add_flag("--transpose", o.transpose,
               "Projections: swap detector rows and columns (before --flip-u / --flip-v)");
   g->add_flag("--flip-u", o.flip_u, "Projections: reverse the detector columns");
   g->add_flag("--flip-v", o.flip_v,
               "Projections: reverse the detector rows (files that store the top row first)");
   g->add_option("--flat", o.flat, "Flat-field TIFF image(s) (file, directory or glob)")
-      ->type_name("PATH");
+      ->type_name("PATH")
+      ->transform(object_input("--flat"));
   g->add_option("--dark", o.dark, "Dark-field TIFF image(s) (file, directory or glob)")
-      ->type_name("PATH");
+      ->type_name("PATH")
+      ->transform(object_input("--dark"));
   g->add_option("--data-path", o.datasets.data,
                 "HDF5 input: dataset of the frames [n][rows][cols], in any layout (default: "
                 "found by NXtomo definition or DataExchange's /exchange/data); .mat input: "
@@ -269,7 +272,8 @@ CLI::Option_group* add_projection_input_options(CLI::App* sub, projection_input_
                 "image key 0 projection, 1 flat, 2 dark, 3 invalid, one line per stored frame): "
                 "builds a parallel-beam geometry instead of --geometry; or START:STOP:COUNT, "
                 "COUNT angles from START to STOP, both included (e.g. 0:179:180)")
-      ->type_name("FILE|A:B:N");
+      ->type_name("FILE|A:B:N")
+      ->transform(object_input("--angles"));
   g->add_option("--angle-unit", o.angle_unit,
                 "Unit of the --angles list; radians must be stated (rad)")
       ->check(CLI::IsMember({"deg", "rad"}))
@@ -447,7 +451,10 @@ CLI::Option_group* add_checkpoint_options(CLI::App* sub, checkpoint_cli_options&
                 "written (FDK / FBP leave DIR/assembled.json, naming the run the output was "
                 "written from)")
       ->type_name("DIR")
-      ->check(non_empty_path());
+      ->check(non_empty_path())
+      ->transform(local_only("--checkpoint-dir",
+                             "python -m ctforge.distributed recon keeps its checkpoints at "
+                             "s3:// URLs"));
   g->add_option("--unit-share", o.unit_share,
                 "FDK / FBP / helical FBP with --checkpoint-dir on a file system that several "
                 "processes or machines share: compute only the slab units i with i % N == K "
@@ -471,11 +478,13 @@ CLI::Option_group* add_volume_output_options(CLI::App* sub, volume_output_option
                 "Output volume: .h5, .mha/.mhd, .nrrd, .nii/.nii.gz, or a DICOM series directory")
       ->required()
       ->type_name("FILE")
-      ->check(non_empty_path());
+      ->check(non_empty_path())
+      ->transform(object_output("--output"));
   g->add_option("--preview", o.preview,
                 "Also write a PNG of the three central slices (axial, coronal, sagittal)")
       ->type_name("FILE.png")
-      ->check(non_empty_path());
+      ->check(non_empty_path())
+      ->transform(object_output("--preview"));
   g->add_option("--mu-water", o.mu_water,
                 "DICOM output: HU = 1000 (mu - mu_water) / mu_water, mu_water in 1/mm")
       ->type_name("MU")
@@ -591,7 +600,7 @@ std::vector<std::pair<std::int64_t, std::int64_t>> parse_column_ranges(const std
 }
 
 void note(bool quiet, const std::string& text) {
-  if (!quiet) fmt::print(stderr, "ctforge: {}\n", text);
+  if (!quiet) fmt::print(stderr, "ctforge: {}\n", with_object_urls(text));
 }
 
 namespace {

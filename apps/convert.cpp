@@ -278,14 +278,16 @@ runner add_preprocess(CLI::App& app) {
                   "Projections: ctforge/DataExchange/NXtomo .h5, a TIFF stack directory or a "
                   "glob in quotes")
       ->required()
-      ->type_name("IN");
+      ->type_name("IN")
+      ->transform(object_input("input"));
   CLI::Option_group* out = sub->add_option_group(k_output_group, "Where the result goes");
   out->add_option("-o,--output", o->output,
                   "Cleaned line integrals: .h5 (ctforge schema) or a directory (TIFF stack with "
                   "geometry.json)")
       ->required()
       ->type_name("OUT")
-      ->check(non_empty_path());
+      ->check(non_empty_path())
+      ->transform(object_output("output"));
   out->add_flag("--quiet", o->quiet, "Print nothing but errors");
   add_selection_options(add_projection_input_options(sub, o->read), *o);
   CLI::Option_group* prep = add_preprocess_options(sub, o->prep);
@@ -306,11 +308,13 @@ runner add_convert(CLI::App& app) {
   sub->add_option("input", o->input,
                   "Input file or directory (DICOM series, TIFF stack, or a glob in quotes)")
       ->required()
-      ->type_name("IN");
+      ->type_name("IN")
+      ->transform(object_input("input"));
   sub->add_option("output", o->output, "Output file or directory (DICOM series / TIFF stack)")
       ->required()
       ->type_name("OUT")
-      ->check(non_empty_path());
+      ->check(non_empty_path())
+      ->transform(object_output("output"));
   o->mu_water_opt =
       sub->add_option("--mu-water", o->mu_water,
                       "Water attenuation (1/mm) for HU <-> mu: DICOM input is converted to mu, "

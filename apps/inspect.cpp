@@ -21,8 +21,9 @@ runner add_info(CLI::App& app) {
       "HDF5, DataExchange, NXtomo, TIFF stacks, MetaImage, NRRD, NIfTI, DICOM)");
   sub->add_option("file", *file, "File or directory (DICOM series, TIFF stack)")
       ->required()
-      ->type_name("FILE");
-  return [file] { fmt::print("{}", io::describe_any(*file)); };
+      ->type_name("FILE")
+      ->transform(object_input("file"));
+  return [file] { fmt::print("{}", with_object_urls(io::describe_any(*file))); };
 }
 
 namespace {
@@ -77,10 +78,14 @@ runner add_compare(CLI::App& app) {
   auto o = std::make_shared<compare_options>();
   CLI::App* sub = app.add_subcommand(
       "compare", "Image-quality figures of volume A against reference volume B (same shape)");
-  sub->add_option("a", o->a, "Volume to assess (HDF5)")->required()->type_name("A.h5");
+  sub->add_option("a", o->a, "Volume to assess (HDF5)")
+      ->required()
+      ->type_name("A.h5")
+      ->transform(object_input("a"));
   sub->add_option("b", o->b, "Reference volume (HDF5), e.g. the voxelized truth")
       ->required()
-      ->type_name("B.h5");
+      ->type_name("B.h5")
+      ->transform(object_input("b"));
   o->peak_opt = sub->add_option("--peak", o->peak,
                                 "Peak value for PSNR. Default: max - min of the reference B")
                     ->type_name("P");

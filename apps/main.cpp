@@ -31,7 +31,7 @@ std::string version_text() {
 
 int fail(int status, const char* what) {
   std::fflush(stdout);
-  fmt::print(stderr, "ctforge: error: {}\n", what);
+  fmt::print(stderr, "ctforge: error: {}\n", ctforge::cli::with_object_urls(what));
   return status;
 }
 
@@ -85,8 +85,10 @@ int main(int argc, char** argv) {
   }
 
   try {
+    ctforge::cli::fetch_object_inputs();
     for (auto& [sub, run] : commands)
       if (sub->parsed()) run();
+    ctforge::cli::store_object_outputs();
     return 0;
   } catch (const ctforge::cli::stopped& e) {
     std::fflush(stdout);

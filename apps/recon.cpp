@@ -128,7 +128,8 @@ void add_method_options(CLI::App* method, CLI::App* checkpoint, recon_cli_option
         },
         f.value);
     if (f.show_default) opt->capture_default_str();
-    if (f.is_path) opt->check(non_empty_path());
+    if (entry.name == std::string_view("initial")) opt->transform(object_input(flag));
+    if (f.is_path) opt->check(non_empty_path())->transform(object_output(flag));
     o.method_options.emplace_back(&entry, opt);
   }
 }
@@ -809,7 +810,8 @@ runner add_recon(CLI::App& app) {
                   "Projections: ctforge / DataExchange / NXtomo HDF5, or a TIFF stack (directory, "
                   "glob in quotes, multi-page .tif)")
       ->required()
-      ->type_name("PROJ.h5");
+      ->type_name("PROJ.h5")
+      ->transform(object_input("input"));
   sub->add_option("--algorithm", o->algorithm,
                   "fdk: cone / fan beam, circular orbit (complete, well-sampled scans); "
                   "fbp: parallel beam, circular orbit; "

@@ -276,14 +276,17 @@ runner add_simulate(CLI::App& app) {
                   "shepp-logan, a phantom JSON file, or a volume (.h5, .mha, .nrrd, .nii, DICOM "
                   "series directory) projected voxel by voxel (Joseph), centred on the isocentre")
       ->required()
-      ->type_name("NAME|FILE");
+      ->type_name("NAME|FILE")
+      ->transform(object_input("--phantom"));
   sub->add_option("--geometry", o->geometry, "Acquisition geometry JSON file")
       ->required()
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->transform(object_input("--geometry"));
   sub->add_option("-o,--output", o->output, "Output projection file (HDF5)")
       ->required()
       ->type_name("FILE")
-      ->check(non_empty_path());
+      ->check(non_empty_path())
+      ->transform(object_output("--output"));
   o->phantom_size_opt =
       sub->add_option("--phantom-size", o->phantom_size,
                       "Edge of the cube the Shepp-Logan phantom is scaled to, in mm")
@@ -314,7 +317,8 @@ runner add_simulate(CLI::App& app) {
                                        "Also write the voxelized phantom (HDF5 volume); grid from "
                                        "the options below, defaults as for `ctforge recon`")
                            ->type_name("FILE")
-                           ->check(non_empty_path());
+                           ->check(non_empty_path())
+                           ->transform(object_output("--truth"));
   add_grid_options(sub, o->grid);
   for (CLI::Option* opt :
        {o->grid.size_opt, o->grid.size_xyz_opt, o->grid.spacing_opt, o->grid.origin_opt})

@@ -409,7 +409,8 @@ void write_dicom_series(const std::string& dir, const volume_view& v,
 
 // ---- Zarr ------------------------------------------------------------------------------------
 //
-// Zarr arrays in local directories (object storage: the Python package). Read: Zarr v3 and v2
+// Zarr arrays in local directories (s3://: the command line copies them, the Python package
+// reads and writes them in place). Read: Zarr v3 and v2
 // arrays of 1 to 3 dimensions, real or boolean element types (converted to float), the codecs
 // zarr-python writes (bytes, transpose, sharding_indexed, blosc, zstd, gzip, crc32c; v2: blosc,
 // zstd, zlib, gzip, bz2, C or F order); chunks never written read as the fill value. Written: one

@@ -41,17 +41,20 @@ s3_object resolve_s3_object(const std::string& s3_url) {
   const std::size_t slash = rest.find('/');
   CTFORGE_EXPECTS(slash != std::string_view::npos && slash > 0 && slash + 1 < rest.size(),
                   s3_url + ": expected s3://bucket/key");
-  const std::string bucket(rest.substr(0, slash));
-  const std::string key = encode_key(rest.substr(slash + 1));
   s3_object o;
+  o.bucket = std::string(rest.substr(0, slash));
+  o.key = std::string(rest.substr(slash + 1));
+  const std::string& bucket = o.bucket;
+  const std::string key = encode_key(o.key);
   o.region = env("AWS_REGION");
   if (o.region.empty()) o.region = env("AWS_DEFAULT_REGION");
   if (o.region.empty()) o.region = "us-east-1";
   std::string endpoint = env("AWS_ENDPOINT_URL_S3");
   if (endpoint.empty()) endpoint = env("AWS_ENDPOINT_URL");
   while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
-  o.url = endpoint.empty() ? fmt::format("https://{}.s3.{}.amazonaws.com/{}", bucket, o.region, key)
-                           : fmt::format("{}/{}/{}", endpoint, bucket, key);
+  o.bucket_url = endpoint.empty() ? fmt::format("https://{}.s3.{}.amazonaws.com/", bucket, o.region)
+                                  : fmt::format("{}/{}", endpoint, bucket);
+  o.url = endpoint.empty() ? o.bucket_url + key : fmt::format("{}/{}", o.bucket_url, key);
   o.key_id = env("AWS_ACCESS_KEY_ID");
   o.secret = env("AWS_SECRET_ACCESS_KEY");
   o.token = env("AWS_SESSION_TOKEN");

@@ -21,6 +21,8 @@ bool is_object_url(std::string_view path);
 /// Where the read-only S3 driver finds s3://bucket/key, and how it signs its requests.
 struct s3_object {
   std::string url;     ///< http(s) address of the object
+  std::string bucket_url;  ///< http(s) address of its bucket (requests with a query: listing)
+  std::string bucket, key;  ///< as the s3:// URL spells them (the key not encoded)
   std::string region;  ///< signing region
   std::string key_id, secret, token;
 };

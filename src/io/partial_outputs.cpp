@@ -47,21 +47,25 @@ struct dirent64_raw {
   char d_name[1];
 };
 
-// Removes the files directly inside `dir`, then `dir` (async-signal-safe).
-void remove_flat_directory(const char* dir) {
+// Removes what the directory `name` (relative to `at`) holds, directories `depth` levels deep at
+// most, then the directory itself (async-signal-safe: open, getdents64, unlinkat, close).
+void remove_tree_at(int at, const char* name, int depth) {
   for (int pass = 0; pass < 8; ++pass) {
-    const int fd = ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const int fd = ::openat(at, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) break;
-    alignas(8) char buf[8192];
+    alignas(8) char buf[2048];
     bool any = false;
     for (;;) {
       const long n = ::syscall(SYS_getdents64, fd, buf, sizeof buf);
       if (n <= 0) break;
       for (long off = 0; off < n;) {
         const auto* d = reinterpret_cast<const dirent64_raw*>(buf + off);
-        const char* name = d->d_name;
-        if (!(name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0)))) {
-          ::unlinkat(fd, name, 0);
+        const char* entry = d->d_name;
+        if (!(entry[0] == '.' && (entry[1] == 0 || (entry[1] == '.' && entry[2] == 0)))) {
+          if (d->d_type == DT_DIR && depth > 0)
+            remove_tree_at(fd, entry, depth - 1);
+          else
+            ::unlinkat(fd, entry, 0);
           any = true;
         }
         off += d->d_reclen;
@@ -70,14 +74,18 @@ void remove_flat_directory(const char* dir) {
     ::close(fd);
     if (!any) break;
   }
-  ::rmdir(dir);
+  ::unlinkat(at, name, AT_REMOVEDIR);
 }
+
+// `dir` and everything in it, 12 directory levels deep (a staging directory holding Zarr
+// arrays: stage/out-0/vol.zarr/c/0/0/0).
+void remove_directory_tree(const char* dir) { remove_tree_at(AT_FDCWD, dir, 12); }
 
 extern "C" void remove_partial_outputs(int sig) {
   for (int i = 0; i < k_slots; ++i) {
     const int st = g_state[i].load(std::memory_order_acquire);
     if (st == k_file) ::unlink(g_paths[i]);
-    if (st == k_directory) remove_flat_directory(g_paths[i]);
+    if (st == k_directory) remove_directory_tree(g_paths[i]);
   }
   // SA_RESETHAND restored the default action; the signal is blocked while this handler runs,
   // so the re-raised signal terminates the process as soon as the handler returns.

@@ -34,9 +34,10 @@ constexpr const char* k_geometry = "ctforge_geometry";
 void refuse_object_url(const std::string& path) {
   if (is_object_url(path))
     throw usage_error(fmt::format(
-        "{}: Zarr in object storage is read and written by the Python package "
-        "(ctforge.read_volume / ctforge.write_volume, python -m ctforge.distributed recon -o "
-        "s3://...); the command line reads and writes Zarr in local directories",
+        "{}: the library reads and writes Zarr in local directories; the command line copies "
+        "s3:// arrays (ctforge recon / convert / info with s3:// URLs), and the Python package "
+        "reads and writes them in place (ctforge.read_volume / ctforge.write_volume, python -m "
+        "ctforge.distributed recon -o s3://...)",
         path));
 }
 

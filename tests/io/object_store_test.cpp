@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include "io/s3_client.hpp"
+
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -54,6 +57,10 @@ TEST(ObjectStore, AwsAddressFromTheRegion) {
   EXPECT_EQ(o.region, "eu-west-3");
   EXPECT_EQ(o.key_id, "AKIA");
   EXPECT_TRUE(o.token.empty());
+  // Listing goes to the bucket's own address (virtual-hosted: the bucket is in the host).
+  EXPECT_EQ(o.bucket_url, "https://beamline.s3.eu-west-3.amazonaws.com/");
+  EXPECT_EQ(o.bucket, "beamline");
+  EXPECT_EQ(o.key, "2026/scan_01.h5");
 }
 
 TEST(ObjectStore, CompatibleEndpointPathStyleAndKeysEncoded) {
@@ -63,6 +70,36 @@ TEST(ObjectStore, CompatibleEndpointPathStyleAndKeysEncoded) {
   EXPECT_EQ(resolve_s3_object("s3://b1/a dir/x+y#1.h5").url,
             "http://127.0.0.1:9000/b1/a%20dir/x%2By%231.h5");
   EXPECT_EQ(resolve_s3_object("s3://b1/k").region, "us-west-2");
+  const s3_object o = resolve_s3_object("s3://b1/a dir/x.zarr/");
+  EXPECT_EQ(o.bucket_url, "http://127.0.0.1:9000/b1");
+  EXPECT_EQ(o.key, "a dir/x.zarr/");  // as the URL spells it; encoded only in o.url
+}
+
+TEST(ObjectStore, PartSizeFromTheEnvironment) {
+  const char* saved = std::getenv("CTFORGE_S3_PART_SIZE");
+  const std::optional<std::string> keep = saved ? std::optional<std::string>(saved) : std::nullopt;
+  ::unsetenv("CTFORGE_S3_PART_SIZE");
+  EXPECT_EQ(s3::part_size(), std::int64_t{64} << 20);
+  ::setenv("CTFORGE_S3_PART_SIZE", "5242880", 1);
+  EXPECT_EQ(s3::part_size(), std::int64_t{5} << 20);
+  for (const char* bad : {"5242879", "8M", "-1", "1e9"}) {
+    ::setenv("CTFORGE_S3_PART_SIZE", bad, 1);
+    testing::expect_error_naming([] { s3::part_size(); }, "CTFORGE_S3_PART_SIZE", "5 MiB");
+  }
+  if (keep)
+    ::setenv("CTFORGE_S3_PART_SIZE", keep->c_str(), 1);
+  else
+    ::unsetenv("CTFORGE_S3_PART_SIZE");
+}
+
+TEST(ObjectStore, AStoreThatCannotBeReachedIsAnErrorNamingTheRequest) {
+  // Port 9 on loopback: nothing listens (connection refused), tried three times.
+  const aws_env env(env_map{{"AWS_ENDPOINT_URL", "http://127.0.0.1:9"}});
+  s3::client store;
+  testing::expect_error_naming([&] { store.size("s3://b1/none.h5"); }, "s3://b1/none.h5",
+                               "HEAD http://127.0.0.1:9/b1/none.h5");
+  testing::expect_error_naming([&] { store.put_text("s3://b1/k.json", "{}"); }, "s3://b1/k.json",
+                               "PUT http://127.0.0.1:9/b1/k.json");
 }
 
 TEST(ObjectStore, TheS3EndpointWinsAndUsEast1ByDefault) {

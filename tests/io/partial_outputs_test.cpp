@@ -67,6 +67,25 @@ TEST(PartialOutputs, SignalRemovesRegisteredFilesOnly) {
   fs::remove_all(dir);
 }
 
+TEST(PartialOutputs, SignalRemovesARegisteredDirectoryTree) {
+  // A staging directory holding a Zarr array: files 5 directory levels down.
+  const fs::path dir = scratch_dir() / "stage";
+  const fs::path deep = dir / "out-0" / "vol.zarr" / "c" / "0" / "0";
+  fs::create_directories(deep);
+  fs::create_directories(dir / "in-1");
+  touch(deep / "0");
+  touch(dir / "out-0" / "vol.zarr" / "zarr.json");
+  const int status = in_child([&] {
+    ctforge::io::install_interrupt_cleanup();
+    if (ctforge::io::register_partial_output(dir.string(), true) < 0) ::_exit(3);
+    ::kill(::getpid(), SIGTERM);
+    ::pause();
+  });
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_FALSE(fs::exists(dir)) << "the directory tree was not removed";
+  fs::remove_all(dir.parent_path());
+}
+
 TEST(PartialOutputs, WriteAtomicallyUnregistersAfterRename) {
   const fs::path dir = scratch_dir();
   const fs::path out = dir / "out.txt";

@@ -1,0 +1,185 @@
+// s3:// URLs in the command line's file options (cli.hpp: object_input / object_output).
+//
+// The commands themselves read and write local paths. A URL given to an option is replaced, as
+// the command line is parsed, by a path in one staging directory of this process
+// ($TMPDIR/ctforge-objects-XXXXXX): inputs are downloaded there before the command runs (HDF5
+// inputs are not: they are read in place by ranged requests), outputs are written there by the
+// command as usual (under a temporary name, checked and renamed) and stored at their URL once
+// the command has succeeded. The staging directory is removed when the process ends, and by the
+// SIGINT / SIGTERM handlers that remove partial outputs.
+#include <fmt/format.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "ctforge/detail/atomic_write.hpp"
+#include "ctforge/error.hpp"
+#include "io/object_store.hpp"
+#include "io/object_transfer.hpp"
+#include "io/s3_client.hpp"
+
+namespace ctforge::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct staged {
+  std::string option, url, local;  ///< local == url: an HDF5 input read in place
+};
+
+/// The process's staging directory and what was staged in it.
+struct staging {
+  std::string dir;
+  int slot = -1;
+  std::vector<staged> inputs, outputs;
+
+  const std::string& directory() {
+    if (dir.empty()) {
+      const char* tmp = std::getenv("TMPDIR");
+      std::string pattern = fmt::format("{}/ctforge-objects-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+      CTFORGE_CHECK(::mkdtemp(pattern.data()) != nullptr,
+                    fmt::format("cannot create a staging directory {} for s3:// files "
+                                "(set TMPDIR to a writable directory)",
+                                pattern));
+      dir = pattern;
+      slot = io::register_partial_output(dir, true);
+    }
+    return dir;
+  }
+  /// A new directory of the staging directory, for one option's file.
+  std::string place(const char* kind) {
+    const fs::path p =
+        fs::path(directory()) / fmt::format("{}-{}", kind, inputs.size() + outputs.size());
+    fs::create_directories(p);
+    return p.string();
+  }
+  ~staging() {
+    if (dir.empty()) return;
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    io::unregister_partial_output(slot);
+  }
+};
+
+staging& stage() {
+  static staging s;
+  return s;
+}
+
+/// The last component of the URL's key, as the local file is named.
+std::string last_name(const std::string& url) {
+  std::string key = io::resolve_s3_object(url).key;
+  while (!key.empty() && key.back() == '/') key.pop_back();
+  const auto slash = key.rfind('/');
+  return slash == std::string::npos ? key : key.substr(slash + 1);
+}
+
+/// Files the HDF5 readers open by name (ranged reads of the object: no download).
+bool read_in_place(const std::string& url) {
+  std::string ext = fs::path(last_name(url)).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext == ".h5" || ext == ".hdf5" || ext == ".hdf" || ext == ".nx" || ext == ".nxs";
+}
+
+/// The URL, checked (CLI11 reports a ValidationError as that option's error: exit 2).
+std::string checked_url(const std::string& option, const std::string& url) {
+  try {
+    io::resolve_s3_object(url);
+  } catch (const error& e) {
+    throw CLI::ValidationError(option, e.what());
+  }
+  return url;
+}
+
+/// A bad CTFORGE_S3_PART_SIZE refused before the command runs, as that option's error.
+void check_part_size(const std::string& option) {
+  try {
+    io::s3::part_size();
+  } catch (const error& e) {
+    throw CLI::ValidationError(option, e.what());
+  }
+}
+
+}  // namespace
+
+CLI::Validator object_input(const std::string& option) {
+  return CLI::Validator(
+      [option](std::string& value) {
+        if (!io::is_object_url(value)) return std::string();
+        staging& s = stage();
+        if (read_in_place(checked_url(option, value))) {
+          s.inputs.push_back({option, value, value});
+          return std::string();
+        }
+        const std::string dir = s.place("in");
+        s.inputs.push_back({option, value, (fs::path(dir) / last_name(value)).string()});
+        value = s.inputs.back().local;
+        return std::string();
+      },
+      "", "s3:// input");
+}
+
+CLI::Validator object_output(const std::string& option) {
+  return CLI::Validator(
+      [option](std::string& value) {
+        if (!io::is_object_url(value)) return std::string();
+        checked_url(option, value);
+        check_part_size(option);
+        staging& s = stage();
+        const std::string dir = s.place("out");
+        std::string name = last_name(value);
+        s.outputs.push_back({option, value, (fs::path(dir) / name).string()});
+        value = s.outputs.back().local + (value.ends_with('/') ? "/" : "");
+        return std::string();
+      },
+      "", "s3:// output");
+}
+
+CLI::Validator local_only(const std::string& option, const std::string& instead) {
+  return CLI::Validator(
+      [option, instead](std::string& value) {
+        if (io::is_object_url(value))
+          throw CLI::ValidationError(
+              option, fmt::format("{}: takes a local path, not an object URL; {}", value, instead));
+        return std::string();
+      },
+      "", "local path");
+}
+
+void fetch_object_inputs() {
+  staging& s = stage();
+  for (const staged& o : s.outputs)
+    for (const staged& i : s.inputs)
+      CTFORGE_EXPECTS(o.url != i.url, fmt::format("{} and {}: both name {}; the output would "
+                                                  "replace the input",
+                                                  i.option, o.option, o.url));
+  for (const staged& i : s.inputs)
+    if (i.local != i.url) io::download(i.url, fs::path(i.local).parent_path().string());
+}
+
+void store_object_outputs() {
+  for (const staged& o : stage().outputs) {
+    std::error_code ec;
+    if (fs::exists(o.local, ec)) io::upload(o.local, o.url);
+  }
+}
+
+std::string with_object_urls(std::string text) {
+  const staging& s = stage();
+  for (const auto* list : {&s.inputs, &s.outputs})
+    for (const staged& o : *list)
+      for (std::size_t at = o.local == o.url ? std::string::npos : text.find(o.local);
+           at != std::string::npos;
+           at = text.find(o.local, at + o.url.size()))
+        text.replace(at, o.local.size(), o.url);
+  return text;
+}
+
+}  // namespace ctforge::cli

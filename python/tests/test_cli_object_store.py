@@ -1,0 +1,236 @@
+"""The command line reading and writing s3:// URLs (apps/object_paths.cpp, src/io/s3_client.cpp).
+
+The store is moto's S3 server (a test server: objects in its memory) started by the fixture in
+a process of its own on 127.0.0.1, with request signatures checked: the first requests create a
+user and its access key, every later request must carry a valid AWS Signature Version 4 of that
+key (a wrong secret is the negative control). Each output stored at a URL equals, bit for bit,
+the same command's output written to a local path; each input read from a URL gives the result
+of the local file."""
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import ctforge
+
+boto3 = pytest.importorskip("boto3", reason="boto3 is not installed")
+pytest.importorskip("moto.server", reason="moto[server] is not installed")
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CLI = pathlib.Path(os.environ.get("CTFORGE_CLI", ROOT / "build" / "apps" / "ctforge"))
+
+_SERVER = r"""
+import os, sys, time
+os.environ["INITIAL_NO_AUTH_ACTION_COUNT"] = "3"   # the user, its policy and its key
+from moto.server import ThreadedMotoServer
+import boto3
+s = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+s.start()
+host, port = s.get_host_and_port()
+ep = f"http://{host}:{port}"
+iam = boto3.client("iam", endpoint_url=ep, region_name="us-east-1",
+                   aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap")
+iam.create_user(UserName="ctforge-tests")
+iam.put_user_policy(UserName="ctforge-tests", PolicyName="all", PolicyDocument=
+    '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}')
+k = iam.create_access_key(UserName="ctforge-tests")["AccessKey"]
+print(ep, k["AccessKeyId"], k["SecretAccessKey"], flush=True)
+sys.stdin.read()   # until the test session closes the pipe
+s.stop()
+"""
+
+
+@pytest.fixture(scope="module")
+def store():
+    """(endpoint, key id, secret) of a signature-checking moto server, stopped after the module."""
+    if not CLI.exists():
+        pytest.skip(f"the ctforge command line is not built ({CLI}); set CTFORGE_CLI")
+    p = subprocess.Popen([sys.executable, "-c", _SERVER], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    line = p.stdout.readline().split()
+    if len(line) != 3:
+        p.kill()
+        pytest.fail("the moto server did not start")
+    yield tuple(line)
+    p.stdin.close()
+    try:
+        p.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+
+
+@pytest.fixture
+def s3(store, tmp_path):
+    """A fresh bucket; the environment the command line needs; a run() of the command line with
+    TMPDIR in the test's directory (so that a staging directory left behind is seen)."""
+    ep, key, secret = store
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("AWS_") and k != "CTFORGE_S3_PART_SIZE"}
+    env.update(AWS_ENDPOINT_URL=ep, AWS_ACCESS_KEY_ID=key, AWS_SECRET_ACCESS_KEY=secret,
+               AWS_REGION="us-east-1", TMPDIR=str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    client = boto3.client("s3", endpoint_url=ep, region_name="us-east-1",
+                          aws_access_key_id=key, aws_secret_access_key=secret)
+    bucket = f"b{np.random.randint(1 << 30)}"
+    client.create_bucket(Bucket=bucket)
+
+    def run(*args, extra=None, expect=0):
+        r = subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True,
+                           env={**env, **(extra or {})}, cwd=tmp_path)
+        assert r.returncode == expect, f"ctforge {' '.join(map(str, args))} -> {r.returncode}\n{r.stderr}"
+        return r
+
+    class S3:
+        pass
+
+    s = S3()
+    s.client, s.bucket, s.env, s.run, s.tmp = client, bucket, env, run, tmp_path
+    s.url = lambda key: f"s3://{bucket}/{key}"
+    s.get = lambda key: client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    s.keys = lambda prefix="": sorted(o["Key"] for o in client.list_objects_v2(
+        Bucket=bucket, Prefix=prefix).get("Contents", []))
+    yield s
+    assert list((tmp_path / "tmp").iterdir()) == [], "a staging directory was left behind"
+
+
+@pytest.fixture
+def scan(tmp_path):
+    g = ctforge.Geometry.cone(cols=41, rows=23, pixel_size=1.5, sid=300, sdd=600, angles=60)
+    (tmp_path / "g.json").write_text(g.to_json())
+    return tmp_path / "g.json"
+
+
+def test_simulate_and_recon_to_and_from_s3_equal_local_runs(s3, scan):
+    """ctforge simulate -o s3://.../p.h5; ctforge recon s3://.../p.h5 -o s3://.../vol.zarr,
+    .h5 and .mha, with a preview: every stored object equals the local run's file."""
+    s3.run("simulate", "--phantom", "shepp-logan", "--phantom-size", 60, "--geometry", scan,
+           "-o", s3.url("run/p.h5"), "--quiet")
+    s3.run("simulate", "--phantom", "shepp-logan", "--phantom-size", 60, "--geometry", scan,
+           "-o", "p.h5", "--quiet")
+    p_local = ctforge.read_projections(s3.tmp / "p.h5")[0]
+    (s3.tmp / "back.h5").write_bytes(s3.get("run/p.h5"))
+    assert np.array_equal(ctforge.read_projections(s3.tmp / "back.h5")[0], p_local)
+
+    for name in ("vol.h5", "vol.mha"):
+        r = s3.run("recon", s3.url("run/p.h5"), "-o", s3.url(f"run/{name}"), "--size", 31,
+                   "--preview", s3.url(f"run/{name}.png"))
+        assert f"wrote {s3.url('run/' + name)}" in r.stderr  # messages name the URL, not the stage
+        s3.run("recon", "p.h5", "-o", name, "--size", 31, "--preview", f"{name}.png", "--quiet")
+        if name.endswith(".h5"):
+            a = ctforge.read_volume(s3.tmp / name)[0]
+            (s3.tmp / "back.h5").write_bytes(s3.get(f"run/{name}"))
+            assert np.array_equal(ctforge.read_volume(s3.tmp / "back.h5")[0], a)
+        else:
+            assert s3.get(f"run/{name}") == (s3.tmp / name).read_bytes()
+        assert s3.get(f"run/{name}.png") == (s3.tmp / f"{name}.png").read_bytes()
+
+    s3.run("recon", s3.url("run/p.h5"), "-o", s3.url("run/vol.zarr"), "--size", 31, "--quiet")
+    keys = s3.keys("run/vol.zarr/")
+    assert "run/vol.zarr/zarr.json" in keys and len(keys) >= 2
+    meta = json.loads(s3.get("run/vol.zarr/zarr.json"))
+    assert meta["attributes"]["ctforge_complete"] is True
+    # Read back by the command line (the prefix downloaded) and compared with the local .h5.
+    r = s3.run("compare", s3.url("run/vol.zarr"), "vol.h5")
+    assert "RMSE: 0\n" in r.stdout, r.stdout
+    r = s3.run("info", s3.url("run/vol.zarr"))
+    assert r.stdout.startswith(s3.url("run/vol.zarr") + ": Zarr v3 array"), r.stdout
+
+
+def test_zarr_projections_from_s3_reconstruct_like_the_local_file(s3, scan, tmp_path):
+    """convert to s3://.../proj.zarr, then recon from it (every object under the prefix is
+    downloaded): the same volume as from the local .h5."""
+    s3.run("simulate", "--phantom", "shepp-logan", "--phantom-size", 60, "--geometry", scan,
+           "-o", "p.h5", "--quiet")
+    s3.run("convert", "p.h5", s3.url("in/proj.zarr"), "--quiet")
+    assert s3.keys("in/proj.zarr/")
+    s3.run("recon", s3.url("in/proj.zarr"), "-o", "from_s3.h5", "--size", 27, "--quiet")
+    s3.run("recon", "p.h5", "-o", "local.h5", "--size", 27, "--quiet")
+    assert np.array_equal(ctforge.read_volume(tmp_path / "from_s3.h5")[0],
+                          ctforge.read_volume(tmp_path / "local.h5")[0])
+
+
+def test_large_output_goes_up_in_parts(s3, scan, tmp_path):
+    """A 6.6 MB volume with parts of 5 MiB (the store's smallest): a multipart upload whose
+    object equals the local file, and no unfinished upload left in the bucket."""
+    part = {"CTFORGE_S3_PART_SIZE": str(5 << 20)}
+    s3.run("simulate", "--phantom", "shepp-logan", "--phantom-size", 60, "--geometry", scan,
+           "-o", "p.h5", "--quiet")
+    s3.run("recon", "p.h5", "-o", s3.url("big.mha"), "--size", 118, "--quiet", extra=part)
+    s3.run("recon", "p.h5", "-o", "big.mha", "--size", 118, "--quiet")
+    local = (tmp_path / "big.mha").read_bytes()
+    assert len(local) > (5 << 20)
+    head = s3.client.head_object(Bucket=s3.bucket, Key="big.mha")
+    assert head["ETag"].strip('"').endswith("-2"), head["ETag"]  # two parts
+    assert s3.get("big.mha") == local
+    assert not s3.client.list_multipart_uploads(Bucket=s3.bucket).get("Uploads")
+    r = s3.run("recon", "p.h5", "-o", s3.url("x.h5"), "--size", 9, "--quiet",
+               extra={"CTFORGE_S3_PART_SIZE": "1000"}, expect=2)
+    assert "CTFORGE_S3_PART_SIZE" in r.stderr and "5 MiB" in r.stderr
+    assert "x.h5" not in s3.keys()
+
+
+def test_a_wrong_secret_is_refused_by_the_store_and_nothing_is_stored(s3, scan):
+    """The negative control of the signatures: the same request signed with another secret is
+    refused (HTTP 403 SignatureDoesNotMatch, naming the URL), exit 1, no object, no stage."""
+    s3.run("simulate", "--phantom", "shepp-logan", "--geometry", scan, "-o", "p.h5", "--quiet")
+    r = s3.run("recon", "p.h5", "-o", s3.url("vol.h5"), "--size", 9, "--quiet",
+               extra={"AWS_SECRET_ACCESS_KEY": "not-the-secret"}, expect=1)
+    assert s3.url("vol.h5") in r.stderr and "403 SignatureDoesNotMatch" in r.stderr, r.stderr
+    assert s3.keys() == []
+    r = s3.run("recon", "p.h5", "-o", s3.url("vol.h5"), "--size", 9, "--quiet",
+               extra={"AWS_SECRET_ACCESS_KEY": "", "AWS_ACCESS_KEY_ID": ""}, expect=1)
+    assert "unsigned" in r.stderr, r.stderr
+    r = s3.run("recon", "p.h5", "-o", f"s3://no-such-bucket-{os.getpid()}/v.h5", "--size", 9,
+               "--quiet", expect=1)
+    assert "NoSuchBucket" in r.stderr, r.stderr
+
+
+def test_failed_or_interrupted_runs_keep_the_earlier_object(s3, scan):
+    """An earlier output stays as it was when a run fails (a missing input) or is stopped by
+    SIGTERM (exit 143); neither leaves a staging directory (the fixture checks)."""
+    s3.run("simulate", "--phantom", "shepp-logan", "--geometry", scan, "-o", "p.h5", "--quiet")
+    s3.client.put_object(Bucket=s3.bucket, Key="vol.h5", Body=b"earlier")
+    r = s3.run("recon", s3.url("missing.h5"), "-o", s3.url("vol.h5"), "--quiet", expect=1)
+    assert s3.url("missing.h5") in r.stderr
+    r = s3.run("recon", s3.url("missing.tif"), "-o", s3.url("vol.h5"), "--quiet", expect=1)
+    assert "no such object" in r.stderr and s3.url("missing.tif") in r.stderr, r.stderr
+    assert s3.get("vol.h5") == b"earlier"
+
+    # The input downloaded (a Zarr array: directories 4 levels deep in the stage), SIGTERM
+    # as soon as it is there, and again 3 s into the iterations.
+    s3.run("convert", "p.h5", s3.url("proj.zarr"), "--quiet")
+    for wait in (0.0, 3.0):
+        p = subprocess.Popen([str(CLI), "recon", s3.url("proj.zarr"), "-o", s3.url("vol.h5"),
+                              "--algorithm", "sirt", "--iterations", "100000", "--size", "64",
+                              "--quiet"], env=s3.env, cwd=s3.tmp, stderr=subprocess.PIPE,
+                             text=True)
+        deadline = time.time() + 30
+        while time.time() < deadline and not list((s3.tmp / "tmp").glob("*/in-0/proj.zarr/zarr.json")):
+            time.sleep(0.01)
+        time.sleep(wait)
+        p.send_signal(signal.SIGTERM)
+        # 143: the run stopped at its next iteration; -15: the signal came before the run had
+        # started, and the handler that removes partial outputs let it end the process.
+        assert p.wait(timeout=60) in (143, -signal.SIGTERM), p.stderr.read()
+        assert list((s3.tmp / "tmp").iterdir()) == [], f"stage left after SIGTERM at +{wait} s"
+    assert s3.get("vol.h5") == b"earlier"
+
+
+def test_urls_refused_where_they_cannot_work(s3, scan):
+    """An output naming its input's URL, and --checkpoint-dir at a URL: usage errors (exit 2)
+    naming the options, before anything runs."""
+    s3.run("simulate", "--phantom", "shepp-logan", "--geometry", scan, "-o", s3.url("p.h5"),
+           "--quiet")
+    r = s3.run("convert", s3.url("p.h5"), s3.url("p.h5"), expect=2)
+    assert "replace the input" in r.stderr, r.stderr
+    assert s3.keys() == ["p.h5"]
+    r = s3.run("recon", "p.h5", "-o", "v.h5", "--checkpoint-dir", s3.url("ck"), expect=2)
+    assert "--checkpoint-dir" in r.stderr and "local path" in r.stderr, r.stderr
+    r = s3.run("recon", "p.h5", "-o", "s3://bucket-only", expect=2)
+    assert "s3://bucket/key" in r.stderr, r.stderr
