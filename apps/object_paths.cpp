@@ -72,17 +72,9 @@ staging& stage() {
   return s;
 }
 
-/// The last component of the URL's key, as the local file is named.
-std::string last_name(const std::string& url) {
-  std::string key = io::resolve_s3_object(url).key;
-  while (!key.empty() && key.back() == '/') key.pop_back();
-  const auto slash = key.rfind('/');
-  return slash == std::string::npos ? key : key.substr(slash + 1);
-}
-
 /// Files the HDF5 readers open by name (ranged reads of the object: no download).
 bool read_in_place(const std::string& url) {
-  std::string ext = fs::path(last_name(url)).extension().string();
+  std::string ext = fs::path(io::object_name(url)).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return ext == ".h5" || ext == ".hdf5" || ext == ".hdf" || ext == ".nx" || ext == ".nxs";
@@ -119,7 +111,7 @@ CLI::Validator object_input(const std::string& option) {
           return std::string();
         }
         const std::string dir = s.place("in");
-        s.inputs.push_back({option, value, (fs::path(dir) / last_name(value)).string()});
+        s.inputs.push_back({option, value, (fs::path(dir) / io::object_name(value)).string()});
         value = s.inputs.back().local;
         return std::string();
       },
@@ -134,7 +126,7 @@ CLI::Validator object_output(const std::string& option) {
         check_part_size(option);
         staging& s = stage();
         const std::string dir = s.place("out");
-        std::string name = last_name(value);
+        std::string name = io::object_name(value);
         s.outputs.push_back({option, value, (fs::path(dir) / name).string()});
         value = s.outputs.back().local + (value.ends_with('/') ? "/" : "");
         return std::string();
@@ -155,6 +147,11 @@ CLI::Validator local_only(const std::string& option, const std::string& instead)
 
 void fetch_object_inputs() {
   staging& s = stage();
+  for (std::size_t a = 0; a < s.outputs.size(); ++a)
+    for (std::size_t b = a + 1; b < s.outputs.size(); ++b)
+      CTFORGE_EXPECTS(s.outputs[a].url != s.outputs[b].url,
+                      fmt::format("{} and {}: both name {}", s.outputs[a].option,
+                                  s.outputs[b].option, s.outputs[a].url));
   for (const staged& o : s.outputs)
     for (const staged& i : s.inputs)
       CTFORGE_EXPECTS(o.url != i.url, fmt::format("{} and {}: both name {}; the output would "

@@ -230,6 +230,9 @@ def test_urls_refused_where_they_cannot_work(s3, scan):
     r = s3.run("convert", s3.url("p.h5"), s3.url("p.h5"), expect=2)
     assert "replace the input" in r.stderr, r.stderr
     assert s3.keys() == ["p.h5"]
+    r = s3.run("recon", s3.url("p.h5"), "-o", s3.url("v.png"), "--preview", s3.url("v.png"),
+               expect=2)
+    assert "--output and --preview: both name" in r.stderr, r.stderr
     r = s3.run("recon", "p.h5", "-o", "v.h5", "--checkpoint-dir", s3.url("ck"), expect=2)
     assert "--checkpoint-dir" in r.stderr and "local path" in r.stderr, r.stderr
     r = s3.run("recon", "p.h5", "-o", "s3://bucket-only", expect=2)

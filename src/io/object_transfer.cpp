@@ -19,14 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// The last non-empty component of the URL's key ("vol.zarr" for s3://b/run/vol.zarr/).
-std::string last_name(const std::string& url) {
-  std::string key = resolve_s3_object(url).key;
-  while (!key.empty() && key.back() == '/') key.pop_back();
-  const auto slash = key.rfind('/');
-  return slash == std::string::npos ? key : key.substr(slash + 1);
-}
-
 /// `rel` as a path below a directory, or empty when it would leave it or names no file.
 fs::path safe_relative(const std::string& rel) {
   fs::path p;
@@ -66,9 +58,16 @@ std::string marked_incomplete(const fs::path& zarr_json) {
 
 }  // namespace
 
+std::string object_name(const std::string& url) {
+  std::string key = resolve_s3_object(url).key;
+  while (!key.empty() && key.back() == '/') key.pop_back();
+  const auto slash = key.rfind('/');
+  return slash == std::string::npos ? key : key.substr(slash + 1);
+}
+
 std::string download(const std::string& url, const std::string& dir) {
   s3::client store;
-  const std::string name = last_name(url);
+  const std::string name = object_name(url);
   CTFORGE_EXPECTS(!name.empty(), url + ": expected s3://bucket/key");
   const fs::path local = fs::path(dir) / name;
   if (store.size(url) >= 0) {

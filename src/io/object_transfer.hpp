@@ -7,6 +7,10 @@
 
 namespace ctforge::io {
 
+/// The last non-empty component of the URL's key ("vol.zarr" for s3://b/run/vol.zarr/): the
+/// name of the local file or directory it is downloaded to.
+std::string object_name(const std::string& url);
+
 /// The object `url`, or else every object under the prefix `url`/ (a Zarr array, a TIFF stack,
 /// a DICOM series), copied into the existing directory `dir`; returns the local path
 /// (dir/<the key's last name>). error naming the URL when there is neither, and for keys under

@@ -352,11 +352,6 @@ void client::get_file(const std::string& url, const std::string& file) {
                 fmt::format("{}: writing {} failed (disk full?)", url, file));
 }
 
-std::string client::get_text(const std::string& url) {
-  const s3_object o = resolve_s3_object(url);
-  return p_->ok("GET", url, o.url, body{}).text;
-}
-
 void client::put_file(const std::string& url, const std::string& file) {
   std::error_code ec;
   const auto total = static_cast<std::int64_t>(fs::file_size(file, ec));
@@ -400,12 +395,6 @@ std::vector<std::string> client::list(const std::string& prefix_url) {
     if (first(x, "IsTruncated") != "true" || token.empty()) break;
   }
   return urls;
-}
-
-void client::remove(const std::string& url) {
-  const s3_object o = resolve_s3_object(url);
-  const answer a = p_->send("DELETE", url, o.url, body{});
-  if (a.status / 100 != 2 && a.status != 404) impl::refused("DELETE", url, o.url, a);
 }
 
 }  // namespace ctforge::io::s3

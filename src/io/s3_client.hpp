@@ -1,5 +1,5 @@
-// Objects in S3 and S3-compatible stores (s3://bucket/key) read, written, listed and removed
-// through libcurl, its requests signed with AWS Signature Version 4 by libcurl itself. The
+// Objects in S3 and S3-compatible stores (s3://bucket/key) read, written and listed through
+// libcurl, its requests signed with AWS Signature Version 4 by libcurl itself. The
 // endpoint, region and credentials come from the environment as for HDF5's ranged reads
 // (src/io/object_store.hpp). Payloads are sent unsigned (x-amz-content-sha256: UNSIGNED-PAYLOAD,
 // which S3 and its compatibles accept); every upload is checked afterwards by its size.
@@ -33,16 +33,12 @@ class client {
   std::int64_t size(const std::string& url);
   /// The object written into `file` (created or replaced); error when there is none.
   void get_file(const std::string& url, const std::string& file);
-  /// The object as text; error when there is none.
-  std::string get_text(const std::string& url);
   /// `file` stored as the object: one PUT up to part_size(), else a multipart upload (the
   /// object appears whole when the upload completes; an earlier one stays until then).
   void put_file(const std::string& url, const std::string& file);
   void put_text(const std::string& url, std::string_view text);
   /// The s3:// URLs of every object whose key starts with the URL's key, all pages.
   std::vector<std::string> list(const std::string& prefix_url);
-  /// Removes the object (nothing happens when there is none).
-  void remove(const std::string& url);
 
  private:
   struct impl;
