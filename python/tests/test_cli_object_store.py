@@ -237,3 +237,89 @@ def test_urls_refused_where_they_cannot_work(s3, scan):
     assert "--checkpoint-dir" in r.stderr and "local path" in r.stderr, r.stderr
     r = s3.run("recon", "p.h5", "-o", "s3://bucket-only", expect=2)
     assert "s3://bucket/key" in r.stderr, r.stderr
+
+
+class _Recorder:
+    """A minimal S3 stand-in on 127.0.0.1 (unsigned requests): stores PUT bodies, answers HEAD
+    with their sizes, records every request, and answers 503 to the PUTs of keys `failing`
+    names (the store failing mid-upload)."""
+
+    def __init__(self, failing=()):
+        import http.server
+        import threading
+        rec = self
+        self.objects, self.log, self.failing = {}, [], tuple(failing)
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def _answer(self, status, body=b""):
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def do_PUT(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                rec.log.append(("PUT", self.path, body))
+                if any(f in self.path for f in rec.failing):
+                    return self._answer(503, b"<Error><Code>SlowDown</Code></Error>")
+                rec.objects[self.path] = body
+                self._answer(200)
+
+            def do_HEAD(self):
+                rec.log.append(("HEAD", self.path, b""))
+                if self.path not in rec.objects:
+                    return self._answer(404)
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(rec.objects[self.path])))
+                self.end_headers()
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("failing", [(), ("/c/0/",)])
+def test_a_zarr_output_is_marked_incomplete_until_its_last_object(tmp_path, scan, failing):
+    """The order of the requests: zarr.json marked incomplete first, every shard, then
+    zarr.json marked complete. When the store fails a shard (503, tried three times), the run
+    fails naming it and the array stays marked incomplete."""
+    if not CLI.exists():
+        pytest.skip(f"the ctforge command line is not built ({CLI})")
+    store = _Recorder(failing)
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env.update(AWS_ENDPOINT_URL=store.endpoint, TMPDIR=str(tmp_path))
+        subprocess.run([str(CLI), "simulate", "--phantom", "shepp-logan", "--geometry", scan,
+                        "-o", tmp_path / "p.h5", "--quiet"], check=True, env=env)
+        r = subprocess.run([str(CLI), "recon", tmp_path / "p.h5", "-o", "s3://b/v.zarr",
+                            "--size", "40", "--quiet"],
+                           capture_output=True, text=True, env=env)
+    finally:
+        store.close()
+    puts = [(path, body) for method, path, body in store.log if method == "PUT"]
+    first_path, first_body = puts[0]
+    assert first_path == "/b/v.zarr/zarr.json"
+    assert json.loads(first_body)["attributes"]["ctforge_complete"] is False
+    shards = [p for p, _ in puts if "/c/" in p]
+    if not failing:
+        assert r.returncode == 0, r.stderr
+        assert shards == ["/b/v.zarr/c/0/0/0"]  # 40 planes of 40 x 40: one shard
+        last_path, last_body = puts[-1]
+        assert last_path == "/b/v.zarr/zarr.json"
+        assert json.loads(last_body)["attributes"]["ctforge_complete"] is True
+        assert all(puts.index((p, b)) < len(puts) - 1 for p, b in puts if "/c/" in p)
+    else:
+        assert r.returncode == 1 and "s3://b/v.zarr/c/0/0/0" in r.stderr and "503" in r.stderr
+        assert len(shards) == 3  # tried three times
+        stored = json.loads(store.objects["/b/v.zarr/zarr.json"])
+        assert stored["attributes"]["ctforge_complete"] is False
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("ctforge-objects")] == []
