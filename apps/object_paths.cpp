@@ -20,8 +20,8 @@
 #include "cli.hpp"
 #include "ctforge/detail/atomic_write.hpp"
 #include "ctforge/error.hpp"
+#include "ctforge/io.hpp"
 #include "io/object_store.hpp"
-#include "io/object_transfer.hpp"
 #include "io/s3_client.hpp"
 
 namespace ctforge::cli {
@@ -164,7 +164,17 @@ void fetch_object_inputs() {
 void store_object_outputs() {
   for (const staged& o : stage().outputs) {
     std::error_code ec;
-    if (fs::exists(o.local, ec)) io::upload(o.local, o.url);
+    if (!fs::exists(o.local, ec)) continue;  // not written (a --unit-share run's output)
+    // A header's data file (.mhd + .zraw, .nhdr + .raw) was written beside it, in the output's
+    // own staging directory: stored beside it first, so the header never names a missing file.
+    const fs::path dir = fs::path(o.local).parent_path();
+    std::string prefix = o.url;
+    while (prefix.ends_with('/')) prefix.pop_back();
+    prefix.resize(prefix.size() - io::object_name(o.url).size());
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path() != fs::path(o.local) && e.is_regular_file())
+        io::upload(e.path().string(), prefix + e.path().filename().string());
+    io::upload(o.local, o.url);
   }
 }
 

@@ -98,6 +98,34 @@ std::string describe_file(const std::string& path);
 /// percentiles). A single-slice volume (nz = 1) gives the axial panel only.
 void write_preview_png(const std::string& path, const volume_view& v, float lo = 0, float hi = 0);
 
+// ---- object storage (s3://bucket/key) ----------------------------------------------------------
+//
+// Copies between local files and S3 or S3-compatible stores, for formats that are not read or
+// written in place (HDF5 files are read in place by ranged requests wherever a file name is
+// taken). Endpoint, region and credentials from AWS_ENDPOINT_URL(_S3), AWS_REGION /
+// AWS_DEFAULT_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN; requests
+// signed with AWS Signature Version 4; errors (ctforge::error) name the URL, the request and the
+// store's answer.
+
+/// The last non-empty component of the URL's key ("vol.zarr" for s3://b/run/vol.zarr/): the
+/// name of the local file or directory it is downloaded to.
+std::string object_name(const std::string& url);
+
+/// The object `url` (with the data file a detached .mhd / .nhdr header names, a sibling key), or
+/// else every object under the prefix `url`/ (a Zarr array, a TIFF stack, a DICOM series),
+/// copied into the existing directory `dir`; returns the local path
+/// (dir/object_name(url)). error naming the URL when there is neither, and for keys under the
+/// prefix that cannot be a relative path (an empty or a '..' component).
+std::string download(const std::string& url, const std::string& dir);
+
+/// A local file stored as the object `url` (one PUT, or a multipart upload above 64 MiB or
+/// CTFORGE_S3_PART_SIZE bytes: the object appears whole when it completes), or a local
+/// directory stored as one object per file under `url`/. A directory's top-level Zarr metadata
+/// (zarr.json, .zarray, .zattrs, .zgroup) goes last, and a Zarr array marked complete
+/// (attribute ctforge_complete true) is first stored marked incomplete: readers of the URL see
+/// an unfinished array until every chunk is there. Each object's size is checked afterwards.
+void upload(const std::string& local, const std::string& url);
+
 
 }  // namespace ctforge::io
 

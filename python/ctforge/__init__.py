@@ -1122,10 +1122,60 @@ def read_projection_geometry(path: PathLike, *, flat: Optional[PathLike] = None,
     return Geometry(g)
 
 
+# s3:// URLs that name one file of a format the library reads and writes (other s3:// URLs are
+# Zarr arrays, read and written in place by ctforge.zarr_volumes).
+_FILE_SUFFIXES = (".h5", ".hdf5", ".hdf", ".nx", ".nxs", ".mha", ".mhd", ".nrrd", ".nhdr",
+                  ".nii", ".nii.gz", ".dcm", ".png")
+_HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".nx", ".nxs")
+
+
+def _object_file(path: Any, suffixes: Tuple[str, ...] = _FILE_SUFFIXES) -> bool:
+    try:
+        p = _os.fspath(path)
+    except TypeError:
+        return False
+    return isinstance(p, str) and p.lower().startswith("s3://") and p.lower().endswith(suffixes)
+
+
+class _ObjectOutput:
+    """A local path in a temporary directory for an output at an s3:// URL, stored there (with
+    any data file written beside it, first) when the block ends without an exception; the
+    directory is removed either way."""
+
+    def __init__(self, url: str):
+        self.url = url
+
+    def __enter__(self) -> str:
+        import tempfile
+        self._dir = tempfile.TemporaryDirectory(prefix="ctforge-objects-")
+        self.local = _os.path.join(self._dir.name, _core.object_name(self.url))
+        return self.local
+
+    def __exit__(self, kind, value, tb) -> None:
+        try:
+            if kind is None:
+                prefix = self.url[:len(self.url) - len(_core.object_name(self.url))]
+                for name in sorted(_os.listdir(self._dir.name)):  # a header's data file first
+                    if _os.path.join(self._dir.name, name) != self.local:
+                        _core.upload_object(_os.path.join(self._dir.name, name), prefix + name)
+                _core.upload_object(self.local, self.url)
+        finally:
+            self._dir.cleanup()
+
+
+def _output_path(path: PathLike) -> Any:
+    """A context giving the local path to write ``path`` to (itself, unless an s3:// URL)."""
+    import contextlib
+    p = _os.fspath(path)
+    return _ObjectOutput(p) if _object_file(p) else contextlib.nullcontext(p)
+
+
 def write_projections(path: PathLike, projections: Any, geometry: Any) -> None:
-    """ctforge HDF5 projection file (/projections and /geometry), written atomically."""
-    _core.write_projections(_os.fspath(path), _as_float32(projections, 3, "projections"),
-                            _core_geometry(geometry))
+    """ctforge HDF5 projection file (/projections and /geometry), written atomically; at an
+    ``s3://`` URL, written locally and then stored as one object."""
+    p = _as_float32(projections, 3, "projections")
+    with _output_path(path) as local:
+        _core.write_projections(local, p, _core_geometry(geometry))
 
 
 def read_volume(path: PathLike, *, mu_water: Optional[float] = None) -> Tuple[np.ndarray, VolumeGeometry]:
@@ -1133,7 +1183,13 @@ def read_volume(path: PathLike, *, mu_water: Optional[float] = None) -> Tuple[np
     series (directory or file) or Zarr (a path ending in ``.zarr`` or an ``s3://`` URL:
     :func:`ctforge.zarr_volumes.read_zarr_volume`). DICOM values are HU unless ``mu_water``
     (1/mm) converts them to attenuation. A local ``.zarr`` is read by ctforge's own Zarr reader
-    when zarr-python is not installed."""
+    when zarr-python is not installed. An ``s3://`` URL ending in one of those files' extensions
+    (``.h5``, ``.mha``, ``.nii.gz``, ...) is that file: HDF5 read in place by ranged requests,
+    the others downloaded into a temporary directory first."""
+    if _object_file(path) and not _object_file(path, _HDF5_SUFFIXES):
+        import tempfile
+        with tempfile.TemporaryDirectory(prefix="ctforge-objects-") as d:
+            return _core.read_volume(_core.download_object(_os.fspath(path), d), mu_water)
     if _zarr_in_python(path):
         from . import zarr_volumes
         return zarr_volumes.read_zarr_volume(path)
@@ -1145,7 +1201,7 @@ def _zarr_in_python(path: Any) -> bool:
     URL, and local arrays where zarr-python is installed (else the C++ library reads and writes
     them, in the same layout)."""
     from . import zarr_volumes
-    if not zarr_volumes.is_zarr_url(path):
+    if _object_file(path) or not zarr_volumes.is_zarr_url(path):
         return False
     if _os.fspath(path).lower().startswith("s3://"):
         return True
@@ -1158,21 +1214,27 @@ def write_volume(path: PathLike, volume: Any, grid: Any = None, *, mu_water: flo
                  series_description: str = "ctforge reconstruction") -> None:
     """Writes a volume, format from the path (.h5, .mha/.mhd, .nrrd/.nhdr, .nii/.nii.gz, a
     directory or .dcm for DICOM, .zarr or an ``s3://`` URL for Zarr v3:
-    :mod:`ctforge.zarr_volumes`), atomically; spacing and origin from ``grid``."""
+    :mod:`ctforge.zarr_volumes`), atomically; spacing and origin from ``grid``. An ``s3://``
+    URL ending in one of those files' extensions (``.h5``, ``.mha``, ``.nii.gz``, ...) is
+    written locally in that format and then stored as one object (with a header's data file
+    beside it)."""
     v = _as_float32(volume, 3, "volume")
     if _zarr_in_python(path):
         from . import zarr_volumes
         zarr_volumes.write_volume(path, v, _volume_grid(v, grid), compress=bool(compress))
         return
-    _core.write_volume(_os.fspath(path), v, _volume_grid(v, grid), float(mu_water),
-                       bool(values_are_hu), bool(compress), series_description)
+    with _output_path(path) as local:
+        _core.write_volume(local, v, _volume_grid(v, grid), float(mu_water), bool(values_are_hu),
+                           bool(compress), series_description)
 
 
 def write_preview(path: PathLike, volume: Any, grid: Any = None, lo: float = 0.0,
                   hi: float = 0.0) -> None:
-    """PNG of the three central slices (``ctforge recon --preview``); lo == hi: automatic window."""
+    """PNG of the three central slices (``ctforge recon --preview``); lo == hi: automatic window.
+    An ``s3://`` URL is written locally and then stored as one object."""
     v = _as_float32(volume, 3, "volume")
-    _core.write_preview_png(_os.fspath(path), v, _volume_grid(v, grid), float(lo), float(hi))
+    with _output_path(path) as local:
+        _core.write_preview_png(local, v, _volume_grid(v, grid), float(lo), float(hi))
 
 
 def info(path: PathLike) -> dict:

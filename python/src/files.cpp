@@ -308,6 +308,21 @@ void register_volume_files(py::module_& m) {
       },
       py::arg("path"));
   m.def("describe", &io::describe_any, py::arg("path"));
+  m.def("object_name", &io::object_name, py::arg("url"));
+  m.def(
+      "download_object",
+      [](const std::string& url, const std::string& dir) {
+        py::gil_scoped_release nogil;
+        return io::download(url, dir);
+      },
+      py::arg("url"), py::arg("dir"));
+  m.def(
+      "upload_object",
+      [](const std::string& local, const std::string& url) {
+        py::gil_scoped_release nogil;
+        io::upload(local, url);
+      },
+      py::arg("local"), py::arg("url"));
   m.def("content_kind", &io::content_kind, py::arg("path"));
   m.def("projection_format", &io::projection_format, py::arg("path"));
   m.def("volume_format",

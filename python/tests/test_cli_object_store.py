@@ -130,6 +130,17 @@ def test_simulate_and_recon_to_and_from_s3_equal_local_runs(s3, scan):
             assert s3.get(f"run/{name}") == (s3.tmp / name).read_bytes()
         assert s3.get(f"run/{name}.png") == (s3.tmp / f"{name}.png").read_bytes()
 
+    # A detached header: its data file is stored beside it, and read back with it.
+    s3.run("recon", s3.url("run/p.h5"), "-o", s3.url("run/vol.mhd"), "--size", 31, "--quiet")
+    s3.run("recon", "p.h5", "-o", "vol.mhd", "--size", 31, "--quiet")
+    local = sorted(p.name for p in s3.tmp.glob("vol.*raw"))
+    assert len(local) == 1 and s3.keys("run/vol.") == sorted(
+        ["run/vol.h5", "run/vol.h5.png", "run/vol.mha", "run/vol.mha.png", "run/vol.mhd",
+         "run/" + local[0]])
+    assert s3.get("run/" + local[0]) == (s3.tmp / local[0]).read_bytes()
+    r = s3.run("compare", s3.url("run/vol.mhd"), "vol.h5")
+    assert "RMSE: 0\n" in r.stdout, r.stdout
+
     s3.run("recon", s3.url("run/p.h5"), "-o", s3.url("run/vol.zarr"), "--size", 31, "--quiet")
     keys = s3.keys("run/vol.zarr/")
     assert "run/vol.zarr/zarr.json" in keys and len(keys) >= 2
@@ -323,3 +334,33 @@ def test_a_zarr_output_is_marked_incomplete_until_its_last_object(tmp_path, scan
         stored = json.loads(store.objects["/b/v.zarr/zarr.json"])
         assert stored["attributes"]["ctforge_complete"] is False
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("ctforge-objects")] == []
+
+
+@pytest.mark.parametrize("name", ["v.h5", "v.mha", "v.mhd", "v.nii.gz", "v.nrrd"])
+def test_python_files_at_s3_urls_round_trip(s3, monkeypatch, name):
+    """ctforge.write_volume / read_volume / write_projections / write_preview at s3:// URLs that
+    name a file: that format as one object (a header's data file beside it), read back equal;
+    a URL without a file extension is still a Zarr array (ctforge.zarr_volumes)."""
+    for k, v in s3.env.items():
+        if k.startswith("AWS_"):
+            monkeypatch.setenv(k, v)
+    grid = ctforge.VolumeGeometry(3, 5, 7, (0.5, 0.75, 1.25), (1.0, -2.0, 3.0))
+    vol = np.random.default_rng(1).random((3, 5, 7), dtype=np.float32)
+    ctforge.write_volume(s3.url(name), vol, grid)
+    back, g = ctforge.read_volume(s3.url(name))
+    assert np.array_equal(back, vol)
+    assert np.allclose(g.spacing, grid.spacing) and np.allclose(g.origin, grid.origin)
+    keys = s3.keys("v.")
+    assert s3.url(name)[len(f"s3://{s3.bucket}/"):] in keys
+    if name.endswith(".mhd"):
+        assert len(keys) == 2, keys  # the header and its data file
+    if name == "v.h5":
+        geom = ctforge.Geometry.parallel(cols=9, rows=2, pixel_size=1.0, angles=4)
+        proj = np.random.default_rng(2).random((4, 2, 9), dtype=np.float32)
+        ctforge.write_projections(s3.url("p.h5"), proj, geom)
+        p, _ = ctforge.read_projections(s3.url("p.h5"))
+        assert np.array_equal(p, proj)
+        ctforge.write_preview(s3.url("v.png"), vol, grid)
+        assert s3.get("v.png").startswith(b"\x89PNG")
+        with pytest.raises(ctforge.Error, match="no such object"):
+            ctforge.read_volume(s3.url("missing.mha"))

@@ -1,9 +1,10 @@
-// Copies between local files and s3:// objects (src/io/object_transfer.hpp).
-#include "io/object_transfer.hpp"
+// Copies between local files and s3:// objects (include/ctforge/io.hpp, "object storage").
+#include "ctforge/io.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -56,6 +57,33 @@ std::string marked_incomplete(const fs::path& zarr_json) {
   return j.dump(2);
 }
 
+/// The data file a detached header names (MetaImage .mhd: ElementDataFile; NRRD .nhdr: data
+/// file), when it is one file beside it; empty otherwise (data inside, a list, a pattern).
+std::string data_file_of(const fs::path& header) {
+  std::string ext = header.extension().string();
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (ext != ".mhd" && ext != ".nhdr") return {};
+  std::ifstream in(header);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto sep = line.find(ext == ".mhd" ? '=' : ':');
+    if (sep == std::string::npos) continue;
+    std::string key = line.substr(0, sep), value = line.substr(sep + 1);
+    const auto trim = [](std::string& t) {
+      while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+      while (!t.empty() && std::isspace(static_cast<unsigned char>(t.front()))) t.erase(t.begin());
+    };
+    trim(key);
+    trim(value);
+    if (key != "ElementDataFile" && key != "data file" && key != "datafile") continue;
+    if (value == "LOCAL" || value.starts_with("LIST") || value.find('%') != std::string::npos ||
+        value.find(' ') != std::string::npos)
+      return {};
+    return safe_relative(value).empty() ? std::string() : value;
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string object_name(const std::string& url) {
@@ -72,6 +100,12 @@ std::string download(const std::string& url, const std::string& dir) {
   const fs::path local = fs::path(dir) / name;
   if (store.size(url) >= 0) {
     store.get_file(url, local.string());
+    const std::string data = data_file_of(local);
+    if (!data.empty()) {  // a detached header's data file: its sibling in the store
+      const std::string sibling = url.substr(0, url.size() - name.size()) + data;
+      fs::create_directories((local.parent_path() / data).parent_path());
+      store.get_file(sibling, (local.parent_path() / data).string());
+    }
     return local.string();
   }
   std::string prefix = url;
