@@ -76,8 +76,13 @@ CLI::Validator local_only(const std::string& option, const std::string& instead)
 /// Before the command runs: the staged inputs downloaded (an output naming an input's URL is a
 /// usage error).
 void fetch_object_inputs();
-/// After the command succeeded: every staged output the command wrote, stored at its URL.
+/// Every staged output the command wrote, stored at its URL (each once): after the command
+/// succeeded, and by a command before it removes what its output replaces (checkpoint units).
 void store_object_outputs();
+/// For a path that stands for an s3:// URL (a staged input or output, or an HDF5 input read in
+/// place): the URL and the object's size (the staged file's, else the store's; -1 when there
+/// is none), the same in every process; nullopt for other paths.
+std::optional<std::pair<std::string, std::int64_t>> object_identity(const std::string& path);
 /// `text` with the staged paths replaced by the URLs they stand for (messages).
 std::string with_object_urls(std::string text);
 

@@ -14,6 +14,8 @@
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,7 @@ namespace fs = std::filesystem;
 
 struct staged {
   std::string option, url, local;  ///< local == url: an HDF5 input read in place
+  bool stored = false;             ///< an output already stored at its URL
 };
 
 /// The process's staging directory and what was staged in it.
@@ -162,9 +165,9 @@ void fetch_object_inputs() {
 }
 
 void store_object_outputs() {
-  for (const staged& o : stage().outputs) {
+  for (staged& o : stage().outputs) {
     std::error_code ec;
-    if (!fs::exists(o.local, ec)) continue;  // not written (a --unit-share run's output)
+    if (o.stored || !fs::exists(o.local, ec)) continue;  // (not written: a --unit-share run's)
     // A header's data file (.mhd + .zraw, .nhdr + .raw) was written beside it, in the output's
     // own staging directory: stored beside it first, so the header never names a missing file.
     const fs::path dir = fs::path(o.local).parent_path();
@@ -175,7 +178,21 @@ void store_object_outputs() {
       if (e.path() != fs::path(o.local) && e.is_regular_file())
         io::upload(e.path().string(), prefix + e.path().filename().string());
     io::upload(o.local, o.url);
+    o.stored = true;
   }
+}
+
+std::optional<std::pair<std::string, std::int64_t>> object_identity(const std::string& path) {
+  for (const auto* list : {&stage().inputs, &stage().outputs})
+    for (const staged& o : *list) {
+      if (path != o.local && path != o.url) continue;
+      std::error_code ec;
+      const auto local = o.local == o.url ? std::uintmax_t(-1) : fs::file_size(o.local, ec);
+      if (o.local != o.url && !ec && !fs::is_directory(o.local, ec))
+        return std::pair(o.url, static_cast<std::int64_t>(local));
+      return std::pair(o.url, io::s3::client().size(o.url));  // as the store has it
+    }
+  return std::nullopt;
 }
 
 std::string with_object_urls(std::string text) {

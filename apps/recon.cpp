@@ -159,9 +159,11 @@ void refuse_inapplicable(const recon_cli_options& o, algorithm a) {
   }
 }
 
-/// What a checkpointed run depends on, for its run record: a file by path, size and mtime.
+/// What a checkpointed run depends on, for its run record: a file by path, size and mtime; an
+/// s3:// object (staged or read in place) by URL and size.
 nlohmann::json file_identity(const std::string& path) {
   if (path.empty()) return nullptr;
+  if (const auto url = object_identity(path)) return {url->first, url->second};
   std::error_code ec;
   const auto abs = std::filesystem::absolute(path, ec);
   struct stat st {};
@@ -716,6 +718,7 @@ void write_outputs(recon_run& r, double s_read, double s_recon, const stopwatch&
     io::write_preview_png(o.out.preview, r.vol);
   }
   if (!r.co.dir.empty()) {  // the output holds the units now
+    store_object_outputs();  // (s3:// outputs: in the store before the units are removed)
     if (r.slabwise) {
       nlohmann::json done = r.assembled;
       done["output"] = file_identity(o.out.output);

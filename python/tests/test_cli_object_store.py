@@ -364,3 +364,35 @@ def test_python_files_at_s3_urls_round_trip(s3, monkeypatch, name):
         assert s3.get("v.png").startswith(b"\x89PNG")
         with pytest.raises(ctforge.Error, match="no such object"):
             ctforge.read_volume(s3.url("missing.mha"))
+
+
+def test_unit_shares_with_urls_lose_nothing(s3, scan, tmp_path):
+    """--checkpoint-dir --unit-share with s3:// input and output: every share names the same
+    run (a downloaded input is identified by its URL, not by where it was staged), the share
+    that records the last unit stores the output before it removes the units, and when storing
+    fails the units stay, so that the same command finishes without computing them again."""
+    s3.run("simulate", "--phantom", "shepp-logan", "--phantom-size", 60, "--geometry", scan,
+           "-o", "p.h5", "--quiet")
+    s3.run("convert", "p.h5", s3.url("proj.zarr"), "--quiet")
+    common = ["--size", "24", "--checkpoint-dir", "ck", "--unit-planes", "8"]
+    s3.run("recon", s3.url("proj.zarr"), "-o", s3.url("a.h5"), *common, "--unit-share", "0/2")
+    r = s3.run("recon", s3.url("proj.zarr"), "-o", s3.url("a.h5"), *common, "--unit-share", "1/2")
+    assert "wrote " + s3.url("a.h5") in r.stderr, r.stderr
+    s3.run("recon", "p.h5", "-o", "a.h5", "--size", "24", "--checkpoint-dir", "ckl",
+           "--unit-planes", "8", "--quiet")  # the same units, in one process
+    (tmp_path / "back.h5").write_bytes(s3.get("a.h5"))
+    assert np.array_equal(ctforge.read_volume(tmp_path / "back.h5")[0],
+                          ctforge.read_volume(tmp_path / "a.h5")[0])
+    assert json.loads((tmp_path / "ck" / "assembled.json").read_text())["output"][0] == s3.url("a.h5")
+
+    common[common.index("ck")] = "ck2"
+    s3.run("recon", "p.h5", "-o", s3.url("b.h5"), *common, "--unit-share", "0/2")
+    r = s3.run("recon", "p.h5", "-o", s3.url("b.h5"), *common, "--unit-share", "1/2",
+               extra={"AWS_SECRET_ACCESS_KEY": "not-the-secret"}, expect=1)
+    assert "SignatureDoesNotMatch" in r.stderr
+    assert len(list((tmp_path / "ck2").glob("slab_*.json"))) == 3  # 24 planes in units of 8
+    r = s3.run("recon", "p.h5", "-o", s3.url("b.h5"), *common, "--unit-share", "1/2")
+    assert "0 recorded already" not in r.stderr and "wrote " + s3.url("b.h5") in r.stderr, r.stderr
+    (tmp_path / "back.h5").write_bytes(s3.get("b.h5"))
+    assert np.array_equal(ctforge.read_volume(tmp_path / "back.h5")[0],
+                          ctforge.read_volume(tmp_path / "a.h5")[0])
