@@ -1316,6 +1316,7 @@ def _iterative(client, input, output, g, grid, grid_spec, record, options, read,
             store.push()
             if progress:
                 progress(fraction)
+    writer = None
     try:
         volume, log, attempts, loaded, to_workers, from_workers, writer = _iterative_attempts(
             client, g, grid, spec, record, workers, run_options, algo, state_dir, dir,
@@ -1323,6 +1324,8 @@ def _iterative(client, input, output, g, grid, grid_spec, record, options, read,
         if store:
             store.push()  # (a slot saved since the last report)
     except BaseException:
+        if writer is not None:  # (the result the workers wrote: its temporary removed now)
+            writer.close()
         if store:  # the state stays in the store for the next run
             try:
                 store.push()

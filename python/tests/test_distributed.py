@@ -682,6 +682,23 @@ def test_iterative_state_in_an_s3_checkpoint_dir(client, scan, tmp_path, moto_en
     assert ref["resumed_from"] == 0
     assert np.array_equal(ctforge.read_volume(tmp_path / "m.h5")[0],
                           ctforge.read_volume(tmp_path / "r.h5")[0])
+    # The workers wrote an .h5 result, then copying the state to the store fails: the reserved
+    # temporary is removed at once, and no output appears.
+    attempts = cd._iterative_attempts
+
+    def then_the_store_fails(*a, **k):
+        out = attempts(*a, **k)
+
+        def push(self):
+            raise OSError("the store cannot be reached")
+        monkeypatch.setattr(cd._ObjectStoreState, "push", push)
+        return out
+    monkeypatch.setattr(cd, "_iterative_attempts", then_the_store_fails)
+    # (The traceback is kept, as a notebook keeps the last one: it holds the run's frames.)
+    with pytest.raises(OSError, match="cannot be reached") as failed:
+        cd.reconstruct(client, path, tmp_path / "f.h5", iterations=4, checkpoint_dir=ck, **kw)
+    assert failed.traceback and not (tmp_path / "f.h5").exists()
+    assert [n for n in os.listdir(tmp_path) if n.startswith(".f.")] == []
 
 
 _CLIENT_PEAK = r"""
