@@ -4,15 +4,13 @@
 //                                                            term, whose gradient is 1-Lipschitz)
 //   t_k+1 = (1 + sqrt(1 + 4 t_k^2)) / 2,  y_k+1 = x_k+1 + ((t_k - 1) / t_k+1) (x_k+1 - x_k)
 // from y_0 = x_0 (0 or the warm start), t_0 = 1. The prox is iterative_space::tv_prox
-// (tv_iterations FGP steps, non-negativity inside). L: power iteration on A^T A from a fixed
-// random start, times a safety factor (an underestimate would make the step too long). A y_k is
+// (tv_iterations FGP steps, non-negativity inside). L: power iteration on A^T A from A^T 1,
+// times a safety factor (an underestimate would make the step too long). A y_k is
 // the same combination of A x_k+1 and A x_k, so each iteration runs one forward projection
 // (of x_k+1, which also gives the residual) and one back-projection. State (iterative_state):
 // x, y, A x, A y and t, L (so that a resumed run does not estimate L again).
 #include <cmath>
-#include <random>
 #include <utility>
-#include <vector>
 
 #include "recon/iterative/iterative.hpp"
 
@@ -22,15 +20,14 @@ namespace {
 constexpr int k_power_iterations = 12;  ///< at most
 constexpr double k_power_tolerance = 1e-3;
 constexpr double k_lipschitz_safety = 1.1;
-constexpr unsigned k_power_seed = 20091;
 
 /// ||A||^2 = the largest eigenvalue of A^T A, by power iteration (uses `v`, `w`, `q` as scratch).
 double estimate_lipschitz(iterative_space& sp, space_buffer& v, space_buffer& w, space_buffer& q) {
-  std::mt19937 rng(k_power_seed);
-  std::uniform_real_distribution<float> u(0.5f, 1.5f);  // positive, as A^T A's top eigenvector
-  std::vector<float> h(static_cast<std::size_t>(v.size()));
-  for (float& a : h) a = u(rng);
-  sp.upload(h, v);
+  // The start: A^T 1, non-negative as A^T A's top eigenvector, and zero only where no ray
+  // passes (where that eigenvector is zero too). Made where the space keeps its buffers: no
+  // volume passes through here (a partitioned run's parts hold their planes of it).
+  sp.fill(q, 1.0f);
+  sp.back(q, v, -1, backprojector_kind::matched);
   double n = std::sqrt(sp.dot(v, v));
   if (!(n > 0)) return 0;
   sp.lincomb(static_cast<float>(1 / n), v, 0.0f, v, v);
