@@ -79,10 +79,16 @@ void fetch_object_inputs();
 /// Every staged output the command wrote, stored at its URL (each once): after the command
 /// succeeded, and by a command before it removes what its output replaces (checkpoint units).
 void store_object_outputs();
+/// An s3:// object as the store has it: URL, size (-1: none there) and ETag.
+struct object_id {
+  std::string url;
+  std::int64_t size = -1;
+  std::string etag;
+};
 /// For a path that stands for an s3:// URL (a staged input or output, or an HDF5 input read in
-/// place): the URL and the object's size (the staged file's, else the store's; -1 when there
-/// is none), the same in every process; nullopt for other paths.
-std::optional<std::pair<std::string, std::int64_t>> object_identity(const std::string& path);
+/// place): the object as the store has it now, the same in every process; nullopt for other
+/// paths.
+std::optional<object_id> object_identity(const std::string& path);
 /// `text` with the staged paths replaced by the URLs they stand for (messages).
 std::string with_object_urls(std::string text);
 

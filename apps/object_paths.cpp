@@ -129,8 +129,7 @@ CLI::Validator object_output(const std::string& option) {
         check_part_size(option);
         staging& s = stage();
         const std::string dir = s.place("out");
-        std::string name = io::object_name(value);
-        s.outputs.push_back({option, value, (fs::path(dir) / name).string()});
+        s.outputs.push_back({option, value, (fs::path(dir) / io::object_name(value)).string()});
         value = s.outputs.back().local + (value.ends_with('/') ? "/" : "");
         return std::string();
       },
@@ -182,27 +181,31 @@ void store_object_outputs() {
   }
 }
 
-std::optional<std::pair<std::string, std::int64_t>> object_identity(const std::string& path) {
+std::optional<object_id> object_identity(const std::string& path) {
   for (const auto* list : {&stage().inputs, &stage().outputs})
-    for (const staged& o : *list) {
-      if (path != o.local && path != o.url) continue;
-      std::error_code ec;
-      const auto local = o.local == o.url ? std::uintmax_t(-1) : fs::file_size(o.local, ec);
-      if (o.local != o.url && !ec && !fs::is_directory(o.local, ec))
-        return std::pair(o.url, static_cast<std::int64_t>(local));
-      return std::pair(o.url, io::s3::client().size(o.url));  // as the store has it
-    }
+    for (const staged& o : *list)
+      if (path == o.local || path == o.url) {
+        const io::s3::object_info i = io::s3::client().info(o.url);  // as the store has it
+        return object_id{o.url, i.size, i.etag};
+      }
   return std::nullopt;
 }
 
 std::string with_object_urls(std::string text) {
+  // Each staged file lies alone in a directory of its own: that directory stands for the
+  // URL's prefix (a header's data file, a path with a '/' appended, are named right too).
   const staging& s = stage();
   for (const auto* list : {&s.inputs, &s.outputs})
-    for (const staged& o : *list)
-      for (std::size_t at = o.local == o.url ? std::string::npos : text.find(o.local);
-           at != std::string::npos;
-           at = text.find(o.local, at + o.url.size()))
-        text.replace(at, o.local.size(), o.url);
+    for (const staged& o : *list) {
+      if (o.local == o.url) continue;
+      const std::string from = fs::path(o.local).parent_path().string() + "/";
+      std::string to = o.url;
+      while (to.ends_with('/')) to.pop_back();
+      to.resize(to.size() - io::object_name(o.url).size());
+      for (std::size_t at = text.find(from); at != std::string::npos;
+           at = text.find(from, at + to.size()))
+        text.replace(at, from.size(), to);
+    }
   return text;
 }
 

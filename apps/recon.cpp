@@ -160,10 +160,10 @@ void refuse_inapplicable(const recon_cli_options& o, algorithm a) {
 }
 
 /// What a checkpointed run depends on, for its run record: a file by path, size and mtime; an
-/// s3:// object (staged or read in place) by URL and size.
+/// s3:// object (staged or read in place) by URL, size and ETag.
 nlohmann::json file_identity(const std::string& path) {
   if (path.empty()) return nullptr;
-  if (const auto url = object_identity(path)) return {url->first, url->second};
+  if (const auto o = object_identity(path)) return {o->url, o->size, o->etag};
   std::error_code ec;
   const auto abs = std::filesystem::absolute(path, ec);
   struct stat st {};

@@ -112,7 +112,8 @@ void write_preview_png(const std::string& path, const volume_view& v, float lo =
 std::string object_name(const std::string& url);
 
 /// The object `url` (with the data file a detached .mhd / .nhdr header names, a sibling key), or
-/// else every object under the prefix `url`/ (a Zarr array, a TIFF stack, a DICOM series),
+/// else every object under the prefix `url`/ (a Zarr array, a TIFF stack, a DICOM series; keys
+/// ending in '/', folder markers, are skipped),
 /// copied into the existing directory `dir`; returns the local path
 /// (dir/object_name(url)). error naming the URL when there is neither, and for keys under the
 /// prefix that cannot be a relative path (an empty or a '..' component).
@@ -123,7 +124,10 @@ std::string download(const std::string& url, const std::string& dir);
 /// directory stored as one object per file under `url`/. A directory's top-level Zarr metadata
 /// (zarr.json, .zarray, .zattrs, .zgroup) goes last, and a Zarr array marked complete
 /// (attribute ctforge_complete true) is first stored marked incomplete: readers of the URL see
-/// an unfinished array until every chunk is there. Each object's size is checked afterwards.
+/// an unfinished array until every chunk is there. Objects an earlier output left under the
+/// prefix that this one does not have are removed afterwards (keys ending in '/', folder
+/// markers, are kept). Each object's size is checked after its upload (unless the
+/// credentials may not read it).
 void upload(const std::string& local, const std::string& url);
 
 

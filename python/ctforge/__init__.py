@@ -1122,19 +1122,20 @@ def read_projection_geometry(path: PathLike, *, flat: Optional[PathLike] = None,
     return Geometry(g)
 
 
-# s3:// URLs that name one file of a format the library reads and writes (other s3:// URLs are
-# Zarr arrays, read and written in place by ctforge.zarr_volumes).
-_FILE_SUFFIXES = (".h5", ".hdf5", ".hdf", ".nx", ".nxs", ".mha", ".mhd", ".nrrd", ".nhdr",
-                  ".nii", ".nii.gz", ".dcm", ".png")
+# s3:// URLs that name one file of a format the library reads and writes
+# (ctforge.zarr_volumes.FILE_SUFFIXES; other s3:// URLs are Zarr arrays, read and written in
+# place by ctforge.zarr_volumes).
 _HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".nx", ".nxs")
 
 
-def _object_file(path: Any, suffixes: Tuple[str, ...] = _FILE_SUFFIXES) -> bool:
+def _object_file(path: Any, suffixes: Optional[Tuple[str, ...]] = None) -> bool:
+    from . import zarr_volumes
     try:
         p = _os.fspath(path)
     except TypeError:
         return False
-    return isinstance(p, str) and p.lower().startswith("s3://") and p.lower().endswith(suffixes)
+    return (isinstance(p, str) and p.lower().startswith("s3://")
+            and p.lower().endswith(suffixes or zarr_volumes.FILE_SUFFIXES))
 
 
 class _ObjectOutput:
@@ -1201,7 +1202,7 @@ def _zarr_in_python(path: Any) -> bool:
     URL, and local arrays where zarr-python is installed (else the C++ library reads and writes
     them, in the same layout)."""
     from . import zarr_volumes
-    if _object_file(path) or not zarr_volumes.is_zarr_url(path):
+    if not zarr_volumes.is_zarr_url(path):
         return False
     if _os.fspath(path).lower().startswith("s3://"):
         return True

@@ -647,7 +647,7 @@ def reconstruct(client: Any, input: PathLike, output: PathLike, *,
     unknown = set(read) - set(_READ_OPTIONS)
     if unknown:
         raise ctforge.UsageError(f"reconstruct: unknown option(s) {', '.join(sorted(unknown))}")
-    streamed = output.lower().endswith((".h5", ".hdf5"))
+    streamed = _local_h5(output)  # (an s3:// file: the client writes and stores it)
     zarr = zarr_volumes.is_zarr_url(output)  # (what ctforge.write_volume writes as Zarr)
     g = ctforge.read_projection_geometry(input, **read)
     if isinstance(center_of_rotation, str) and center_of_rotation == "auto":

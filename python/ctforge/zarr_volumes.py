@@ -69,15 +69,23 @@ def _is_s3(u: str) -> bool:
     return u.lower().startswith("s3://")
 
 
+# The extensions of the files ctforge reads and writes: an s3:// URL ending in one names such a
+# file (one object), not a Zarr array.
+FILE_SUFFIXES = (".h5", ".hdf5", ".hdf", ".nx", ".nxs", ".mha", ".mhd", ".nrrd", ".nhdr",
+                 ".nii", ".nii.gz", ".dcm", ".png")
+
+
 def is_zarr_url(url: Any) -> bool:
-    """True for what this module reads and writes: any ``s3://`` URL, a path ending in
-    ``.zarr`` or inside one (an array in a group: ``scan.zarr/recon``), or a directory holding
-    Zarr metadata."""
+    """True for what this module reads and writes: an ``s3://`` URL that does not end in
+    another format's file extension (FILE_SUFFIXES), a path ending in ``.zarr`` or inside one
+    (an array in a group: ``scan.zarr/recon``), or a directory holding Zarr metadata."""
     try:
         u = os.fspath(url)
     except TypeError:
         return False
     if not isinstance(u, str):
+        return False
+    if _is_s3(u) and u.lower().endswith(FILE_SUFFIXES):
         return False
     if _is_s3(u) or any(p.lower().endswith(".zarr") for p in u.replace("\\", "/").split("/")):
         return True

@@ -252,7 +252,7 @@ def test_urls_refused_where_they_cannot_work(s3, scan):
 
 class _Recorder:
     """A minimal S3 stand-in on 127.0.0.1 (unsigned requests): stores PUT bodies, answers HEAD
-    with their sizes, records every request, and answers 503 to the PUTs of keys `failing`
+    with their sizes and listings with their keys, records every request, and answers 503 to the PUTs of keys `failing`
     names (the store failing mid-upload)."""
 
     def __init__(self, failing=()):
@@ -280,6 +280,16 @@ class _Recorder:
                 rec.objects[self.path] = body
                 self._answer(200)
 
+            def do_GET(self):  # ListObjectsV2 only
+                from urllib.parse import parse_qs, urlsplit
+                u = urlsplit(self.path)
+                rec.log.append(("GET", self.path, b""))
+                prefix = u.path + "/" + parse_qs(u.query).get("prefix", [""])[0]
+                keys = "".join(f"<Contents><Key>{k.split('/', 2)[2]}</Key></Contents>"
+                               for k in sorted(rec.objects) if k.startswith(prefix))
+                self._answer(200, ("<ListBucketResult><IsTruncated>false</IsTruncated>"
+                                   f"{keys}</ListBucketResult>").encode())
+
             def do_HEAD(self):
                 rec.log.append(("HEAD", self.path, b""))
                 if self.path not in rec.objects:
@@ -301,7 +311,7 @@ class _Recorder:
 @pytest.mark.parametrize("failing", [(), ("/c/0/",)])
 def test_a_zarr_output_is_marked_incomplete_until_its_last_object(tmp_path, scan, failing):
     """The order of the requests: zarr.json marked incomplete first, every shard, then
-    zarr.json marked complete. When the store fails a shard (503, tried three times), the run
+    zarr.json marked complete. When the store fails a shard (503, tried five times), the run
     fails naming it and the array stays marked incomplete."""
     if not CLI.exists():
         pytest.skip(f"the ctforge command line is not built ({CLI})")
@@ -330,7 +340,7 @@ def test_a_zarr_output_is_marked_incomplete_until_its_last_object(tmp_path, scan
         assert all(puts.index((p, b)) < len(puts) - 1 for p, b in puts if "/c/" in p)
     else:
         assert r.returncode == 1 and "s3://b/v.zarr/c/0/0/0" in r.stderr and "503" in r.stderr
-        assert len(shards) == 3  # tried three times
+        assert len(shards) == 5  # tried five times
         stored = json.loads(store.objects["/b/v.zarr/zarr.json"])
         assert stored["attributes"]["ctforge_complete"] is False
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("ctforge-objects")] == []
@@ -396,3 +406,46 @@ def test_unit_shares_with_urls_lose_nothing(s3, scan, tmp_path):
     (tmp_path / "back.h5").write_bytes(s3.get("b.h5"))
     assert np.array_equal(ctforge.read_volume(tmp_path / "back.h5")[0],
                           ctforge.read_volume(tmp_path / "a.h5")[0])
+
+
+def test_directories_replace_earlier_ones_and_folder_markers_are_skipped(s3, scan, tmp_path):
+    """A TIFF stack stored where a longer one was: the earlier stack's extra objects are
+    removed (else they would read as part of it). A folder-marker key (`stack/`, made by some
+    tools) is skipped when the stack is read and left in place."""
+    s3.run("simulate", "--phantom", "shepp-logan", "--phantom-size", 60, "--geometry", scan,
+           "-o", "p.h5", "--quiet")
+    s3.client.put_object(Bucket=s3.bucket, Key="stack/", Body=b"")
+    s3.run("convert", "p.h5", s3.url("stack/"), "--quiet")
+    assert len(s3.keys("stack/")) == 60 + 2  # the views, geometry.json, the marker
+    s3.run("convert", "p.h5", s3.url("stack/"), "--views", "0:40", "--quiet")
+    assert len(s3.keys("stack/")) == 40 + 2
+    r = s3.run("info", s3.url("stack/"))
+    assert "views 40" in r.stdout and r.stdout.startswith(s3.url("stack")), r.stdout
+    s3.run("convert", "p.h5", "local/", "--views", "0:40", "--quiet")
+    s3.run("convert", s3.url("stack"), "a.h5", "--geometry", s3.url("stack/geometry.json"),
+           "--quiet")
+    s3.run("convert", "local/", "b.h5", "--geometry", "local/geometry.json", "--quiet")
+    assert np.array_equal(ctforge.read_projections(tmp_path / "a.h5")[0],
+                          ctforge.read_projections(tmp_path / "b.h5")[0])
+
+
+def test_write_only_credentials_store_outputs_unchecked(s3, scan, store):
+    """Credentials that may put objects but not read them (a common upload-only role): the
+    output is stored and the run succeeds; its size check is skipped (the store refuses it)."""
+    ep, key, secret = store
+    iam = boto3.client("iam", endpoint_url=ep, region_name="us-east-1",
+                       aws_access_key_id=key, aws_secret_access_key=secret)
+    name = f"writer{np.random.randint(1 << 30)}"
+    iam.create_user(UserName=name)
+    iam.put_user_policy(UserName=name, PolicyName="put", PolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": ["s3:PutObject"], "Resource": "*"}]}))
+    k = iam.create_access_key(UserName=name)["AccessKey"]
+    s3.run("simulate", "--phantom", "shepp-logan", "--geometry", scan, "-o", "p.h5", "--quiet")
+    s3.run("recon", "p.h5", "-o", s3.url("wo.h5"), "--size", 9, "--quiet",
+           extra={"AWS_ACCESS_KEY_ID": k["AccessKeyId"],
+                  "AWS_SECRET_ACCESS_KEY": k["SecretAccessKey"]})
+    s3.run("recon", "p.h5", "-o", "wo.h5", "--size", 9, "--quiet")
+    (s3.tmp / "back.h5").write_bytes(s3.get("wo.h5"))
+    assert np.array_equal(ctforge.read_volume(s3.tmp / "back.h5")[0],
+                          ctforge.read_volume(s3.tmp / "wo.h5")[0])

@@ -98,7 +98,8 @@ std::string download(const std::string& url, const std::string& dir) {
   const std::string name = object_name(url);
   CTFORGE_EXPECTS(!name.empty(), url + ": expected s3://bucket/key");
   const fs::path local = fs::path(dir) / name;
-  if (store.size(url) >= 0) {
+  // (A key ending in '/' is a folder marker some tools make, never the file itself.)
+  if (!url.ends_with('/') && store.size(url) >= 0) {
     store.get_file(url, local.string());
     const std::string data = data_file_of(local);
     if (!data.empty()) {  // a detached header's data file: its sibling in the store
@@ -110,7 +111,8 @@ std::string download(const std::string& url, const std::string& dir) {
   }
   std::string prefix = url;
   if (!prefix.ends_with('/')) prefix += '/';
-  const std::vector<std::string> objects = store.list(prefix);
+  std::vector<std::string> objects = store.list(prefix);
+  std::erase_if(objects, [](const std::string& o) { return o.ends_with('/'); });  // markers
   CTFORGE_CHECK(!objects.empty(), fmt::format("{}: no such object, and no object under {}", url,
                                               prefix));
   for (const std::string& o : objects) {
@@ -146,9 +148,18 @@ void upload(const std::string& local, const std::string& url) {
     const std::string incomplete = marked_incomplete(zarr_json);
     if (!incomplete.empty()) store.put_text(prefix + "/zarr.json", incomplete);
   }
+  std::vector<std::string> earlier = store.list(prefix + "/");
   for (const auto& group : {files, last})
     for (const fs::path& rel : group)
       store.put_file(prefix + "/" + rel.generic_string(), (fs::path(local) / rel).string());
+  // What an earlier output under the prefix held beyond this one is removed (a longer TIFF
+  // stack or DICOM series would otherwise read as part of it), after it is complete.
+  std::vector<std::string> now;
+  for (const auto& group : {files, last})
+    for (const fs::path& rel : group) now.push_back(prefix + "/" + rel.generic_string());
+  std::sort(now.begin(), now.end());
+  for (const std::string& o : earlier)
+    if (!o.ends_with('/') && !std::binary_search(now.begin(), now.end(), o)) store.remove(o);
 }
 
 }  // namespace ctforge::io

@@ -62,10 +62,12 @@ void remove_tree_at(int at, const char* name, int depth) {
         const auto* d = reinterpret_cast<const dirent64_raw*>(buf + off);
         const char* entry = d->d_name;
         if (!(entry[0] == '.' && (entry[1] == 0 || (entry[1] == '.' && entry[2] == 0)))) {
-          if (d->d_type == DT_DIR && depth > 0)
-            remove_tree_at(fd, entry, depth - 1);
-          else
-            ::unlinkat(fd, entry, 0);
+          // (File systems that do not say an entry's type: a directory is what unlinkat
+          // refuses with EISDIR.)
+          if (d->d_type == DT_DIR ||
+              (::unlinkat(fd, entry, 0) != 0 && errno == EISDIR && d->d_type == DT_UNKNOWN)) {
+            if (depth > 0) remove_tree_at(fd, entry, depth - 1);
+          }
           any = true;
         }
         off += d->d_reclen;
@@ -77,11 +79,12 @@ void remove_tree_at(int at, const char* name, int depth) {
   ::unlinkat(at, name, AT_REMOVEDIR);
 }
 
-// `dir` and everything in it, 12 directory levels deep (a staging directory holding Zarr
+// `dir` and everything in it, 16 directory levels deep (a staging directory holding Zarr
 // arrays: stage/out-0/vol.zarr/c/0/0/0).
-void remove_directory_tree(const char* dir) { remove_tree_at(AT_FDCWD, dir, 12); }
+void remove_directory_tree(const char* dir) { remove_tree_at(AT_FDCWD, dir, 16); }
 
 extern "C" void remove_partial_outputs(int sig) {
+  const int saved_errno = errno;
   for (int i = 0; i < k_slots; ++i) {
     const int st = g_state[i].load(std::memory_order_acquire);
     if (st == k_file) ::unlink(g_paths[i]);
@@ -89,6 +92,7 @@ extern "C" void remove_partial_outputs(int sig) {
   }
   // SA_RESETHAND restored the default action; the signal is blocked while this handler runs,
   // so the re-raised signal terminates the process as soon as the handler returns.
+  errno = saved_errno;
   ::raise(sig);
 }
 

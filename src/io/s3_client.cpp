@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include <unistd.h>
@@ -111,7 +112,7 @@ struct body {
 /// What came back: the status, the answer's text (or it went to `sink`), the ETag header.
 struct answer {
   long status = 0;
-  std::string text, etag;
+  std::string text, etag, region;  ///< region: x-amz-bucket-region (a bucket in another region)
   std::FILE* sink = nullptr;  ///< a 2xx answer's bytes go here when set
 };
 
@@ -122,6 +123,17 @@ std::size_t on_write(char* p, std::size_t, std::size_t n, void* u) {
   return n;
 }
 
+/// The value of header `name` (case-insensitive) in the header line `h`, trimmed; empty else.
+std::string header_value(std::string_view h, std::string_view name) {
+  if (h.size() <= name.size() || h[name.size()] != ':') return {};
+  for (std::size_t i = 0; i < name.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(h[i])) != name[i]) return {};
+  std::string v(h.substr(name.size() + 1));
+  while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
+  while (!v.empty() && std::isspace(static_cast<unsigned char>(v.front()))) v.erase(v.begin());
+  return v;
+}
+
 std::size_t on_header(char* p, std::size_t, std::size_t n, void* u) {
   auto* a = static_cast<answer*>(u);
   const std::string_view h(p, n);
@@ -129,13 +141,32 @@ std::size_t on_header(char* p, std::size_t, std::size_t n, void* u) {
     const auto sp = h.find(' ');
     if (sp != std::string_view::npos) a->status = std::atol(std::string(h.substr(sp + 1, 3)).c_str());
   }
-  if (h.size() > 5 && (h.starts_with("ETag:") || h.starts_with("etag:") || h.starts_with("Etag:"))) {
-    std::string v(h.substr(5));
-    while (!v.empty() && (v.back() == '\r' || v.back() == '\n' || v.back() == ' ')) v.pop_back();
-    while (!v.empty() && v.front() == ' ') v.erase(v.begin());
-    a->etag = v;
-  }
+  if (std::string v = header_value(h, "etag"); !v.empty()) a->etag = std::move(v);
+  if (std::string v = header_value(h, "x-amz-bucket-region"); !v.empty()) a->region = std::move(v);
   return n;
+}
+
+/// Whether a request that failed so may succeed when sent again: the store busy or failing
+/// (5xx, 429 SlowDown, 400 RequestTimeout) or the network interrupted; not a wrong address,
+/// a refused certificate or a local disk that is full.
+bool transient(CURLcode rc, const answer& a) {
+  switch (rc) {
+    case CURLE_OK:
+      return a.status >= 500 || a.status == 429 ||
+             (a.status == 400 && a.text.find("<Code>RequestTimeout</Code>") != std::string::npos);
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+      return true;
+    default:
+      return false;
+  }
 }
 
 std::size_t on_read(char* p, std::size_t size, std::size_t n, void* u) {
@@ -156,20 +187,23 @@ std::size_t on_read(char* p, std::size_t size, std::size_t n, void* u) {
 
 }  // namespace
 
+constexpr std::int64_t k_max_part = std::int64_t{5} << 30;  ///< S3's largest part (5 GiB)
+
 std::int64_t part_size() {
   constexpr std::int64_t mib = 1 << 20;
   const char* v = std::getenv("CTFORGE_S3_PART_SIZE");
   if (!v || !*v) return 64 * mib;
   char* end = nullptr;
   const long long n = std::strtoll(v, &end, 10);
-  CTFORGE_EXPECTS(end && *end == '\0' && n >= 5 * mib,
-                  fmt::format("CTFORGE_S3_PART_SIZE: expected a whole number of bytes of at least "
-                              "5 MiB ({}), got '{}'",
-                              5 * mib, v));
+  CTFORGE_EXPECTS(end && *end == '\0' && n >= 5 * mib && n <= k_max_part,
+                  fmt::format("CTFORGE_S3_PART_SIZE: expected a whole number of bytes from 5 MiB "
+                              "({}) to 5 GiB ({}), got '{}'",
+                              5 * mib, k_max_part, v));
   return n;
 }
 
 struct client::impl {
+  static constexpr int k_tries = 5;  ///< 0.25, 0.5, 1 and 2 s apart (+ up to half of that)
   curl_handle curl;
 
   /// One request, retried on 5xx and network errors; returns the answer of the last try.
@@ -187,14 +221,17 @@ struct client::impl {
       body left = b;
       char reason[CURL_ERROR_SIZE] = {0};
       const CURLcode rc = perform(method, s3_url, http_url, left, a, reason, content_type);
-      const bool transient = rc != CURLE_OK ? rc != CURLE_ABORTED_BY_CALLBACK : a.status >= 500;
-      if (!transient || attempt == 2) {
+      if (!transient(rc, a) || attempt + 1 == k_tries) {
         if (rc != CURLE_OK)
           CTFORGE_FAIL(fmt::format("{}: {} {}: {} ({})", s3_url, method, http_url,
                                    *reason ? reason : curl_easy_strerror(rc), "libcurl"));
         return a;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(attempt == 0 ? 500 : 2000));
+      // Exponential backoff with jitter (many writers backing off together do not meet again).
+      const int base = 250 << attempt;
+      thread_local std::minstd_rand jitter(std::random_device{}());
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(base + static_cast<int>(jitter() % (base / 2 + 1))));
     }
   }
 
@@ -260,6 +297,11 @@ struct client::impl {
     std::string hint;
     if (a.status != 404 && (o.key_id.empty() || o.secret.empty()))
       hint = " (the request was unsigned: no AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)";
+    else if (a.status == 403 && code.empty())
+      hint = " (no such object, or no permission to read it)";
+    if (!a.region.empty() && a.region != o.region)
+      hint += fmt::format(" (the bucket is in region {}, not {}: set AWS_REGION={})", a.region,
+                          o.region, a.region);
     if (code == "NoSuchBucket") hint = fmt::format(" (no bucket '{}' at {})", o.bucket, o.bucket_url);
     CTFORGE_FAIL(fmt::format("{}: {} {}: HTTP {}{}{}{}", s3_url, method, http_url, a.status,
                              code.empty() ? "" : " " + code, message.empty() ? "" : ": " + message,
@@ -271,6 +313,27 @@ struct client::impl {
     answer a = send(method, s3_url, http_url, b, sink, content_type);
     if (a.status / 100 != 2) refused(method, s3_url, http_url, a);
     return a;
+  }
+
+  /// HEAD: the object's size (-1 when there is none) and ETag; `unreadable` (when given) says
+  /// whether the store refused to say (403: no permission to read, e.g. write-only
+  /// credentials).
+  object_info head(const std::string& url, bool* unreadable = nullptr) {
+    const s3_object o = resolve_s3_object(url);
+    const answer a = send("HEAD", url, o.url, body{});
+    if (a.status == 404) return {};
+    if (a.status == 403 && unreadable) {
+      *unreadable = true;
+      return {};
+    }
+    if (a.status / 100 != 2) refused("HEAD", url, o.url, a);
+    curl_off_t n = -1;
+    curl_easy_getinfo(curl.get(), CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &n);
+    CTFORGE_CHECK(n >= 0, fmt::format("{}: HEAD {}: the answer gives no Content-Length", url, o.url));
+    return {static_cast<std::int64_t>(n), a.etag};
+  }
+  std::int64_t size(const std::string& url, bool* unreadable = nullptr) {
+    return head(url, unreadable).size;
   }
 
   void put_part(const std::string& url, const std::string& http_url, std::FILE* f,
@@ -305,9 +368,13 @@ struct client::impl {
       done += "</CompleteMultipartUpload>";
       body b;
       b.text = done;
-      const answer a = ok("POST", url, base, b, nullptr, "application/xml");
-      // S3 may answer 200 and still fail the completion: the body is then an <Error>.
+      const answer a = send("POST", url, base, b, nullptr, "application/xml");
+      // A completion sent again after its answer was lost finds no upload any more: done if
+      // the object is there whole (put_file checks its size after this).
       const auto x = xml_texts(a.text);
+      if (first(x, "Code") == "NoSuchUpload" && size(url) == total) return;
+      if (a.status / 100 != 2) refused("POST", url, base, a);
+      // S3 may answer 200 and still fail the completion: the body is then an <Error>.
       if (!first(x, "Code").empty()) {
         answer failed = a;
         failed.status = 500;
@@ -332,16 +399,8 @@ client::~client() = default;
 client::client(client&&) noexcept = default;
 client& client::operator=(client&&) noexcept = default;
 
-std::int64_t client::size(const std::string& url) {
-  const s3_object o = resolve_s3_object(url);
-  const answer a = p_->send("HEAD", url, o.url, body{});
-  if (a.status == 404) return -1;
-  if (a.status / 100 != 2) impl::refused("HEAD", url, o.url, a);
-  curl_off_t n = -1;
-  curl_easy_getinfo(p_->curl.get(), CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &n);
-  CTFORGE_CHECK(n >= 0, fmt::format("{}: HEAD {}: the answer gives no Content-Length", url, o.url));
-  return static_cast<std::int64_t>(n);
-}
+std::int64_t client::size(const std::string& url) { return p_->size(url); }
+object_info client::info(const std::string& url) { return p_->head(url); }
 
 void client::get_file(const std::string& url, const std::string& file) {
   const s3_object o = resolve_s3_object(url);
@@ -358,18 +417,20 @@ void client::put_file(const std::string& url, const std::string& file) {
   CTFORGE_CHECK(!ec, fmt::format("{}: cannot read {}: {}", url, file, ec.message()));
   file_handle f(std::fopen(file.c_str(), "rb"));
   CTFORGE_CHECK(f, fmt::format("{}: cannot open {}", url, file));
-  const std::int64_t part = part_size();
-  CTFORGE_CHECK(total <= part * 10000,
-                fmt::format("{}: {} has {} bytes, more than 10000 parts of {} (set "
-                            "CTFORGE_S3_PART_SIZE larger)",
-                            url, file, total, part));
+  // At most 10000 parts: larger ones for a file beyond 10000 times the part size.
+  const std::int64_t part = std::max(part_size(), (total + 9999) / 10000);
+  CTFORGE_CHECK(part <= k_max_part,
+                fmt::format("{}: {} has {} bytes, more than S3 stores in one object", url, file,
+                            total));
   if (total <= part)
     p_->put_part(url, resolve_s3_object(url).url, f.get(), 0, total);
   else
     p_->multipart(url, file, f.get(), total, part);
-  const std::int64_t stored = size(url);
-  CTFORGE_CHECK(stored == total, fmt::format("{}: stored {} bytes of {}'s {}", url, stored, file,
-                                             total));
+  // Checked as the store has it; credentials that may write but not read leave it unchecked.
+  bool unreadable = false;
+  const std::int64_t stored = p_->size(url, &unreadable);
+  CTFORGE_CHECK(unreadable || stored == total,
+                fmt::format("{}: stored {} bytes of {}'s {}", url, stored, file, total));
 }
 
 void client::put_text(const std::string& url, std::string_view text) {
@@ -395,6 +456,12 @@ std::vector<std::string> client::list(const std::string& prefix_url) {
     if (first(x, "IsTruncated") != "true" || token.empty()) break;
   }
   return urls;
+}
+
+void client::remove(const std::string& url) {
+  const s3_object o = resolve_s3_object(url);
+  const answer a = p_->send("DELETE", url, o.url, body{});
+  if (a.status / 100 != 2 && a.status != 404) impl::refused("DELETE", url, o.url, a);
 }
 
 }  // namespace ctforge::io::s3

@@ -6,7 +6,8 @@
 //
 // Errors are ctforge::error naming the s3:// URL, the request (method and address) and the
 // store's answer: HTTP status, S3 error code and message, or libcurl's reason. Requests that
-// fail with a 5xx status or a network error are tried three times, 0.5 s and 2 s apart.
+// fail with a 5xx status, 429, 400 RequestTimeout or an interrupted connection are tried five
+// times, 0.25 to 2 s apart (exponential backoff with jitter).
 #pragma once
 
 #include <cstdint>
@@ -17,9 +18,17 @@
 
 namespace ctforge::io::s3 {
 
-/// Bytes per part of a multipart upload: CTFORGE_S3_PART_SIZE when set (at least 5 MiB, the
-/// store's smallest part), else 64 MiB. Larger files are sent in such parts (at most 10000).
+/// Bytes per part of a multipart upload: CTFORGE_S3_PART_SIZE when set (5 MiB to 5 GiB, the
+/// store's smallest and largest part), else 64 MiB. Larger files are sent in such parts, or in
+/// larger ones beyond 10000 parts (S3's most).
 std::int64_t part_size();
+
+/// What HEAD says of an object: its size (-1: there is none) and its ETag (the store's tag of
+/// its content: changes when the object is replaced by other bytes).
+struct object_info {
+  std::int64_t size = -1;
+  std::string etag;
+};
 
 /// One connection to the store (reused from request to request); not shared between threads.
 class client {
@@ -31,14 +40,19 @@ class client {
 
   /// The object's size in bytes, or -1 when there is no such object.
   std::int64_t size(const std::string& url);
+  /// Its size and ETag.
+  object_info info(const std::string& url);
   /// The object written into `file` (created or replaced); error when there is none.
   void get_file(const std::string& url, const std::string& file);
   /// `file` stored as the object: one PUT up to part_size(), else a multipart upload (the
-  /// object appears whole when the upload completes; an earlier one stays until then).
+  /// object appears whole when the upload completes; an earlier one stays until then). Its
+  /// size as stored is checked afterwards (not when the credentials may not read it).
   void put_file(const std::string& url, const std::string& file);
   void put_text(const std::string& url, std::string_view text);
   /// The s3:// URLs of every object whose key starts with the URL's key, all pages.
   std::vector<std::string> list(const std::string& prefix_url);
+  /// Removes the object (nothing happens when there is none).
+  void remove(const std::string& url);
 
  private:
   struct impl;

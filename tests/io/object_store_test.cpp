@@ -82,7 +82,7 @@ TEST(ObjectStore, PartSizeFromTheEnvironment) {
   EXPECT_EQ(s3::part_size(), std::int64_t{64} << 20);
   ::setenv("CTFORGE_S3_PART_SIZE", "5242880", 1);
   EXPECT_EQ(s3::part_size(), std::int64_t{5} << 20);
-  for (const char* bad : {"5242879", "8M", "-1", "1e9"}) {
+  for (const char* bad : {"5242879", "8M", "-1", "1e9", "5368709121"}) {
     ::setenv("CTFORGE_S3_PART_SIZE", bad, 1);
     testing::expect_error_naming([] { s3::part_size(); }, "CTFORGE_S3_PART_SIZE", "5 MiB");
   }
@@ -93,11 +93,9 @@ TEST(ObjectStore, PartSizeFromTheEnvironment) {
 }
 
 TEST(ObjectStore, AStoreThatCannotBeReachedIsAnErrorNamingTheRequest) {
-  // Port 9 on loopback: nothing listens (connection refused), tried three times.
+  // Port 9 on loopback: nothing listens (connection refused), tried five times.
   const aws_env env(env_map{{"AWS_ENDPOINT_URL", "http://127.0.0.1:9"}});
   s3::client store;
-  testing::expect_error_naming([&] { store.size("s3://b1/none.h5"); }, "s3://b1/none.h5",
-                               "HEAD http://127.0.0.1:9/b1/none.h5");
   testing::expect_error_naming([&] { store.put_text("s3://b1/k.json", "{}"); }, "s3://b1/k.json",
                                "PUT http://127.0.0.1:9/b1/k.json");
 }

@@ -22,7 +22,7 @@
 
 namespace ctforge::io {
 
-/// Registers `path` (a file, or with `directory` a directory and all it holds, 12 levels deep) as an output
+/// Registers `path` (a file, or with `directory` a directory and all it holds, 16 levels deep) as an output
 /// being written. If the process is then stopped by SIGINT, SIGTERM, SIGHUP or SIGABRT after
 /// install_interrupt_cleanup(), the handler removes it before the signal ends the process.
 /// Returns a slot for unregister_partial_output, or -1 when the table is full (then it is
