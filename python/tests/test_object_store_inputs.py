@@ -117,6 +117,14 @@ def test_distributed_from_s3_to_s3(s3, scan, tmp_path):
         ref_it = ctforge.reconstruct(p, g, grid, algorithm="cgls", iterations=3, threads=1)
         vol = ctforge.read_volume(tmp_path / "cgls.h5")[0]
         assert np.abs(vol - ref_it).max() <= 1e-5 * np.abs(ref_it).max()
+        # An s3:// URL naming an .h5 file: that file, one object (the client writes it).
+        h5 = f"s3://{bucket}/out/vol.h5"
+        s = cd.reconstruct(c, f"s3://{bucket}/p.h5", h5, grid=grid, unit_planes=3, threads=1,
+                           checkpoint_dir=tmp_path / "ck_h5")
+        assert s["output_writes"] == "client"
+        client_s3.download_file(bucket, "out/vol.h5", str(tmp_path / "back.h5"))
+        assert np.array_equal(ctforge.read_volume(tmp_path / "back.h5")[0], ref)
+        assert np.array_equal(ctforge.read_volume(h5)[0], ref)  # (HDF5 read in place)
     finally:
         c.close()
         cluster.close()
