@@ -23,7 +23,8 @@ boto3 = pytest.importorskip("boto3", reason="boto3 is not installed")
 pytest.importorskip("moto.server", reason="moto[server] is not installed")
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CLI = pathlib.Path(os.environ.get("CTFORGE_CLI", ROOT / "build" / "apps" / "ctforge"))
+# (absolute: the tests run the command line in their own directories)
+CLI = pathlib.Path(os.environ.get("CTFORGE_CLI", ROOT / "build" / "apps" / "ctforge")).absolute()
 
 _SERVER = r"""
 import os, sys, time
