@@ -1056,15 +1056,55 @@ def read_projections(path: PathLike, *, flat: Optional[PathLike] = None,
     :func:`preprocess_options` (the command line's ``--zingers``, ``--ring-size``, ...):
     ``zingers=0.3, zinger_size=3, zinger_views=1, rings="all", ring_size=21, ...``, and
     ``threads``. With ``band`` the rows of margin the steps need are read too, so a band equals
-    those rows of the whole cleaned read bit for bit."""
-    p, g, inf = _core.read_projections(
-        _os.fspath(path), band=None if band is None else (int(band[0]), int(band[1])),
-        **_read_args(flat, dark, geometry, views, rows, cols, bin_rows, bin_cols, pixel_size,
-                     mode, min_transmission, transpose, flip_u, flip_v),
-        **_input_args(angles, angle_unit, sinogram, open_beam_cols),
-        **_dataset_args(data_path, flat_path, dark_path, angles_path),
-        **{k: v for k, v in steps.items() if v is not None})
+    those rows of the whole cleaned read bit for bit.
+
+    ``s3://`` URLs: HDF5 files are read in place by ranged requests; other files and
+    directories (a TIFF stack, Zarr projections: every object under the URL's prefix), and
+    ``flat`` / ``dark`` / ``geometry`` / ``angles`` files, are downloaded into a temporary
+    directory first."""
+    with _ObjectInputs() as objects:
+        path, flat, dark, geometry, angles = map(objects.local,
+                                                 (path, flat, dark, geometry, angles))
+        p, g, inf = _core.read_projections(
+            _os.fspath(path), band=None if band is None else (int(band[0]), int(band[1])),
+            **_read_args(flat, dark, geometry, views, rows, cols, bin_rows, bin_cols, pixel_size,
+                         mode, min_transmission, transpose, flip_u, flip_v),
+            **_input_args(angles, angle_unit, sinogram, open_beam_cols),
+            **_dataset_args(data_path, flat_path, dark_path, angles_path),
+            **{k: v for k, v in steps.items() if v is not None})
     return (p, Geometry(g), inf) if return_info else (p, Geometry(g))
+
+
+class _ObjectInputs:
+    """Local paths for ``s3://`` inputs that are not read in place (all but HDF5 files, which
+    are read by ranged requests): each downloaded (the object, or every object under the URL's
+    prefix: a TIFF stack, a Zarr array) into one temporary directory, removed when the block
+    ends."""
+
+    def __init__(self) -> None:
+        self._dir: Any = None
+
+    def __enter__(self) -> "_ObjectInputs":
+        return self
+
+    def local(self, path: Any) -> Any:
+        try:
+            p = _os.fspath(path)
+        except TypeError:
+            return path
+        if not (isinstance(p, str) and p.lower().startswith("s3://")) or \
+                p.lower().endswith(_HDF5_SUFFIXES):
+            return path
+        import tempfile
+        if self._dir is None:
+            self._dir = tempfile.TemporaryDirectory(prefix="ctforge-objects-")
+        d = _os.path.join(self._dir.name, str(len(_os.listdir(self._dir.name))))
+        _os.mkdir(d)
+        return _core.download_object(p, d)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._dir is not None:
+            self._dir.cleanup()
 
 
 def preprocess_options() -> List[dict]:
@@ -1112,13 +1152,16 @@ def read_projection_geometry(path: PathLike, *, flat: Optional[PathLike] = None,
     projections (one pixel is read): for planning work on files larger than memory. The
     cleaning steps' keywords (:func:`preprocess_options`) are accepted and checked by name:
     they change values, not the geometry."""
-    _, g, _ = _core.read_projections(
-        _os.fspath(path), geometry_only=True,
-        **_read_args(flat, dark, geometry, views, rows, cols, bin_rows, bin_cols, pixel_size,
-                     mode, min_transmission, transpose, flip_u, flip_v),
-        **_input_args(angles, angle_unit, sinogram, open_beam_cols),
-        **_dataset_args(data_path, flat_path, dark_path, angles_path),
-        **{k: v for k, v in steps.items() if v is not None})
+    with _ObjectInputs() as objects:
+        path, flat, dark, geometry, angles = map(objects.local,
+                                                 (path, flat, dark, geometry, angles))
+        _, g, _ = _core.read_projections(
+            _os.fspath(path), geometry_only=True,
+            **_read_args(flat, dark, geometry, views, rows, cols, bin_rows, bin_cols, pixel_size,
+                         mode, min_transmission, transpose, flip_u, flip_v),
+            **_input_args(angles, angle_unit, sinogram, open_beam_cols),
+            **_dataset_args(data_path, flat_path, dark_path, angles_path),
+            **{k: v for k, v in steps.items() if v is not None})
     return Geometry(g)
 
 
@@ -1187,10 +1230,9 @@ def read_volume(path: PathLike, *, mu_water: Optional[float] = None) -> Tuple[np
     when zarr-python is not installed. An ``s3://`` URL ending in one of those files' extensions
     (``.h5``, ``.mha``, ``.nii.gz``, ...) is that file: HDF5 read in place by ranged requests,
     the others downloaded into a temporary directory first."""
-    if _object_file(path) and not _object_file(path, _HDF5_SUFFIXES):
-        import tempfile
-        with tempfile.TemporaryDirectory(prefix="ctforge-objects-") as d:
-            return _core.read_volume(_core.download_object(_os.fspath(path), d), mu_water)
+    if _object_file(path):
+        with _ObjectInputs() as objects:
+            return _core.read_volume(_os.fspath(objects.local(path)), mu_water)
     if _zarr_in_python(path):
         from . import zarr_volumes
         return zarr_volumes.read_zarr_volume(path)

@@ -377,6 +377,31 @@ def test_python_files_at_s3_urls_round_trip(s3, monkeypatch, name):
             ctforge.read_volume(s3.url("missing.mha"))
 
 
+def test_python_reads_projections_that_are_not_hdf5_from_s3(s3, scan, monkeypatch, tmp_path):
+    """ctforge.read_projections / read_projection_geometry of a TIFF stack and of Zarr
+    projections at s3:// URLs (downloaded, with the geometry file): the local files' values;
+    the downloads' temporary directory is removed."""
+    import tempfile
+    for k, v in s3.env.items():
+        if k.startswith("AWS_"):
+            monkeypatch.setenv(k, v)
+    monkeypatch.setattr(tempfile, "tempdir", str(s3.tmp / "tmp"))
+    s3.run("simulate", "--phantom", "shepp-logan", "--phantom-size", 60, "--geometry", scan,
+           "-o", "p.h5", "--quiet")
+    s3.run("convert", "p.h5", s3.url("stack/"), "--quiet")
+    s3.run("convert", "p.h5", s3.url("proj.zarr"), "--quiet")
+    s3.run("convert", "p.h5", "stack/", "--quiet")
+    local, g = ctforge.read_projections(tmp_path / "stack",
+                                        geometry=tmp_path / "stack" / "geometry.json")
+    p, g3 = ctforge.read_projections(s3.url("stack"), geometry=s3.url("stack/geometry.json"))
+    assert np.array_equal(p, local) and g3.to_json() == g.to_json()
+    assert ctforge.read_projection_geometry(
+        s3.url("stack"), geometry=s3.url("stack/geometry.json")).to_json() == g.to_json()
+    z, _ = ctforge.read_projections(s3.url("proj.zarr"))
+    assert np.array_equal(z, ctforge.read_projections(tmp_path / "p.h5")[0])
+    assert list((s3.tmp / "tmp").iterdir()) == []
+
+
 def test_unit_shares_with_urls_lose_nothing(s3, scan, tmp_path):
     """--checkpoint-dir --unit-share with s3:// input and output: every share names the same
     run (a downloaded input is identified by its URL, not by where it was staged), the share
