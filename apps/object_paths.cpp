@@ -75,6 +75,15 @@ staging& stage() {
   return s;
 }
 
+/// The URL without its last name ("s3://b/run/" for s3://b/run/vol.zarr/): where the files
+/// staged beside it go, and what its staging directory stands for in messages.
+std::string url_parent(const std::string& url) {
+  std::string p = url;
+  while (p.ends_with('/')) p.pop_back();
+  p.resize(p.size() - io::object_name(url).size());
+  return p;
+}
+
 /// Files the HDF5 readers open by name (ranged reads of the object: no download).
 bool read_in_place(const std::string& url) {
   std::string ext = fs::path(io::object_name(url)).extension().string();
@@ -170,9 +179,7 @@ void store_object_outputs() {
     // A header's data file (.mhd + .zraw, .nhdr + .raw) was written beside it, in the output's
     // own staging directory: stored beside it first, so the header never names a missing file.
     const fs::path dir = fs::path(o.local).parent_path();
-    std::string prefix = o.url;
-    while (prefix.ends_with('/')) prefix.pop_back();
-    prefix.resize(prefix.size() - io::object_name(o.url).size());
+    const std::string prefix = url_parent(o.url);
     for (const auto& e : fs::directory_iterator(dir))
       if (e.path() != fs::path(o.local) && e.is_regular_file())
         io::upload(e.path().string(), prefix + e.path().filename().string());
@@ -199,9 +206,7 @@ std::string with_object_urls(std::string text) {
     for (const staged& o : *list) {
       if (o.local == o.url) continue;
       const std::string from = fs::path(o.local).parent_path().string() + "/";
-      std::string to = o.url;
-      while (to.ends_with('/')) to.pop_back();
-      to.resize(to.size() - io::object_name(o.url).size());
+      const std::string to = url_parent(o.url);
       for (std::size_t at = text.find(from); at != std::string::npos;
            at = text.find(from, at + to.size()))
         text.replace(at, from.size(), to);
